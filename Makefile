@@ -1,0 +1,40 @@
+# Arbiter: the two commands are `make run` and `make test`.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build test run format format-check lint clean bench
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+run: build
+	@./scripts/run.sh $(BUILD_DIR)/arbiter
+
+bench: build
+	@$(BUILD_DIR)/arbiter bench --nodes 10000 --gpus-per-node 8 --queues 100 --jobs 200000 --policy binpack --json
+
+format:
+	@git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+format-check:
+	@git ls-files '*.h' '*.cc' | xargs clang-format --dry-run --Werror
+
+lint: configure
+	@git ls-files 'src/*.cc' | grep -v '_test.cc' | xargs clang-tidy -p $(BUILD_DIR) --quiet
+
+clean:
+	@rm -rf $(BUILD_DIR)

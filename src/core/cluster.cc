@@ -1,0 +1,119 @@
+#include "core/cluster.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace arbiter::core {
+
+uint32_t StringPool::Intern(std::string_view s) {
+  auto it = ids_.find(std::string(s));
+  if (it != ids_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(strings_.size());
+  strings_.emplace_back(s);
+  ids_.emplace(std::string(s), id);
+  return id;
+}
+
+uint32_t StringPool::Find(std::string_view s) const {
+  auto it = ids_.find(std::string(s));
+  return it == ids_.end() ? Constraints::kUnknown : it->second;
+}
+
+Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<Node>& nodes) {
+  Cluster c;
+  if (models.size() > static_cast<size_t>(kMaxGpuModels)) {
+    return InvalidArgument("gpu_models", fmt::format("at most {} GPU models are supported, got {}",
+                                                     kMaxGpuModels, models.size()));
+  }
+  for (size_t i = 0; i < models.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (models[j].name == models[i].name) {
+        return InvalidArgument(fmt::format("gpu_models[{}].name", i),
+                               fmt::format("duplicate GPU model '{}'", models[i].name));
+      }
+    }
+  }
+  c.models_ = std::move(models);
+  c.strings_.Intern("");  // id 0: unknown / empty
+  c.nodes_.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const std::string field = fmt::format("nodes[{}]", i);
+    ARBITER_RETURN_IF_ERROR(ValidateNode(n, field));
+    if (!c.node_by_name_.emplace(n.name, static_cast<uint32_t>(i)).second) {
+      return InvalidArgument(field + ".name", fmt::format("duplicate node name '{}'", n.name));
+    }
+    if (n.gpus.size() > 0xffff) return InvalidArgument(field + ".gpus", "too many GPUs");
+    NodeInfo info;
+    info.name = n.name;
+    info.state = n.state;
+    info.cpu_milli = n.cpu_milli;
+    info.memory_mib = n.memory_mib;
+    info.gpu_begin = static_cast<uint32_t>(c.gpus_.size());
+    info.gpu_count = static_cast<uint16_t>(n.gpus.size());
+    info.rack = c.strings_.Intern(n.rack);
+    info.block = c.strings_.Intern(n.block);
+    for (const auto& [k, v] : n.labels) {
+      info.labels.emplace_back(c.strings_.Intern(k), c.strings_.Intern(v));
+    }
+    std::sort(info.labels.begin(), info.labels.end());
+    for (const Taint& t : n.taints) {
+      info.taints.emplace_back(c.strings_.Intern(t.key), c.strings_.Intern(t.value));
+    }
+    for (size_t g = 0; g < n.gpus.size(); ++g) {
+      const Gpu& gpu = n.gpus[g];
+      GpuSlotInfo slot;
+      slot.model = c.FindModel(gpu.model);
+      if (slot.model == kNoModel) {
+        return InvalidArgument(fmt::format("{}.gpus[{}].model", field, g),
+                               fmt::format("unknown GPU model '{}'", gpu.model));
+      }
+      slot.index = gpu.index;
+      slot.memory_mib =
+          gpu.memory_mib > 0 ? gpu.memory_mib : c.models_[slot.model.value()].memory_mib;
+      slot.healthy = gpu.healthy;
+      slot.nvlink_domain = gpu.nvlink_domain;
+      c.gpus_.push_back(slot);
+      if (info.schedulable() && slot.healthy) {
+        c.capacity_[kDimGpu] += kMilliPerGpu;
+        c.capacity_[ModelDim(slot.model)] += kMilliPerGpu;
+      }
+    }
+    if (info.schedulable()) {
+      c.capacity_[kDimCpu] += n.cpu_milli;
+      c.capacity_[kDimMemory] += n.memory_mib;
+    }
+    c.max_gpus_per_node_ = std::max<int>(c.max_gpus_per_node_, info.gpu_count);
+    c.nodes_.push_back(std::move(info));
+  }
+  return c;
+}
+
+GpuModelId Cluster::FindModel(std::string_view name) const {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (models_[i].name == name) return GpuModelId(static_cast<uint16_t>(i));
+  }
+  return kNoModel;
+}
+
+bool Cluster::FindNode(std::string_view name, NodeId* out) const {
+  auto it = node_by_name_.find(std::string(name));
+  if (it == node_by_name_.end()) return false;
+  *out = NodeId(it->second);
+  return true;
+}
+
+Constraints Cluster::MakeConstraints(const std::map<std::string, std::string>& selector,
+                                     const std::vector<Toleration>& tolerations) const {
+  Constraints c;
+  for (const auto& [k, v] : selector) c.selector.emplace_back(strings_.Find(k), strings_.Find(v));
+  std::sort(c.selector.begin(), c.selector.end());
+  for (const Toleration& t : tolerations) {
+    c.tolerations.emplace_back(strings_.Find(t.key),
+                               t.value.empty() ? Constraints::kAnyValue : strings_.Find(t.value));
+  }
+  return c;
+}
+
+}  // namespace arbiter::core

@@ -1,0 +1,479 @@
+#include "core/placement/framework.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "core/placement/plugins.h"
+
+namespace arbiter::core {
+
+std::string_view FilterCodeName(FilterCode c) {
+  switch (c) {
+    case FilterCode::kOk:
+      return "ok";
+    case FilterCode::kNodeNotReady:
+      return "node not ready";
+    case FilterCode::kWrongModel:
+      return "wrong GPU model";
+    case FilterCode::kInsufficientGpu:
+      return "not enough free GPUs";
+    case FilterCode::kInsufficientGpuMemory:
+      return "not enough GPU memory";
+    case FilterCode::kInsufficientCpu:
+      return "not enough CPU";
+    case FilterCode::kInsufficientMemory:
+      return "not enough memory";
+    case FilterCode::kSelectorMismatch:
+      return "node selector does not match";
+    case FilterCode::kUntoleratedTaint:
+      return "taint not tolerated";
+    case FilterCode::kGangNodeTaken:
+      return "already used by this gang";
+    case FilterCode::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+bool GangState::UsesNode(NodeId n) const {
+  return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+}
+bool GangState::UsesRack(uint32_t r) const {
+  return std::find(racks.begin(), racks.end(), r) != racks.end();
+}
+bool GangState::UsesBlock(uint32_t b) const {
+  return std::find(blocks.begin(), blocks.end(), b) != blocks.end();
+}
+
+// --- Fragmentation ---------------------------------------------------------------------------
+
+TaskDistribution TaskDistribution::FromTasks(const std::vector<TaskClass>& samples,
+                                             double coverage) {
+  using Key = std::tuple<int64_t, int32_t, int32_t, uint16_t>;
+  std::map<Key, int64_t> counts;
+  for (const TaskClass& t : samples) {
+    ++counts[Key{t.cpu_milli, t.gpus, t.gpu_milli, t.model.value()}];
+  }
+  std::vector<std::pair<Key, int64_t>> sorted(counts.begin(), counts.end());
+  // Most frequent first; equal counts in key order, so the result is deterministic.
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  TaskDistribution d;
+  const auto total = static_cast<double>(samples.size());
+  double covered = 0;
+  for (const auto& [key, count] : sorted) {
+    if (total == 0 || covered >= coverage) break;
+    TaskClass c;
+    std::tie(c.cpu_milli, c.gpus, c.gpu_milli, std::ignore) = key;
+    c.model = GpuModelId(std::get<3>(key));
+    c.weight = static_cast<double>(count);
+    d.classes.push_back(c);
+    covered += static_cast<double>(count) / total;
+  }
+  double sum = 0;
+  for (const TaskClass& c : d.classes) sum += c.weight;
+  for (TaskClass& c : d.classes) c.weight /= sum;
+  return d;
+}
+
+double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t free_cpu,
+                         const int32_t* gpu_free, int num_gpus) {
+  int64_t idle = 0;
+  for (int i = 0; i < num_gpus; ++i) idle += gpu_free[i];
+  if (idle == 0) return 0;
+  double f = 0;
+  for (const TaskClass& m : dist.classes) {
+    // F_n(m) = idle  when m cannot run on n at all; else the idle milli on GPUs too small for m.
+    int64_t frag = idle;
+    const bool can_run =
+        m.gpus > 0 && (m.model == kNoModel || m.model == model) && m.cpu_milli <= free_cpu;
+    if (can_run) {
+      int fitting = 0;
+      int64_t small = 0;
+      for (int i = 0; i < num_gpus; ++i) {
+        if (gpu_free[i] >= m.gpu_milli) {
+          ++fitting;
+        } else {
+          small += gpu_free[i];
+        }
+      }
+      if (fitting >= m.gpus) frag = small;
+    }
+    f += m.weight * static_cast<double>(frag);
+  }
+  return f;
+}
+
+// --- Profiles --------------------------------------------------------------------------------
+
+std::vector<std::string> Profile::NamedProfiles() {
+  return {"default", "binpack", "spread", "topology", "fgd"};
+}
+
+Result<ProfileSpec> Profile::Named(std::string_view name) {
+  ProfileSpec p;
+  p.name = std::string(name);
+  if (name == "binpack") {
+    p.scores = {{"binpack", 1}};
+  } else if (name == "spread") {
+    p.scores = {{"spread", 1}};
+  } else if (name == "topology" || name == "default") {
+    p.scores = {{"binpack", 1}, {"topology", 1}};
+  } else if (name == "fgd") {
+    p.scores = {{"fgd", 1}};
+    p.gpu_selector = "fgd";
+  } else {
+    std::string known;
+    for (const std::string& n : NamedProfiles()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgument("policy", fmt::format("unknown policy '{}'; known: {}", name, known));
+  }
+  return p;
+}
+
+Result<Profile> Profile::Build(const ProfileSpec& spec) {
+  Profile p;
+  p.name_ = spec.name;
+  std::vector<std::string> filters = spec.filters;
+  if (filters.empty()) {
+    for (std::string_view f : BuiltinFilterNames()) filters.emplace_back(f);
+  }
+  for (size_t i = 0; i < filters.size(); ++i) {
+    auto f = MakeFilter(filters[i]);
+    if (f == nullptr) {
+      return InvalidArgument(fmt::format("filters[{}]", i),
+                             fmt::format("unknown filter plugin '{}'", filters[i]));
+    }
+    for (const auto& existing : p.filters_) {
+      if (existing->name() == f->name()) {
+        return InvalidArgument(fmt::format("filters[{}]", i),
+                               fmt::format("filter '{}' listed twice", filters[i]));
+      }
+    }
+    p.filters_.push_back(std::move(f));
+  }
+  if (spec.scores.empty()) return InvalidArgument("scores", "a profile needs at least one score");
+  int64_t best_weight = -1;
+  p.stop_at_first_bucket_ = true;
+  for (size_t i = 0; i < spec.scores.size(); ++i) {
+    auto s = MakeScore(spec.scores[i].plugin);
+    if (s == nullptr) {
+      return InvalidArgument(fmt::format("scores[{}].plugin", i),
+                             fmt::format("unknown score plugin '{}'", spec.scores[i].plugin));
+    }
+    if (spec.scores[i].weight < 1 || spec.scores[i].weight > 1000) {
+      return InvalidArgument(
+          fmt::format("scores[{}].weight", i),
+          fmt::format("must be between 1 and 1000, got {}", spec.scores[i].weight));
+    }
+    if (spec.scores[i].weight > best_weight) {
+      best_weight = spec.scores[i].weight;
+      p.order_ = s->order();
+    }
+    if (s->name() == "fgd") p.needs_distribution_ = true;
+    p.scores_.emplace_back(std::move(s), spec.scores[i].weight);
+  }
+  for (const auto& [s, w] : p.scores_) {
+    if (!s->bucket_monotone() || s->order() != p.order_) p.stop_at_first_bucket_ = false;
+  }
+  if (spec.gpu_selector == "best-fit") {
+    p.gpu_selector_ = GpuSelector::kBestFit;
+  } else if (spec.gpu_selector == "fgd") {
+    p.gpu_selector_ = GpuSelector::kFgd;
+    p.needs_distribution_ = true;
+  } else {
+    return InvalidArgument("gpu_selector", fmt::format("unknown GPU selector '{}'; known: "
+                                                       "best-fit, fgd",
+                                                       spec.gpu_selector));
+  }
+  if (spec.nodes_to_score < 0) {
+    return InvalidArgument("nodes_to_score",
+                           fmt::format("must be >= 0, got {}", spec.nodes_to_score));
+  }
+  p.nodes_to_score_ = spec.nodes_to_score;
+  return p;
+}
+
+size_t Profile::NodesToScore(size_t n) const {
+  if (nodes_to_score_ > 0) return static_cast<size_t>(nodes_to_score_);
+  if (n <= 100) return n;
+  // percentage = max(5, 50 - n / 125), as Kubernetes' adaptive percentageOfNodesToScore.
+  const int64_t pct = std::max<int64_t>(5, 50 - static_cast<int64_t>(n) / 125);
+  return std::max<size_t>(100, n * static_cast<size_t>(pct) / 100);
+}
+
+// --- GPU selection ---------------------------------------------------------------------------
+
+namespace {
+
+bool SelectWholeGpus(const Snapshot& s, const TaskRequest& req, NodeId n,
+                     std::vector<GpuShare>* out) {
+  const NodeInfo& info = s.cluster().node(n);
+  const int want = req.resources->gpus;
+  // Eligible GPUs grouped by NVLink domain, in slot order.
+  struct Domain {
+    int32_t id;
+    std::vector<uint16_t> slots;
+  };
+  std::vector<Domain> domains;
+  int eligible = 0;
+  for (uint16_t k = 0; k < info.gpu_count; ++k) {
+    const uint32_t g = info.gpu_begin + k;
+    const GpuSlotInfo& slot = s.cluster().gpus()[g];
+    if (slot.model != req.model || !s.gpu_usable(g) || s.gpu_free_milli(g) != kMilliPerGpu ||
+        slot.memory_mib < req.resources->gpu_memory_mib) {
+      continue;
+    }
+    auto it = std::find_if(domains.begin(), domains.end(),
+                           [&](const Domain& d) { return d.id == slot.nvlink_domain; });
+    if (it == domains.end()) {
+      domains.push_back({slot.nvlink_domain, {}});
+      it = domains.end() - 1;
+    }
+    it->slots.push_back(k);
+    ++eligible;
+  }
+  if (eligible < want) return false;
+  // One domain when possible: the one with the fewest eligible GPUs that still holds the task, so
+  // that larger free islands stay whole. Otherwise fill from the largest domains down.
+  const Domain* best = nullptr;
+  for (const Domain& d : domains) {
+    if (static_cast<int>(d.slots.size()) >= want &&
+        (best == nullptr || d.slots.size() < best->slots.size())) {
+      best = &d;
+    }
+  }
+  out->clear();
+  auto take = [&](const Domain& d, int count) {
+    for (int i = 0; i < count; ++i) {
+      const uint16_t k = d.slots[static_cast<size_t>(i)];
+      out->push_back(
+          {k, static_cast<int16_t>(kMilliPerGpu), s.gpu_free_memory(info.gpu_begin + k)});
+    }
+  };
+  if (best != nullptr) {
+    take(*best, want);
+  } else {
+    std::vector<const Domain*> order;
+    for (const Domain& d : domains) order.push_back(&d);
+    std::stable_sort(order.begin(), order.end(), [](const Domain* a, const Domain* b) {
+      return a->slots.size() > b->slots.size();
+    });
+    int left = want;
+    for (const Domain* d : order) {
+      const int c = std::min<int>(left, static_cast<int>(d->slots.size()));
+      take(*d, c);
+      left -= c;
+      if (left == 0) break;
+    }
+  }
+  std::sort(out->begin(), out->end(),
+            [](const GpuShare& a, const GpuShare& b) { return a.slot < b.slot; });
+  return true;
+}
+
+bool SelectShare(const PlacementContext& ctx, GpuSelector selector, const TaskRequest& req,
+                 NodeId n, std::vector<GpuShare>* out) {
+  const Snapshot& s = *ctx.snapshot;
+  const NodeInfo& info = s.cluster().node(n);
+  const TaskResources& r = *req.resources;
+  const bool fgd = selector == GpuSelector::kFgd && ctx.distribution != nullptr &&
+                   !ctx.distribution->classes.empty();
+  int32_t free[256];
+  uint16_t slot_of[256];
+  int ng = 0;
+  for (uint16_t k = 0; k < info.gpu_count && ng < 256; ++k) {
+    const uint32_t g = info.gpu_begin + k;
+    if (s.cluster().gpus()[g].model != req.model || !s.gpu_usable(g)) continue;
+    free[ng] = s.gpu_free_milli(g);
+    slot_of[ng] = k;
+    ++ng;
+  }
+  int best = -1;
+  double best_frag = 0;
+  for (int i = 0; i < ng; ++i) {
+    const uint32_t g = info.gpu_begin + slot_of[i];
+    if (free[i] < r.gpu_milli || s.gpu_free_memory(g) < r.gpu_memory_mib) continue;
+    if (fgd) {
+      free[i] -= r.gpu_milli;
+      const double f =
+          NodeFragmentation(*ctx.distribution, req.model, s.free_cpu(n) - r.cpu_milli, free, ng);
+      free[i] += r.gpu_milli;
+      if (best < 0 || f < best_frag || (f == best_frag && free[i] < free[best])) {
+        best = i;
+        best_frag = f;
+      }
+    } else if (best < 0 || free[i] < free[best]) {
+      best = i;  // best fit: the least free GPU that still holds the share
+    }
+  }
+  if (best < 0) return false;
+  out->assign(1, GpuShare{slot_of[best], static_cast<int16_t>(r.gpu_milli), r.gpu_memory_mib});
+  return true;
+}
+
+}  // namespace
+
+bool SelectGpus(const PlacementContext& ctx, GpuSelector selector, const TaskRequest& req, NodeId n,
+                std::vector<GpuShare>* out) {
+  out->clear();
+  if (req.resources->gpus == 0) return true;
+  if (req.resources->fractional()) return SelectShare(ctx, selector, req, n, out);
+  return SelectWholeGpus(*ctx.snapshot, req, n, out);
+}
+
+// --- PlaceTask / PlaceGang -------------------------------------------------------------------
+
+namespace {
+
+FilterCode RunFilters(const Profile& profile, const PlacementContext& ctx, const TaskRequest& req,
+                      NodeId n) {
+  for (const auto& f : profile.filters()) {
+    const FilterCode c = f->Filter(ctx, req, n);
+    if (c != FilterCode::kOk) return c;
+  }
+  return FilterCode::kOk;
+}
+
+// Visits candidate nodes in the profile's order, one index bucket at a time. `visit(node)` returns
+// false to stop; `bucket_done()` returns false to stop after a bucket.
+template <typename Visit, typename BucketDone>
+void ForEachCandidate(const Snapshot& s, const Profile& profile, const TaskRequest& req,
+                      Visit&& visit, BucketDone&& bucket_done) {
+  const TaskResources& r = *req.resources;
+  if (r.gpus == 0) {
+    s.schedulable_nodes().ForEach([&](uint32_t n) { return visit(NodeId(n)); });
+    bucket_done();
+    return;
+  }
+  const int max_k = s.max_free_bucket(req.model);
+  if (max_k < 0) return;
+  const bool ascending = profile.order() == CandidateOrder::kFewestFreeFirst;
+  bool stop = false;
+  auto visit_bucket = [&](const NodeSet& set, const NodeSet* skip) {
+    set.ForEach([&](uint32_t n) {
+      if (skip != nullptr && skip->Contains(n)) return true;
+      if (!visit(NodeId(n))) stop = true;
+      return !stop;
+    });
+    if (!stop && !bucket_done()) stop = true;
+  };
+  const int min_k = r.fractional() ? 1 : r.gpus;
+  const NodeSet& partial = s.nodes_with_partial(req.model);
+  if (r.fractional() && ascending) visit_bucket(partial, nullptr);
+  const NodeSet* skip = r.fractional() ? &partial : nullptr;
+  if (ascending) {
+    for (int k = min_k; k <= max_k && !stop; ++k)
+      visit_bucket(s.nodes_with_free(req.model, k), skip);
+  } else {
+    for (int k = max_k; k >= min_k && !stop; --k)
+      visit_bucket(s.nodes_with_free(req.model, k), skip);
+  }
+  if (r.fractional() && !ascending && !stop) visit_bucket(partial, nullptr);
+}
+
+}  // namespace
+
+bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
+               const TaskRequest& req, TaskPlacement* out) {
+  const size_t limit = profile.NodesToScore(snap.cluster().num_nodes());
+  size_t feasible = 0;
+  bool found = false;
+  int64_t best_score = -1;
+  NodeId best_node;
+  std::vector<GpuShare> gpus;
+  std::vector<GpuShare> best_gpus;
+  ForEachCandidate(
+      snap, profile, req,
+      [&](NodeId n) {
+        if (RunFilters(profile, ctx, req, n) != FilterCode::kOk) return true;
+        if (!SelectGpus(ctx, profile.gpu_selector(), req, n, &gpus)) return true;
+        int64_t score = 0;
+        for (const auto& [plugin, weight] : profile.scores()) {
+          score += weight * plugin->Score(ctx, req, n, gpus);
+        }
+        // Highest score wins; candidates arrive in node id order within a bucket, and earlier
+        // buckets win ties, so the choice is deterministic.
+        if (!found || score > best_score) {
+          found = true;
+          best_score = score;
+          best_node = n;
+          best_gpus.swap(gpus);
+        }
+        return ++feasible < limit;
+      },
+      [&]() { return !(profile.stop_at_first_bucket() && found); });
+  if (!found) return false;
+  out->node = best_node;
+  out->gpus = std::move(best_gpus);
+  out->cpu_milli = req.resources->cpu_milli;
+  out->memory_mib = req.resources->memory_mib;
+  snap.Allocate(*out);
+  return true;
+}
+
+bool PlaceGang(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
+               const TaskRequest& req, int tasks, bool distinct_nodes,
+               std::vector<TaskPlacement>* out, PlacementFailure* why) {
+  GangState gang;
+  gang.distinct_nodes = distinct_nodes;
+  gang.tasks_total = tasks;
+  PlacementContext ctx{&snap, &gang, dist};
+  Snapshot::Txn txn(snap);
+  out->clear();
+  out->reserve(static_cast<size_t>(tasks));
+  for (int i = 0; i < tasks; ++i) {
+    TaskPlacement t;
+    if (!PlaceTask(snap, profile, ctx, req, &t)) {
+      if (why != nullptr) why->tasks_placed = i;
+      out->clear();
+      return false;  // txn rolls every reservation of this gang back
+    }
+    const NodeInfo& info = snap.cluster().node(t.node);
+    if (!gang.UsesNode(t.node)) gang.nodes.push_back(t.node);
+    if (info.rack != 0 && !gang.UsesRack(info.rack)) gang.racks.push_back(info.rack);
+    if (info.block != 0 && !gang.UsesBlock(info.block)) gang.blocks.push_back(info.block);
+    out->push_back(std::move(t));
+  }
+  txn.Commit();
+  return true;
+}
+
+FilterCounts DiagnoseTask(const Snapshot& snap, const Profile& profile, const TaskRequest& req,
+                          int* best_free_whole, int32_t* best_free_milli) {
+  FilterCounts counts;
+  GangState gang;
+  PlacementContext ctx{&snap, &gang, nullptr};
+  *best_free_whole = 0;
+  *best_free_milli = 0;
+  for (size_t i = 0; i < snap.cluster().num_nodes(); ++i) {
+    const NodeId n(static_cast<uint32_t>(i));
+    FilterCode first = FilterCode::kOk;
+    for (const auto& f : profile.filters()) {
+      const FilterCode c = f->Filter(ctx, req, n);
+      if (c == FilterCode::kOk) continue;
+      if (first == FilterCode::kOk) first = c;
+    }
+    ++counts[first];
+    // Best node among those the GPU-independent filters accept.
+    const bool eligible =
+        snap.cluster().node(n).schedulable() &&
+        (req.resources->gpus == 0 || req.model == kNoModel || first == FilterCode::kOk ||
+         first == FilterCode::kInsufficientGpu || first == FilterCode::kInsufficientGpuMemory ||
+         first == FilterCode::kInsufficientCpu || first == FilterCode::kInsufficientMemory);
+    if (eligible && req.model != kNoModel) {
+      *best_free_whole = std::max(*best_free_whole, snap.full_free_gpus(n, req.model));
+      const NodeInfo& info = snap.cluster().node(n);
+      for (uint32_t g = info.gpu_begin; g < info.gpu_begin + info.gpu_count; ++g) {
+        if (snap.cluster().gpus()[g].model == req.model && snap.gpu_usable(g)) {
+          *best_free_milli = std::max(*best_free_milli, snap.gpu_free_milli(g));
+        }
+      }
+    }
+  }
+  return counts;
+}
+
+}  // namespace arbiter::core

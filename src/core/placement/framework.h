@@ -1,0 +1,202 @@
+// The placement framework: named extension points in the spirit of the Kubernetes scheduler
+// framework. For each task the runtime
+//   1. enumerates candidate nodes from the snapshot's index (nodes with enough free GPUs of the
+//      task's model, in the order the profile's leading score prefers),
+//   2. runs every Filter plugin on a candidate (first failure wins; the code is counted for the
+//      verdict),
+//   3. picks the GPUs the task would use on each feasible node (the profile's GPU selector),
+//   4. sums weight x Score over the Score plugins (each 0..kMaxScore), highest wins, ties by node
+//   id,
+//   5. reserves the winner on the snapshot (Snapshot::Allocate); a gang's reservations are undone
+//      together by the caller's Snapshot::Txn when any task fails.
+// "Does not fit" is an answer (PlacementFailure), never an error.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "core/snapshot.h"
+#include "core/types.h"
+
+namespace arbiter::core {
+
+// Scores are fixed point, 0..kMaxScore, fine enough that fgd's small differences survive.
+inline constexpr int64_t kMaxScore = 1000000;
+
+enum class FilterCode : uint8_t {
+  kOk,
+  kNodeNotReady,
+  kWrongModel,
+  kInsufficientGpu,
+  kInsufficientGpuMemory,
+  kInsufficientCpu,
+  kInsufficientMemory,
+  kSelectorMismatch,
+  kUntoleratedTaint,
+  kGangNodeTaken,
+  kCount,
+};
+std::string_view FilterCodeName(FilterCode c);
+
+struct TaskRequest {
+  const TaskResources* resources = nullptr;
+  GpuModelId model = kNoModel;  // kNoModel for CPU-only tasks
+  const Constraints* constraints = nullptr;
+  JobType type = JobType::kTraining;
+};
+
+// What the tasks of the gang placed so far occupy (for distinct nodes and topology).
+struct GangState {
+  bool distinct_nodes = false;
+  int tasks_total = 1;
+  std::vector<NodeId> nodes;
+  std::vector<uint32_t> racks;
+  std::vector<uint32_t> blocks;
+  bool UsesNode(NodeId n) const;
+  bool UsesRack(uint32_t r) const;
+  bool UsesBlock(uint32_t b) const;
+};
+
+// The distribution of "typical tasks" that fragmentation is measured against (FGD).
+struct TaskClass {
+  int64_t cpu_milli = 0;
+  int32_t gpus = 0;
+  int32_t gpu_milli = 0;        // per GPU
+  GpuModelId model = kNoModel;  // kNoModel: any model
+  double weight = 0;            // p_m, sums to 1 over the distribution
+};
+struct TaskDistribution {
+  std::vector<TaskClass> classes;
+  // The most frequent shapes covering `coverage` of the tasks, weights renormalised.
+  static TaskDistribution FromTasks(const std::vector<TaskClass>& samples, double coverage = 0.95);
+};
+
+// Fragmentation of one node's idle GPU milli against a distribution (see docs/architecture.md):
+// F_n = sum_m p_m F_n(m), F_n(m) = all idle GPU milli when m cannot run on n, else the idle milli
+// on GPUs each too small for m. `gpu_free` are the free milli of the node's usable GPUs of `model`.
+double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t free_cpu,
+                         const int32_t* gpu_free, int num_gpus);
+
+struct PlacementContext {
+  const Snapshot* snapshot = nullptr;
+  const GangState* gang = nullptr;
+  const TaskDistribution* distribution = nullptr;  // for fgd; may be empty
+};
+
+class FilterPlugin {
+ public:
+  virtual ~FilterPlugin() = default;
+  virtual std::string_view name() const = 0;
+  virtual FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req,
+                            NodeId n) const = 0;
+};
+
+enum class CandidateOrder { kFewestFreeFirst, kMostFreeFirst };
+
+class ScorePlugin {
+ public:
+  virtual ~ScorePlugin() = default;
+  virtual std::string_view name() const = 0;
+  // 0..kMaxScore for placing `req` on `n` using `gpus`.
+  virtual int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                        const std::vector<GpuShare>& gpus) const = 0;
+  virtual CandidateOrder order() const { return CandidateOrder::kFewestFreeFirst; }
+  // True when the score depends (almost) only on how many GPUs stay free: the runtime may then
+  // stop at the first index bucket that has a feasible node.
+  virtual bool bucket_monotone() const { return false; }
+};
+
+enum class GpuSelector {
+  kBestFit,  // least-sufficient GPUs, whole-GPU tasks inside one NVLink domain when possible
+  kFgd,      // for GPU-sharing tasks, the GPU whose use grows the node's fragmentation least
+};
+
+struct ScoreWeightSpec {
+  std::string plugin;
+  int64_t weight = 1;
+};
+
+// The active profile as configured: which filters, which scores with which weights.
+struct ProfileSpec {
+  std::string name = "default";
+  std::vector<std::string> filters;  // empty: all built-in filters
+  std::vector<ScoreWeightSpec> scores;
+  std::string gpu_selector = "best-fit";
+  // Feasible nodes to score per task; 0: adaptive, as Kubernetes' percentageOfNodesToScore
+  // (all up to 100 nodes, then max(100, N x max(5%, 50% - N/125 %))).
+  int32_t nodes_to_score = 0;
+};
+
+class Profile {
+ public:
+  // Validates and instantiates the plugins; errors name the field ("scores[1].plugin").
+  static Result<Profile> Build(const ProfileSpec& spec);
+  // The built-in profiles: "binpack", "spread", "topology", "fgd", "default".
+  static Result<ProfileSpec> Named(std::string_view name);
+  static std::vector<std::string> NamedProfiles();
+
+  const std::string& name() const { return name_; }
+  const std::vector<std::unique_ptr<FilterPlugin>>& filters() const { return filters_; }
+  const std::vector<std::pair<std::unique_ptr<ScorePlugin>, int64_t>>& scores() const {
+    return scores_;
+  }
+  GpuSelector gpu_selector() const { return gpu_selector_; }
+  CandidateOrder order() const { return order_; }
+  bool stop_at_first_bucket() const { return stop_at_first_bucket_; }
+  bool needs_distribution() const { return needs_distribution_; }
+  // Feasible nodes to score in a cluster of n nodes.
+  size_t NodesToScore(size_t n) const;
+
+  Profile(Profile&&) = default;
+  Profile& operator=(Profile&&) = default;
+
+ private:
+  Profile() = default;
+  std::string name_;
+  std::vector<std::unique_ptr<FilterPlugin>> filters_;
+  std::vector<std::pair<std::unique_ptr<ScorePlugin>, int64_t>> scores_;
+  GpuSelector gpu_selector_ = GpuSelector::kBestFit;
+  CandidateOrder order_ = CandidateOrder::kFewestFreeFirst;
+  bool stop_at_first_bucket_ = false;
+  bool needs_distribution_ = false;
+  int32_t nodes_to_score_ = 0;
+};
+
+// Per-filter counts over the nodes a task was tried on, for verdicts.
+struct FilterCounts {
+  std::array<int32_t, static_cast<size_t>(FilterCode::kCount)> by_code{};
+  int32_t& operator[](FilterCode c) { return by_code[static_cast<size_t>(c)]; }
+  int32_t operator[](FilterCode c) const { return by_code[static_cast<size_t>(c)]; }
+};
+
+struct PlacementFailure {
+  int tasks_placed = 0;  // how many tasks of the gang did fit before one did not
+};
+
+// Finds the GPUs a task would use on node n (empty for CPU-only tasks); false when none fit.
+bool SelectGpus(const PlacementContext& ctx, GpuSelector selector, const TaskRequest& req, NodeId n,
+                std::vector<GpuShare>* out);
+
+// Places one task: filter, select GPUs, score, and allocate the best node on the snapshot.
+// Returns false when no node fits.
+bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
+               const TaskRequest& req, TaskPlacement* out);
+
+// Places all `tasks` tasks of a gang on the snapshot, or none: on failure every reservation made
+// here is undone before returning.
+bool PlaceGang(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
+               const TaskRequest& req, int tasks, bool distinct_nodes,
+               std::vector<TaskPlacement>* out, PlacementFailure* why);
+
+// Runs the filters on every node for a task and counts why each one fails (verdict diagnostics;
+// O(nodes), used once per failing shape). `best_free` gets the most GPUs of the model free on one
+// node that passes every non-GPU filter.
+FilterCounts DiagnoseTask(const Snapshot& snap, const Profile& profile, const TaskRequest& req,
+                          int* best_free_whole, int32_t* best_free_milli);
+
+}  // namespace arbiter::core

@@ -1,0 +1,322 @@
+#include "core/placement/plugins.h"
+
+#include <algorithm>
+
+namespace arbiter::core {
+
+int CountFreeWholeGpus(const Snapshot& s, NodeId n, GpuModelId model, int64_t min_memory) {
+  const NodeInfo& info = s.cluster().node(n);
+  int count = 0;
+  for (uint32_t g = info.gpu_begin; g < info.gpu_begin + info.gpu_count; ++g) {
+    const GpuSlotInfo& slot = s.cluster().gpus()[g];
+    if (slot.model == model && s.gpu_usable(g) && s.gpu_free_milli(g) == kMilliPerGpu &&
+        slot.memory_mib >= min_memory) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+bool HasGpuShare(const Snapshot& s, NodeId n, GpuModelId model, int32_t milli, int64_t memory) {
+  const NodeInfo& info = s.cluster().node(n);
+  for (uint32_t g = info.gpu_begin; g < info.gpu_begin + info.gpu_count; ++g) {
+    if (s.cluster().gpus()[g].model == model && s.gpu_usable(g) && s.gpu_free_milli(g) >= milli &&
+        s.gpu_free_memory(g) >= memory) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t FreeGpuMilli(const Snapshot& s, NodeId n) {
+  const NodeInfo& info = s.cluster().node(n);
+  int64_t free = 0;
+  for (uint32_t g = info.gpu_begin; g < info.gpu_begin + info.gpu_count; ++g) {
+    if (s.gpu_usable(g)) free += s.gpu_free_milli(g);
+  }
+  return free;
+}
+
+namespace {
+
+bool NodeHasModel(const Snapshot& s, NodeId n, GpuModelId model) {
+  const NodeInfo& info = s.cluster().node(n);
+  for (uint32_t g = info.gpu_begin; g < info.gpu_begin + info.gpu_count; ++g) {
+    if (s.cluster().gpus()[g].model == model) return true;
+  }
+  return false;
+}
+
+// --- Filters -------------------------------------------------------------------------------
+
+class NodeStateFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "node-state"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest&, NodeId n) const override {
+    return ctx.snapshot->cluster().node(n).schedulable() ? FilterCode::kOk
+                                                         : FilterCode::kNodeNotReady;
+  }
+};
+
+class SelectorFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "node-selector"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    if (req.constraints == nullptr || req.constraints->selector.empty()) return FilterCode::kOk;
+    const auto& labels = ctx.snapshot->cluster().node(n).labels;
+    for (const auto& kv : req.constraints->selector) {
+      if (!std::binary_search(labels.begin(), labels.end(), kv)) {
+        return FilterCode::kSelectorMismatch;
+      }
+    }
+    return FilterCode::kOk;
+  }
+};
+
+class TaintFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "taints"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    const auto& taints = ctx.snapshot->cluster().node(n).taints;
+    for (const auto& [key, value] : taints) {
+      bool tolerated = false;
+      if (req.constraints != nullptr) {
+        for (const auto& [tk, tv] : req.constraints->tolerations) {
+          if (tk == key && (tv == Constraints::kAnyValue || tv == value)) {
+            tolerated = true;
+            break;
+          }
+        }
+      }
+      if (!tolerated) return FilterCode::kUntoleratedTaint;
+    }
+    return FilterCode::kOk;
+  }
+};
+
+class GpuModelFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "gpu-model"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    if (req.resources->gpus == 0) return FilterCode::kOk;
+    return NodeHasModel(*ctx.snapshot, n, req.model) ? FilterCode::kOk : FilterCode::kWrongModel;
+  }
+};
+
+class GpuFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "gpu"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    const TaskResources& r = *req.resources;
+    if (r.gpus == 0) return FilterCode::kOk;
+    if (r.fractional()) {
+      return HasGpuShare(*ctx.snapshot, n, req.model, r.gpu_milli, 0)
+                 ? FilterCode::kOk
+                 : FilterCode::kInsufficientGpu;
+    }
+    return ctx.snapshot->full_free_gpus(n, req.model) >= r.gpus ? FilterCode::kOk
+                                                                : FilterCode::kInsufficientGpu;
+  }
+};
+
+class GpuMemoryFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "gpu-memory"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    const TaskResources& r = *req.resources;
+    if (r.gpus == 0 || r.gpu_memory_mib == 0) return FilterCode::kOk;
+    if (r.fractional()) {
+      return HasGpuShare(*ctx.snapshot, n, req.model, r.gpu_milli, r.gpu_memory_mib)
+                 ? FilterCode::kOk
+                 : FilterCode::kInsufficientGpuMemory;
+    }
+    return CountFreeWholeGpus(*ctx.snapshot, n, req.model, r.gpu_memory_mib) >= r.gpus
+               ? FilterCode::kOk
+               : FilterCode::kInsufficientGpuMemory;
+  }
+};
+
+class CpuFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    return ctx.snapshot->free_cpu(n) >= req.resources->cpu_milli ? FilterCode::kOk
+                                                                 : FilterCode::kInsufficientCpu;
+  }
+};
+
+class MemoryFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "memory"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    return ctx.snapshot->free_memory(n) >= req.resources->memory_mib
+               ? FilterCode::kOk
+               : FilterCode::kInsufficientMemory;
+  }
+};
+
+class GangFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "gang-distinct-nodes"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest&, NodeId n) const override {
+    if (ctx.gang == nullptr || !ctx.gang->distinct_nodes) return FilterCode::kOk;
+    return ctx.gang->UsesNode(n) ? FilterCode::kGangNodeTaken : FilterCode::kOk;
+  }
+};
+
+// --- Scores --------------------------------------------------------------------------------
+
+// Free capacity left on the node after the task, as a fraction of the node's GPUs (CPU for nodes
+// without GPUs): binpack = kMaxScore x (1 - left / total).
+int64_t LeftAfter(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                  const std::vector<GpuShare>& gpus, int64_t* total) {
+  const Snapshot& s = *ctx.snapshot;
+  const NodeInfo& info = s.cluster().node(n);
+  if (info.gpu_count == 0) {
+    *total = std::max<int64_t>(1, info.cpu_milli);
+    return s.free_cpu(n) - req.resources->cpu_milli;
+  }
+  *total = int64_t{info.gpu_count} * kMilliPerGpu;
+  int64_t used = 0;
+  for (const GpuShare& g : gpus) used += g.milli;
+  return FreeGpuMilli(s, n) - used;
+}
+
+class BinpackScore final : public ScorePlugin {
+ public:
+  std::string_view name() const override { return "binpack"; }
+  int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                const std::vector<GpuShare>& gpus) const override {
+    int64_t total = 1;
+    const int64_t left = LeftAfter(ctx, req, n, gpus, &total);
+    return kMaxScore - (kMaxScore * std::clamp<int64_t>(left, 0, total)) / total;
+  }
+  bool bucket_monotone() const override { return true; }
+};
+
+class SpreadScore final : public ScorePlugin {
+ public:
+  std::string_view name() const override { return "spread"; }
+  int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                const std::vector<GpuShare>& gpus) const override {
+    int64_t total = 1;
+    const int64_t left = LeftAfter(ctx, req, n, gpus, &total);
+    return (kMaxScore * std::clamp<int64_t>(left, 0, total)) / total;
+  }
+  CandidateOrder order() const override { return CandidateOrder::kMostFreeFirst; }
+  bool bucket_monotone() const override { return true; }
+};
+
+// topology: a task's GPUs inside one NVLink domain; a gang's tasks on the fewest nodes and racks.
+//   in-node part = kMaxScore / (number of NVLink domains the task's GPUs span)
+//   gang part    = kMaxScore on a node the gang already uses (when tasks may share nodes),
+//                  60% in a rack it uses, 30% in a network block it uses, else 0;
+//                  for the first task, the share of the node's GPUs the gang could still use.
+class TopologyScore final : public ScorePlugin {
+ public:
+  std::string_view name() const override { return "topology"; }
+  int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                const std::vector<GpuShare>& gpus) const override {
+    const Snapshot& s = *ctx.snapshot;
+    const NodeInfo& info = s.cluster().node(n);
+    int64_t in_node = kMaxScore;
+    if (gpus.size() > 1) {
+      int32_t domains[64];
+      int nd = 0;
+      for (const GpuShare& g : gpus) {
+        const int32_t d = s.cluster().gpus()[info.gpu_begin + g.slot].nvlink_domain;
+        if (std::find(domains, domains + nd, d) == domains + nd && nd < 64) domains[nd++] = d;
+      }
+      in_node = kMaxScore / std::max(1, nd);
+    }
+    const GangState* gang = ctx.gang;
+    if (gang == nullptr || gang->tasks_total <= 1) return in_node;
+    int64_t gang_part = 0;
+    if (gang->nodes.empty()) {
+      // First task: prefer nodes that could hold more of the gang.
+      const int per_task = std::max(1, req.resources->gpus);
+      const int fit = s.full_free_gpus(n, req.model) / per_task;
+      gang_part = kMaxScore * std::min(fit, gang->tasks_total) / gang->tasks_total;
+    } else if (!gang->distinct_nodes && gang->UsesNode(n)) {
+      gang_part = kMaxScore;
+    } else if (info.rack != 0 && gang->UsesRack(info.rack)) {
+      gang_part = kMaxScore * 6 / 10;
+    } else if (info.block != 0 && gang->UsesBlock(info.block)) {
+      gang_part = kMaxScore * 3 / 10;
+    }
+    return (in_node + gang_part) / 2;
+  }
+};
+
+// fgd: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): place where the node's
+// expected fragmentation against the typical-task distribution grows least.
+//   delta = F_n(after) - F_n(before)   in GPU milli, |delta| <= node GPUs x 1000
+//   score = kMaxScore / 2 x (1 - delta / (node GPUs x 1000))
+class FgdScore final : public ScorePlugin {
+ public:
+  std::string_view name() const override { return "fgd"; }
+  int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                const std::vector<GpuShare>& gpus) const override {
+    const Snapshot& s = *ctx.snapshot;
+    const NodeInfo& info = s.cluster().node(n);
+    if (ctx.distribution == nullptr || ctx.distribution->classes.empty() || info.gpu_count == 0) {
+      return kMaxScore / 2;
+    }
+    int32_t before[256];
+    int32_t after[256];
+    int ng = 0;
+    GpuModelId model = req.model;
+    if (model == kNoModel) model = s.cluster().gpus()[info.gpu_begin].model;
+    for (uint16_t k = 0; k < info.gpu_count && ng < 256; ++k) {
+      const uint32_t g = info.gpu_begin + k;
+      if (s.cluster().gpus()[g].model != model || !s.gpu_usable(g)) continue;
+      before[ng] = s.gpu_free_milli(g);
+      after[ng] = before[ng];
+      for (const GpuShare& sh : gpus) {
+        if (sh.slot == k) after[ng] -= sh.milli;
+      }
+      ++ng;
+    }
+    const int64_t cpu = s.free_cpu(n);
+    const double f0 = NodeFragmentation(*ctx.distribution, model, cpu, before, ng);
+    const double f1 =
+        NodeFragmentation(*ctx.distribution, model, cpu - req.resources->cpu_milli, after, ng);
+    const double scale = static_cast<double>(info.gpu_count) * kMilliPerGpu;
+    const double score = static_cast<double>(kMaxScore) / 2.0 * (1.0 - (f1 - f0) / scale);
+    return std::clamp<int64_t>(static_cast<int64_t>(score), 0, kMaxScore);
+  }
+};
+
+}  // namespace
+
+std::vector<std::string_view> BuiltinFilterNames() {
+  return {"node-state", "node-selector", "taints", "gpu-model",          "gpu",
+          "gpu-memory", "cpu",           "memory", "gang-distinct-nodes"};
+}
+
+std::vector<std::string_view> BuiltinScoreNames() {
+  return {"binpack", "spread", "topology", "fgd"};
+}
+
+std::unique_ptr<FilterPlugin> MakeFilter(std::string_view name) {
+  if (name == "node-state") return std::make_unique<NodeStateFilter>();
+  if (name == "node-selector") return std::make_unique<SelectorFilter>();
+  if (name == "taints") return std::make_unique<TaintFilter>();
+  if (name == "gpu-model") return std::make_unique<GpuModelFilter>();
+  if (name == "gpu") return std::make_unique<GpuFilter>();
+  if (name == "gpu-memory") return std::make_unique<GpuMemoryFilter>();
+  if (name == "cpu") return std::make_unique<CpuFilter>();
+  if (name == "memory") return std::make_unique<MemoryFilter>();
+  if (name == "gang-distinct-nodes") return std::make_unique<GangFilter>();
+  return nullptr;
+}
+
+std::unique_ptr<ScorePlugin> MakeScore(std::string_view name) {
+  if (name == "binpack") return std::make_unique<BinpackScore>();
+  if (name == "spread") return std::make_unique<SpreadScore>();
+  if (name == "topology") return std::make_unique<TopologyScore>();
+  if (name == "fgd") return std::make_unique<FgdScore>();
+  return nullptr;
+}
+
+}  // namespace arbiter::core

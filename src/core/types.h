@@ -1,0 +1,110 @@
+// Compact types the scheduling core works on: quota vectors, pending and running jobs, bindings.
+//
+// Drivers (the server, the simulator, the benchmark) translate the model (model/*.h, names and
+// strings) into these indexed forms once; the cycle then works on integers only. A pending job
+// costs about 120 bytes here, so a 200,000-job backlog stays far under 2 KiB per job.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "common/ids.h"
+#include "model/job.h"
+#include "model/resources.h"
+#include "model/time.h"
+
+namespace arbiter::core {
+
+// Quota dimensions: cpu (milli), memory (MiB), gpu of any model (milli), then gpu of model m
+// (milli) at kFirstModelDim + m.
+inline constexpr int kDimCpu = 0;
+inline constexpr int kDimMemory = 1;
+inline constexpr int kDimGpu = 2;
+inline constexpr int kFirstModelDim = 3;
+inline constexpr int kMaxGpuModels = 16;
+inline constexpr int kMaxDims = kFirstModelDim + kMaxGpuModels;
+
+// "Unlimited": far above any cluster, low enough that sums of a few never overflow.
+inline constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max() / 8;
+
+inline int ModelDim(GpuModelId m) { return kFirstModelDim + m.value(); }
+
+struct QuotaVec {
+  std::array<int64_t, kMaxDims> v{};
+
+  int64_t& operator[](int d) { return v[static_cast<size_t>(d)]; }
+  int64_t operator[](int d) const { return v[static_cast<size_t>(d)]; }
+  QuotaVec& operator+=(const QuotaVec& o) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] += o.v[i];
+    return *this;
+  }
+  QuotaVec& operator-=(const QuotaVec& o) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] -= o.v[i];
+    return *this;
+  }
+  bool operator==(const QuotaVec&) const = default;
+};
+
+// The quota a job (all of its tasks) charges when it runs on GPUs of `model` (ignored without
+// GPUs).
+QuotaVec JobQuotaRequest(const TaskResources& per_task, int32_t tasks, GpuModelId model);
+
+inline constexpr GpuModelId kNoModel{0xffff};
+
+// Node constraints shared by many jobs (selector and tolerations), interned by the driver into
+// CycleInput::constraints; index 0 means "no constraints".
+struct Constraints {
+  std::vector<std::pair<uint32_t, uint32_t>> selector;     // (label key id, value id), sorted
+  std::vector<std::pair<uint32_t, uint32_t>> tolerations;  // (key id, value id or kAnyValue)
+  static constexpr uint32_t kAnyValue = 0xffffffffu;
+  static constexpr uint32_t kUnknown = 0xfffffffeu;  // a name no node has: never matches
+};
+
+struct PendingJob {
+  JobId id;
+  QueueId queue;
+  int32_t priority = 0;
+  bool preemptible = true;
+  bool distinct_nodes = false;
+  JobType type = JobType::kTraining;
+  int32_t tasks = 1;
+  TaskResources resources;         // per task
+  std::vector<GpuModelId> models;  // allowed, in order of preference; empty: any
+  uint32_t constraints = 0;        // index into CycleInput::constraints
+  DurationMs walltime = 0;         // 0: none
+  TimeMs submit_time = 0;
+  bool suspended = false;  // held by its owner: never started, verdict Suspended
+  TimeMs not_before = 0;   // retry backoff: not started before this time
+};
+
+// One GPU's share of a task: which GPU (slot on the node, not the CUDA index), how much of it.
+struct GpuShare {
+  uint16_t slot = 0;
+  int16_t milli = 0;
+  int64_t memory_mib = 0;
+  bool operator==(const GpuShare&) const = default;
+};
+
+struct TaskPlacement {
+  NodeId node;
+  std::vector<GpuShare> gpus;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  bool operator==(const TaskPlacement&) const = default;
+};
+
+struct RunningJob {
+  JobId id;
+  QueueId queue;
+  int32_t priority = 0;
+  bool preemptible = true;
+  GpuModelId model = kNoModel;
+  TaskResources resources;  // per task, as admitted
+  std::vector<TaskPlacement> tasks;
+  TimeMs start_time = 0;
+  DurationMs walltime = 0;  // 0: none
+};
+
+}  // namespace arbiter::core

@@ -1,0 +1,75 @@
+#include "model/job.h"
+
+#include <fmt/format.h>
+
+#include "model/node.h"
+
+namespace arbiter {
+
+namespace {
+constexpr JobType kAllTypes[] = {JobType::kTraining,   JobType::kFineTuning,
+                                 JobType::kEvaluation, JobType::kBatchInference,
+                                 JobType::kService,    JobType::kExperiment};
+constexpr int32_t kMaxTasks = 100000;
+}  // namespace
+
+std::string_view JobTypeName(JobType t) {
+  switch (t) {
+    case JobType::kTraining:
+      return "training";
+    case JobType::kFineTuning:
+      return "fine-tuning";
+    case JobType::kEvaluation:
+      return "evaluation";
+    case JobType::kBatchInference:
+      return "batch-inference";
+    case JobType::kService:
+      return "service";
+    case JobType::kExperiment:
+      return "experiment";
+  }
+  return "unknown";
+}
+
+bool ParseJobType(std::string_view s, JobType* out) {
+  for (JobType t : kAllTypes) {
+    if (JobTypeName(t) == s) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status ValidateJobSpec(const JobSpec& job) {
+  if (!job.name.empty() && job.name.size() > 253) {
+    return InvalidArgument("name", "must be at most 253 characters");
+  }
+  if (!IsValidName(job.queue)) {
+    return InvalidArgument("queue", fmt::format("'{}' is not a valid queue name", job.queue));
+  }
+  if (job.tasks < 1 || job.tasks > kMaxTasks) {
+    return InvalidArgument("tasks",
+                           fmt::format("must be between 1 and {}, got {}", kMaxTasks, job.tasks));
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateTaskResources(job.resources, "resources"));
+  for (size_t i = 0; i < job.gpu_models.size(); ++i) {
+    if (job.gpu_models[i].empty()) {
+      return InvalidArgument(fmt::format("gpu_models[{}]", i), "must not be empty");
+    }
+  }
+  if (!job.gpu_models.empty() && job.resources.gpus == 0) {
+    return InvalidArgument("gpu_models", "GPU models given but the job asks for no GPU");
+  }
+  if (job.walltime_seconds < 0) {
+    return InvalidArgument("walltime_seconds",
+                           fmt::format("must be >= 0, got {}", job.walltime_seconds));
+  }
+  if (job.max_retries < 0 || job.max_retries > 1000) {
+    return InvalidArgument("retry.max_retries",
+                           fmt::format("must be between 0 and 1000, got {}", job.max_retries));
+  }
+  return Status::Ok();
+}
+
+}  // namespace arbiter

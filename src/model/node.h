@@ -1,0 +1,55 @@
+// A node (one GPU server) as the model describes it: capacity, labels, state and its GPUs one by
+// one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace arbiter {
+
+enum class NodeState { kReady, kCordoned, kDraining, kDown };
+
+std::string_view NodeStateName(NodeState s);
+bool ParseNodeState(std::string_view s, NodeState* out);
+
+struct Gpu {
+  int32_t index = 0;  // index on the node, as CUDA_VISIBLE_DEVICES names it
+  std::string model;  // GPU model name
+  int64_t memory_mib = 0;
+  bool healthy = true;
+  // GPUs that share an NVLink/NVSwitch island have the same domain; -1 when unknown.
+  int32_t nvlink_domain = 0;
+};
+
+// A taint keeps jobs off a node unless they tolerate it (e.g. dedicated=inference).
+struct Taint {
+  std::string key;
+  std::string value;
+  bool operator==(const Taint&) const = default;
+};
+
+struct Node {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::vector<Taint> taints;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  NodeState state = NodeState::kReady;
+  std::vector<Gpu> gpus;
+  // Node-level topology: which rack and which network block the node sits in ("" = unknown).
+  std::string rack;
+  std::string block;
+};
+
+// Checks names, capacities and GPU indices. `field` prefixes error fields.
+Status ValidateNode(const Node& n, const std::string& field);
+
+// Names: [a-z0-9][a-z0-9-]* (nodes also allow '.' and '_' as hostnames do).
+bool IsValidName(std::string_view name);
+bool IsValidHostName(std::string_view name);
+
+}  // namespace arbiter
