@@ -212,65 +212,70 @@ bool SelectWholeGpus(const Snapshot& s, const TaskRequest& req, NodeId n,
                      std::vector<GpuShare>* out) {
   const NodeInfo& info = s.cluster().node(n);
   const int want = req.resources->gpus;
-  // Eligible GPUs grouped by NVLink domain, in slot order.
-  struct Domain {
-    int32_t id;
-    std::vector<uint16_t> slots;
-  };
-  std::vector<Domain> domains;
+  // Eligible GPUs grouped by NVLink domain (no allocation: this runs for every candidate node).
+  constexpr int kMaxDomains = 64;
+  constexpr int kMaxSlots = 256;
+  int32_t domain_id[kMaxDomains];
+  int domain_count[kMaxDomains];
+  int num_domains = 0;
+  uint16_t slots[kMaxSlots];
+  int slot_domain[kMaxSlots];
   int eligible = 0;
-  for (uint16_t k = 0; k < info.gpu_count; ++k) {
+  for (uint16_t k = 0; k < info.gpu_count && eligible < kMaxSlots; ++k) {
     const uint32_t g = info.gpu_begin + k;
     const GpuSlotInfo& slot = s.cluster().gpus()[g];
     if (slot.model != req.model || !s.gpu_usable(g) || s.gpu_free_milli(g) != kMilliPerGpu ||
         slot.memory_mib < req.resources->gpu_memory_mib) {
       continue;
     }
-    auto it = std::find_if(domains.begin(), domains.end(),
-                           [&](const Domain& d) { return d.id == slot.nvlink_domain; });
-    if (it == domains.end()) {
-      domains.push_back({slot.nvlink_domain, {}});
-      it = domains.end() - 1;
+    int d = 0;
+    while (d < num_domains && domain_id[d] != slot.nvlink_domain) ++d;
+    if (d == num_domains) {
+      if (num_domains == kMaxDomains)
+        d = kMaxDomains - 1;  // lump the rest together
+      else {
+        domain_id[num_domains] = slot.nvlink_domain;
+        domain_count[num_domains++] = 0;
+      }
     }
-    it->slots.push_back(k);
-    ++eligible;
+    ++domain_count[d];
+    slots[eligible] = k;
+    slot_domain[eligible++] = d;
   }
   if (eligible < want) return false;
   // One domain when possible: the one with the fewest eligible GPUs that still holds the task, so
   // that larger free islands stay whole. Otherwise fill from the largest domains down.
-  const Domain* best = nullptr;
-  for (const Domain& d : domains) {
-    if (static_cast<int>(d.slots.size()) >= want &&
-        (best == nullptr || d.slots.size() < best->slots.size())) {
-      best = &d;
-    }
+  int best = -1;
+  for (int d = 0; d < num_domains; ++d) {
+    if (domain_count[d] >= want && (best < 0 || domain_count[d] < domain_count[best])) best = d;
   }
   out->clear();
-  auto take = [&](const Domain& d, int count) {
-    for (int i = 0; i < count; ++i) {
-      const uint16_t k = d.slots[static_cast<size_t>(i)];
-      out->push_back(
-          {k, static_cast<int16_t>(kMilliPerGpu), s.gpu_free_memory(info.gpu_begin + k)});
+  auto take = [&](int d, int count) {
+    for (int i = 0; i < eligible && count > 0; ++i) {
+      if (slot_domain[i] != d) continue;
+      out->push_back({slots[i], static_cast<int16_t>(kMilliPerGpu),
+                      s.gpu_free_memory(info.gpu_begin + slots[i])});
+      --count;
     }
   };
-  if (best != nullptr) {
-    take(*best, want);
+  if (best >= 0) {
+    take(best, want);
   } else {
-    std::vector<const Domain*> order;
-    for (const Domain& d : domains) order.push_back(&d);
-    std::stable_sort(order.begin(), order.end(), [](const Domain* a, const Domain* b) {
-      return a->slots.size() > b->slots.size();
-    });
+    bool used[kMaxDomains] = {};
     int left = want;
-    for (const Domain* d : order) {
-      const int c = std::min<int>(left, static_cast<int>(d->slots.size()));
-      take(*d, c);
+    while (left > 0) {
+      int pick = -1;
+      for (int d = 0; d < num_domains; ++d) {
+        if (!used[d] && (pick < 0 || domain_count[d] > domain_count[pick])) pick = d;
+      }
+      used[pick] = true;
+      const int c = std::min(left, domain_count[pick]);
+      take(pick, c);
       left -= c;
-      if (left == 0) break;
     }
+    std::sort(out->begin(), out->end(),
+              [](const GpuShare& a, const GpuShare& b) { return a.slot < b.slot; });
   }
-  std::sort(out->begin(), out->end(),
-            [](const GpuShare& a, const GpuShare& b) { return a.slot < b.slot; });
   return true;
 }
 
