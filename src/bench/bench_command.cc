@@ -97,6 +97,24 @@ int RunBench(const BenchOptions& o) {
   core::CycleResult second = core::RunCycle(in2, *profile);
   auto t5 = std::chrono::steady_clock::now();
 
+  // Preemption churn: the cluster full of jobs that have run for an hour, and a backlog of
+  // high-priority jobs (a tenth of --jobs) that must preempt to start.
+  for (core::RunningJob& r : running) r.start_time = -SecondsToMs(3600);
+  SyntheticSpec churn_spec = o.spec;
+  churn_spec.jobs = std::max(1, o.spec.jobs / 10);
+  churn_spec.seed = o.spec.seed + 1;
+  std::vector<core::PendingJob> urgent =
+      MakeSyntheticJobs(churn_spec, world->tree, static_cast<uint64_t>(o.spec.jobs) + 1);
+  for (core::PendingJob& j : urgent) j.priority = 10000;
+  core::CycleInput in3 = in;
+  in3.running = &running;
+  in3.pending = &urgent;
+  auto t6 = std::chrono::steady_clock::now();
+  core::CycleResult third = core::RunCycle(in3, *profile);
+  auto t7 = std::chrono::steady_clock::now();
+  size_t victims = 0;
+  for (const core::PreemptionDecision& d : third.preemptions) victims += d.victims.size();
+
   const double peak = PeakRssMib();
   const double kib_per_job =
       o.spec.jobs > 0 ? (peak - rss_start) * 1024.0 / static_cast<double>(o.spec.jobs) : 0.0;
@@ -120,6 +138,11 @@ int RunBench(const BenchOptions& o) {
       {"full_cluster_cycle_seconds", Seconds(t4, t5)},
       {"full_cluster_pending", rest.size()},
       {"full_cluster_admitted", second.admissions.size()},
+      {"preemption_cycle_seconds", Seconds(t6, t7)},
+      {"preemption_pending", urgent.size()},
+      {"preemptions", third.preemptions.size()},
+      {"preemption_victims", victims},
+      {"preemption_attempts", third.stats.preemption_attempts},
       {"peak_rss_mib", peak},
       {"world_rss_mib", rss_world - rss_start},
       {"kib_per_pending_job", kib_per_job},
@@ -133,10 +156,12 @@ int RunBench(const BenchOptions& o) {
             "policy {}: {} nodes x {} GPUs, {} queues, {} jobs\n"
             "  first cycle       {:.3f} s, {} jobs admitted ({} tasks), GPU allocation {:.2f}%\n"
             "  full-cluster cycle {:.3f} s over {} pending jobs\n"
+            "  preemption cycle  {:.3f} s: {} high-priority jobs, {} preemptions of {} jobs\n"
             "  peak RSS          {:.1f} MiB ({:.2f} KiB per pending job)\n",
             o.policy, o.spec.nodes, o.spec.gpus_per_node, o.spec.queues, o.spec.jobs,
             Seconds(t2, t3), first.admissions.size(), tasks_placed, alloc_pct, Seconds(t4, t5),
-            rest.size(), peak, kib_per_job)
+            rest.size(), Seconds(t6, t7), urgent.size(), third.preemptions.size(), victims, peak,
+            kib_per_job)
             .c_str());
   }
   return 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "bench/bench_command.h"
+#include "sim/inflate_command.h"
 
 #ifndef ARBITER_VERSION
 #define ARBITER_VERSION "dev"
@@ -37,6 +38,33 @@ int main(int argc, char** argv) {
   b->add_option("--seed", bench.spec.seed, "Seed of the synthetic workload");
   b->add_flag("--json", bench.json, "Print one JSON object");
   b->callback([&] { exit_code = arbiter::bench::RunBench(bench); });
+
+  auto* simulate = app.add_subcommand("simulate", "Run the scheduling core on a cluster trace");
+  simulate->require_subcommand(1);
+  arbiter::sim::InflateOptions inflate;
+  auto* inf = simulate->add_subcommand(
+      "inflate",
+      "The FGD paper's workload-inflation experiment: shuffle the trace, add random copies up to\n"
+      "--target x the cluster's GPUs, place one task at a time with no departures, and report the\n"
+      "GPU allocation and fragmentation against the arrived demand, averaged over the seeds\n"
+      "Example: arbiter simulate inflate --nodes openb_node_list_gpu_node.csv --pods "
+      "openb_pod_list_default.csv --policy fgd --policy bestfit --seeds 42-51 --target 1.3");
+  inf->add_option("--nodes", inflate.nodes_path,
+                  "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+      ->required();
+  inf->add_option("--pods", inflate.pods_path, "Pod list CSV (openb, either header form)")
+      ->required();
+  inf->add_option("--policy", inflate.policies,
+                  "Placement profile, repeatable: fgd, bestfit, dotprod, gpupacking, "
+                  "gpuclustering, random, binpack, spread, topology, default")
+      ->required();
+  inf->add_option("--seeds", inflate.seeds, "Seeds: 42-51, 42 or 1,2,3")->capture_default_str();
+  inf->add_option("--target", inflate.target, "Total GPU request as a share of the cluster's GPUs")
+      ->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
+  inf->add_option("--json", inflate.json_path,
+                  "Write the report as JSON to this file ('-': stdout)");
+  inf->callback([&] { exit_code = arbiter::sim::RunInflateCommand(inflate); });
 
   try {
     app.parse(argc, argv);

@@ -76,6 +76,8 @@ class Cluster {
   const QuotaVec& capacity() const { return capacity_; }
   // Largest number of GPUs on any node.
   int max_gpus_per_node() const { return max_gpus_per_node_; }
+  // Largest CPU capacity of any node, in milli-cores.
+  int64_t max_cpu_milli() const { return max_cpu_milli_; }
 
   const StringPool& strings() const { return strings_; }
 
@@ -91,6 +93,7 @@ class Cluster {
   std::unordered_map<std::string, uint32_t> node_by_name_;
   QuotaVec capacity_;
   int max_gpus_per_node_ = 0;
+  int64_t max_cpu_milli_ = 0;
   StringPool strings_;
 };
 

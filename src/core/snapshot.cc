@@ -16,7 +16,8 @@ Snapshot::Snapshot(const Cluster& cluster, const QuotaTree& tree)
       gpu_usable_(cluster.gpus().size()),
       schedulable_(cluster.num_nodes()),
       node_models_(cluster.num_nodes()),
-      node_bucket_(cluster.num_nodes()) {
+      node_bucket_(cluster.num_nodes()),
+      task_kinds_(cluster.num_nodes()) {
   const size_t nm = cluster.models().size();
   const size_t max_k = static_cast<size_t>(cluster.max_gpus_per_node()) + 1;
   buckets_.assign(nm, std::vector<NodeSet>(max_k, NodeSet(cluster.num_nodes())));
@@ -97,7 +98,19 @@ void Snapshot::ApplyTask(const TaskPlacement& t, int sign) {
     gpu_free_milli_[s] -= sign * g.milli;
     gpu_free_mem_[s] -= sign * g.memory_mib;
   }
-  if (!t.gpus.empty()) Reindex(t.node);
+  if (!t.gpus.empty()) {
+    // kind 0: a share of one GPU; k: k whole GPUs.
+    const auto kind = static_cast<int16_t>(
+        t.gpus.size() == 1 && t.gpus[0].milli < kMilliPerGpu ? 0 : t.gpus.size());
+    auto& kinds = task_kinds_[n];
+    auto it =
+        std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), std::pair<int16_t, int32_t>{kind, 0});
+    it->second += sign;
+    ARBITER_CHECK(it->second >= 0, "GPU task kind count below zero");
+    if (it->second == 0) kinds.erase(it);
+    Reindex(t.node);
+  }
   ++version_;
 }
 
@@ -110,6 +123,16 @@ void Snapshot::Release(const TaskPlacement& t) {
   ApplyTask(t, -1);
   ++release_version_;
   if (open_txns_ > 0) undo_.push_back({Undo::Kind::kRelease, QueueId(), QuotaVec(), t});
+}
+
+void Snapshot::Hold(const TaskPlacement& t) {
+  ARBITER_CHECK(open_txns_ == 0, "Hold inside a Txn");
+  ApplyTask(t, +1);
+}
+
+void Snapshot::Unhold(const TaskPlacement& t) {
+  ARBITER_CHECK(open_txns_ == 0, "Unhold inside a Txn");
+  ApplyTask(t, -1);
 }
 
 void Snapshot::ChargeQuota(QueueId leaf, const QuotaVec& r) {
@@ -153,6 +176,7 @@ Snapshot::Txn::~Txn() {
   --s_->open_txns_;
   if (!committed_) {
     s_->RollbackTo(mark_);
+    s_->release_version_ = release_version_;
   } else if (s_->open_txns_ == 0) {
     s_->undo_.clear();  // nothing can roll back past an outermost commit
   }

@@ -81,10 +81,21 @@ class Snapshot {
   int full_free_gpus(NodeId n, GpuModelId m) const;
   // Largest k with a non-empty nodes_with_free(m, k) set; -1 when no node has model m.
   int max_free_bucket(GpuModelId m) const;
+  // The GPU tasks on node n by kind, as (kind, count) pairs with count > 0 in the order the kinds
+  // first arrived: kind 0 is a share of one GPU, kind k >= 1 is k whole GPUs. CPU-only tasks are
+  // not counted. (For scores that group like tasks together, such as gpuclustering.)
+  const std::vector<std::pair<int16_t, int32_t>>& gpu_task_kinds(NodeId n) const {
+    return task_kinds_[n.value()];
+  }
 
   // Applies (or removes) a task's allocation to its node.
   void Allocate(const TaskPlacement& t);
   void Release(const TaskPlacement& t);
+  // Applies (or lifts) a reservation's hold on capacity: like Allocate/Release, but it is neither
+  // logged for a Txn nor counted as freed capacity (the hold is lifted only around one placement
+  // and put back right after). Must not be called while a Txn is open.
+  void Hold(const TaskPlacement& t);
+  void Unhold(const TaskPlacement& t);
   // Charges (or refunds) a job's quota at its leaf queue.
   void ChargeQuota(QueueId leaf, const QuotaVec& r);
   void RefundQuota(QueueId leaf, const QuotaVec& r);
@@ -98,7 +109,10 @@ class Snapshot {
   // Commit() was called. Txns nest.
   class Txn {
    public:
-    explicit Txn(Snapshot& s) : s_(&s), mark_(s.undo_.size()) { ++s.open_txns_; }
+    explicit Txn(Snapshot& s)
+        : s_(&s), mark_(s.undo_.size()), release_version_(s.release_version_) {
+      ++s.open_txns_;
+    }
     ~Txn();
     Txn(const Txn&) = delete;
     Txn& operator=(const Txn&) = delete;
@@ -107,6 +121,7 @@ class Snapshot {
    private:
     Snapshot* s_;
     size_t mark_;
+    uint64_t release_version_;  // restored on rollback: the state is back to what it was then
     bool committed_ = false;
   };
 
@@ -137,6 +152,7 @@ class Snapshot {
   // Per node: the models it has (most nodes have one), and its current bucket per model.
   std::vector<std::vector<GpuModelId>> node_models_;
   std::vector<std::vector<int16_t>> node_bucket_;
+  std::vector<std::vector<std::pair<int16_t, int32_t>>> task_kinds_;
   std::vector<Undo> undo_;
   int open_txns_ = 0;
   uint64_t version_ = 0;

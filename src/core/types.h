@@ -77,6 +77,8 @@ struct PendingJob {
   TimeMs submit_time = 0;
   bool suspended = false;  // held by its owner: never started, verdict Suspended
   TimeMs not_before = 0;   // retry backoff: not started before this time
+  // The job's priority class may preempt lower-priority preemptible work in any queue.
+  bool preempts_anywhere = false;
 };
 
 // One GPU's share of a task: which GPU (slot on the node, not the CUDA index), how much of it.
@@ -104,7 +106,29 @@ struct RunningJob {
   TaskResources resources;  // per task, as admitted
   std::vector<TaskPlacement> tasks;
   TimeMs start_time = 0;
-  DurationMs walltime = 0;  // 0: none
+  DurationMs walltime = 0;  // 0: the queue's default walltime, else none
+  // Preemption guards and costs.
+  TimeMs last_checkpoint = 0;                 // 0: never reported; lost work counts from start_time
+  DurationMs min_runtime = SecondsToMs(300);  // not preempted before running this long
+  DurationMs grace_period = SecondsToMs(30);  // SIGTERM to SIGKILL when preempted
+  bool terminating = false;                   // already being preempted or stopped
+  // Queues whose jobs this job preempted to start (the loop guard, see preemption.h).
+  std::vector<QueueId> preempted_queues;
+};
+
+// A preemptor waiting for its victims to release their capacity; the driver keeps these between
+// cycles and the cycle holds the capacity for the preemptor until the victims are gone.
+struct Nomination {
+  JobId preemptor;
+  std::vector<JobId> victims;
+};
+
+enum class BudgetPolicy { kBlock, kBestEffort };
+
+// A tenant's budget as the driver has metered it (see core/budget/budget.h).
+struct TenantBudget {
+  bool exhausted = false;
+  BudgetPolicy on_exhausted = BudgetPolicy::kBlock;
 };
 
 }  // namespace arbiter::core

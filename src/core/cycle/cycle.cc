@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "core/fairshare/fair_share.h"
@@ -45,6 +46,9 @@ bool Admission::borrowing() const {
 
 namespace {
 
+constexpr int32_t kBestEffortPriority = std::numeric_limits<int32_t>::min() / 2;
+constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
+
 // What placement depends on, apart from the snapshot: equal shapes place (or fail) alike.
 struct ShapeKey {
   TaskResources res;
@@ -52,6 +56,9 @@ struct ShapeKey {
   uint32_t constraints;
   uint16_t model;
   bool distinct;
+  uint32_t lifted;   // reservations lifted for this job (see Lift)
+  uint32_t queue;    // preemption only: candidates depend on the queue
+  int32_t priority;  // and on the priority
   bool operator==(const ShapeKey&) const = default;
 };
 
@@ -68,13 +75,18 @@ struct ShapeKeyHash {
     mix(k.constraints);
     mix(k.model);
     mix(k.distinct ? 1 : 0);
+    mix(k.lifted);
+    mix(k.queue);
+    mix(static_cast<uint64_t>(static_cast<uint32_t>(k.priority)));
     return h;
   }
 };
 
-// A placement that failed; valid while no capacity has been freed since (release_version).
+// A placement (or preemption) that failed; valid while no capacity has been freed since
+// (release_version) and the set of reservations is the same (epoch).
 struct CachedFailure {
   uint64_t release_version = 0;
+  uint64_t epoch = 0;
   VerdictCode code = VerdictCode::kNoFeasibleNode;
   std::string message;
 };
@@ -82,6 +94,15 @@ struct CachedFailure {
 struct QueueCursor {
   std::vector<uint32_t> jobs;  // indices into pending, in queue order
   size_t next = 0;
+};
+
+// How one model's try ended.
+struct ModelTry {
+  GpuModelId model = kNoModel;
+  VerdictCode code = VerdictCode::kNoFeasibleNode;
+  std::string why;
+  bool quota_ok = false;
+  bool placement_tried = false;  // placement ran (and failed) on the snapshot
 };
 
 class CycleRunner {
@@ -92,31 +113,43 @@ class CycleRunner {
         tree_(*in.tree),
         snap_(*in.cluster, *in.tree),
         cursors_(tree_.size()),
-        active_(tree_.size(), 0) {}
+        active_(tree_.size(), 0),
+        queue_reserved_(tree_.size(), false),
+        running_(in.running != nullptr ? *in.running : kNoRunning),
+        preemptor_(running_, tree_, in.preemption, in.now, in.usage_history) {}
 
   CycleResult Run() {
     LoadRunning();
     BuildDistribution();
     SortQueues();
+    PlaceNominated();
     for (QueueId q = PickQueue(); q != QuotaTree::kRoot; q = PickQueue()) {
       QueueCursor& c = cursors_[q.value()];
-      const uint32_t idx = c.jobs[c.next];
-      const auto position = static_cast<int32_t>(++c.next);
+      const uint32_t idx = c.jobs[c.next++];
       if (c.next == c.jobs.size()) Deactivate(q);
-      TryJob((*in_.pending)[idx], position);
+      if (!handled_[idx]) TryJob(idx);
     }
     return std::move(result_);
   }
 
  private:
+  static inline const std::vector<RunningJob> kNoRunning{};
+
   // Step 1: the allocations and quota of running jobs.
   void LoadRunning() {
-    if (in_.running == nullptr) return;
-    for (const RunningJob& r : *in_.running) {
+    taken_.assign(running_.size(), false);
+    released_.assign(running_.size(), false);
+    for (uint32_t i = 0; i < running_.size(); ++i) {
+      const RunningJob& r = running_[i];
       for (const TaskPlacement& t : r.tasks) snap_.Allocate(t);
-      snap_.ChargeQuota(
-          r.queue, JobQuotaRequest(r.resources, static_cast<int32_t>(r.tasks.size()), r.model));
+      snap_.ChargeQuota(r.queue, RunningQuota(r));
+      running_index_.emplace(r.id.value(), i);
+      if (r.terminating) taken_[i] = true;
     }
+  }
+
+  static QuotaVec RunningQuota(const RunningJob& r) {
+    return JobQuotaRequest(r.resources, static_cast<int32_t>(r.tasks.size()), r.model);
   }
 
   void BuildDistribution() {
@@ -139,13 +172,25 @@ class CycleRunner {
     dist_ = &derived_dist_;
   }
 
-  // Steps 2 and 3.
+  const TenantBudget* BudgetOf(const PendingJob& j) const {
+    if (in_.budgets == nullptr) return nullptr;
+    const uint32_t t = tree_.node(j.queue).tenant.value();
+    if (t >= in_.budgets->size() || !(*in_.budgets)[t].exhausted) return nullptr;
+    return &(*in_.budgets)[t];
+  }
+
+  // Steps 2 and 3: queue order (effective priority: a spent best-effort budget runs lowest).
   void SortQueues() {
     const auto& pending = *in_.pending;
+    handled_.assign(pending.size(), false);
+    position_.assign(pending.size(), 0);
+    priority_.assign(pending.size(), 0);
     for (uint32_t i = 0; i < pending.size(); ++i) {
       const PendingJob& j = pending[i];
+      pending_index_.emplace(j.id.value(), i);
       const uint32_t q = j.queue.value();
       if (q == 0 || q >= tree_.size() || !tree_.node(j.queue).is_leaf()) {
+        handled_[i] = true;
         AddVerdict(j, VerdictCode::kNotAllowed, 0,
                    q < tree_.size() && q != 0
                        ? fmt::format("'{}' has child queues; submit to one of them",
@@ -153,18 +198,23 @@ class CycleRunner {
                        : "unknown queue");
         continue;
       }
+      const TenantBudget* b = BudgetOf(j);
+      priority_[i] = b != nullptr && b->on_exhausted == BudgetPolicy::kBestEffort
+                         ? kBestEffortPriority
+                         : j.priority;
       cursors_[q].jobs.push_back(i);
     }
     for (uint32_t q = 1; q < tree_.size(); ++q) {
       auto& jobs = cursors_[q].jobs;
       if (jobs.empty()) continue;
       std::sort(jobs.begin(), jobs.end(), [&](uint32_t a, uint32_t b) {
+        if (priority_[a] != priority_[b]) return priority_[a] > priority_[b];
         const PendingJob& x = pending[a];
         const PendingJob& y = pending[b];
-        if (x.priority != y.priority) return x.priority > y.priority;
         if (x.submit_time != y.submit_time) return x.submit_time < y.submit_time;
         return x.id < y.id;
       });
+      for (size_t k = 0; k < jobs.size(); ++k) position_[jobs[k]] = static_cast<int32_t>(k + 1);
       for (QueueId n(q);; n = tree_.node(n).parent) {
         ++active_[n.value()];
         if (n == QuotaTree::kRoot) break;
@@ -188,12 +238,7 @@ class CycleRunner {
       double best_share = 0;
       for (QueueId c : tree_.node(n).children) {
         if (active_[c.value()] == 0) continue;
-        const QuotaVec* history =
-            in_.usage_history != nullptr && c.value() < in_.usage_history->size()
-                ? &(*in_.usage_history)[c.value()]
-                : nullptr;
-        const double s = Share(tree_.node(c), snap_.quota().usage(c), history,
-                               snap_.quota().capacity(), tree_.num_dims());
+        const double s = ShareOf(c);
         if (best == QuotaTree::kRoot || s < best_share) {
           best = c;
           best_share = s;
@@ -202,6 +247,14 @@ class CycleRunner {
       n = best;
     }
     return n;
+  }
+
+  double ShareOf(QueueId c) const {
+    const QuotaVec* history = in_.usage_history != nullptr && c.value() < in_.usage_history->size()
+                                  ? &(*in_.usage_history)[c.value()]
+                                  : nullptr;
+    return Share(tree_.node(c), snap_.quota().usage(c), history, snap_.quota().capacity(),
+                 tree_.num_dims());
   }
 
   bool Considerable(const PendingJob& j, int32_t position) {
@@ -223,13 +276,18 @@ class CycleRunner {
                  fmt::format("queue {} does not take {} jobs", q.name, JobTypeName(j.type)));
       return false;
     }
+    const TenantBudget* b = BudgetOf(j);
+    if (b != nullptr && b->on_exhausted == BudgetPolicy::kBlock) {
+      AddVerdict(j, VerdictCode::kBudgetExhausted, position,
+                 fmt::format("tenant {} has spent its GPU-hour budget for this period; its policy "
+                             "blocks new starts until the next period",
+                             tree_.node(tree_.node(j.queue).tenant).name));
+      return false;
+    }
     return true;
   }
 
-  // Steps 5 and 6.
-  void TryJob(const PendingJob& j, int32_t position) {
-    if (!Considerable(j, position)) return;
-    ++result_.stats.jobs_considered;
+  std::vector<GpuModelId> ModelsOf(const PendingJob& j) const {
     std::vector<GpuModelId> models = j.models;
     if (j.resources.gpus == 0) {
       models.assign(1, kNoModel);
@@ -238,61 +296,368 @@ class CycleRunner {
         models.emplace_back(static_cast<uint16_t>(m));
       }
     }
-    VerdictCode code = VerdictCode::kNoFeasibleNode;
-    std::vector<std::string> reasons;
-    bool first = true;
-    for (GpuModelId m : models) {
-      std::string why;
-      VerdictCode c;
-      if (TryModel(j, m, &c, &why)) return;
-      if (first) code = c;
-      first = false;
-      if (std::find(reasons.begin(), reasons.end(), why) == reasons.end()) reasons.push_back(why);
-    }
-    if (models.empty()) reasons.push_back("the cluster has no GPU models");
-    std::string message;
-    for (const std::string& r : reasons) message += (message.empty() ? "" : "; ") + r;
-    AddVerdict(j, code, position, std::move(message));
+    return models;
   }
 
-  bool TryModel(const PendingJob& j, GpuModelId m, VerdictCode* code, std::string* why) {
+  // The job as the cycle treats it: a spent best-effort budget runs at the lowest priority.
+  PendingJob Effective(uint32_t idx) const {
+    PendingJob j = (*in_.pending)[idx];
+    if (priority_[idx] != j.priority) {
+      j.priority = priority_[idx];
+      j.preemptible = true;
+    }
+    return j;
+  }
+
+  TimeMs ExpectedEnd(DurationMs walltime, QueueId q, TimeMs start) const {
+    if (walltime > 0) return start + walltime;
+    const int64_t d = tree_.node(q).default_walltime_seconds;
+    return d > 0 ? start + SecondsToMs(d) : kNever;
+  }
+
+  // Step 3b: preemptors whose victims are stopping keep the capacity they were promised.
+  void PlaceNominated() {
+    if (in_.nominations == nullptr) return;
+    std::vector<const Nomination*> noms;
+    for (const Nomination& n : *in_.nominations) noms.push_back(&n);
+    auto prio = [&](const Nomination* n) {
+      auto it = pending_index_.find(n->preemptor.value());
+      return it == pending_index_.end() ? kBestEffortPriority : priority_[it->second];
+    };
+    std::stable_sort(noms.begin(), noms.end(), [&](const Nomination* a, const Nomination* b) {
+      return prio(a) > prio(b) || (prio(a) == prio(b) && a->preemptor < b->preemptor);
+    });
+    for (const Nomination* n : noms) PlaceOneNominated(*n);
+  }
+
+  void PlaceOneNominated(const Nomination& n) {
+    auto it = pending_index_.find(n.preemptor.value());
+    if (it == pending_index_.end() || handled_[it->second]) {
+      result_.finished_nominations.push_back(n.preemptor);
+      return;
+    }
+    const uint32_t idx = it->second;
+    const PendingJob j = Effective(idx);
+    Snapshot::Txn txn(snap_);
+    int still_running = 0;
+    DurationMs grace = 0;
+    for (JobId v : n.victims) {
+      auto r = running_index_.find(v.value());
+      if (r == running_index_.end()) continue;
+      const RunningJob& victim = running_[r->second];
+      ++still_running;
+      grace = std::max(grace, victim.grace_period);
+      taken_[r->second] = true;
+      for (const TaskPlacement& t : victim.tasks) snap_.Release(t);
+      snap_.RefundQuota(victim.queue, RunningQuota(victim));
+    }
+    for (GpuModelId m : ModelsOf(j)) {
+      const QuotaVec r = JobQuotaRequest(j.resources, j.tasks, m);
+      if (!snap_.quota().Check(j.queue, r).ok()) continue;
+      Admission a;
+      const TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
+      if (!PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, nullptr)) {
+        continue;
+      }
+      handled_[idx] = true;
+      if (still_running == 0) {
+        Admit(j, m, r, std::move(a));
+        result_.finished_nominations.push_back(n.preemptor);
+      } else {
+        snap_.ChargeQuota(j.queue, r);
+        Verdict& v = AddVerdict(
+            j, VerdictCode::kWaitingForReservation, position_[idx],
+            fmt::format("capacity is held for it: waiting for {} preempted job{} to stop",
+                        still_running, still_running == 1 ? "" : "s"));
+        v.estimated_start = in_.now + grace;
+      }
+      txn.Commit();
+      for (JobId v : n.victims) {
+        auto vi = running_index_.find(v.value());
+        if (vi != running_index_.end()) released_[vi->second] = true;
+      }
+      return;
+    }
+    result_.finished_nominations.push_back(n.preemptor);  // no longer fits there: queue normally
+  }
+
+  void Admit(const PendingJob& j, GpuModelId m, const QuotaVec& r, Admission a) {
+    a.job = j.id;
+    a.queue = j.queue;
+    a.model = m;
+    a.borrowed = BorrowedPart(j.queue, r);
+    a.best_effort = j.priority == kBestEffortPriority;
+    snap_.ChargeQuota(j.queue, r);
+    result_.admissions.push_back(std::move(a));
+  }
+
+  // Steps 5 to 7.
+  void TryJob(uint32_t idx) {
+    const PendingJob j = Effective(idx);
+    const int32_t position = position_[idx];
+    if (!Considerable(j, position)) return;
+    ++result_.stats.jobs_considered;
+    const std::vector<GpuModelId> models = ModelsOf(j);
+    const uint32_t lifted = Lift(ExpectedEnd(j.walltime, j.queue, in_.now));
+    std::vector<ModelTry> tries;
+    bool admitted = false;
+    for (GpuModelId m : models) {
+      ModelTry t;
+      t.model = m;
+      if (TryModel(j, lifted, &t)) {
+        admitted = true;
+        break;
+      }
+      tries.push_back(std::move(t));
+    }
+    Unlift(lifted);
+    if (admitted) return;
+    if (TryPreemption(j, position, tries)) return;
+    Verdict& v = AddVerdict(j, tries.empty() ? VerdictCode::kNoFeasibleNode : tries.front().code,
+                            position, JoinReasons(tries, models.empty()));
+    ExplainBlocked(j, tries, &v);
+  }
+
+  static std::string JoinReasons(const std::vector<ModelTry>& tries, bool no_models) {
+    std::vector<std::string> reasons;
+    for (const ModelTry& t : tries) {
+      if (std::find(reasons.begin(), reasons.end(), t.why) == reasons.end())
+        reasons.push_back(t.why);
+    }
+    if (no_models) reasons.push_back("the cluster has no GPU models");
+    std::string message;
+    for (const std::string& r : reasons) message += (message.empty() ? "" : "; ") + r;
+    return message;
+  }
+
+  bool TryModel(const PendingJob& j, uint32_t lifted, ModelTry* t) {
+    const GpuModelId m = t->model;
     const QuotaVec r = JobQuotaRequest(j.resources, j.tasks, m);
     const QuotaFailure qf = snap_.quota().Check(j.queue, r);
     if (!qf.ok()) {
-      *code = qf.kind == QuotaFailure::Kind::kMax ? VerdictCode::kQuotaExceeded
-                                                  : VerdictCode::kBorrowLimit;
-      *why = DescribeQuotaFailure(j, qf);
+      t->code = qf.kind == QuotaFailure::Kind::kMax      ? VerdictCode::kQuotaExceeded
+                : qf.kind == QuotaFailure::Kind::kBorrow ? VerdictCode::kBorrowLimit
+                                                         : VerdictCode::kNoFeasibleNode;
+      t->why = DescribeQuotaFailure(j, qf);
+      // A full cluster is a placement problem: it may still get a reservation or preempt.
+      t->quota_ok = qf.kind == QuotaFailure::Kind::kCapacity;
       return false;
     }
-    const ShapeKey key{j.resources, j.tasks, j.constraints, m.value(), j.distinct_nodes};
+    t->quota_ok = true;
+    const ShapeKey key{j.resources, j.tasks, j.constraints, m.value(), j.distinct_nodes, lifted,
+                       0,           0};
     auto it = failures_.find(key);
-    if (it != failures_.end() && it->second.release_version == snap_.release_version()) {
+    if (it != failures_.end() && it->second.release_version == snap_.release_version() &&
+        it->second.epoch == epoch_) {
       ++result_.stats.failure_cache_hits;
-      *code = it->second.code;
-      *why = it->second.message;
+      t->placement_tried = true;
+      t->code = it->second.code;
+      t->why = it->second.message;
       return false;
     }
+    t->placement_tried = true;
     ++result_.stats.placement_attempts;
-    TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
+    const TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
     Admission a;
     PlacementFailure pf;
     if (PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, &pf)) {
-      a.job = j.id;
-      a.queue = j.queue;
-      a.model = m;
-      a.borrowed = BorrowedPart(j.queue, r);
-      snap_.ChargeQuota(j.queue, r);
-      result_.admissions.push_back(std::move(a));
+      Admit(j, m, r, std::move(a));
       return true;
     }
     CachedFailure f;
     f.release_version = snap_.release_version();
+    f.epoch = epoch_;
     f.code = pf.tasks_placed > 0 ? VerdictCode::kGangIncomplete : VerdictCode::kNoFeasibleNode;
     f.message = DescribePlacementFailure(j, req, pf);
-    *code = f.code;
-    *why = f.message;
+    t->code = f.code;
+    t->why = f.message;
     failures_[key] = std::move(f);
     return false;
+  }
+
+  // Step 6: preemption, for each model in order, cached per shape, queue and priority.
+  bool TryPreemption(const PendingJob& j, int32_t position, const std::vector<ModelTry>& tries) {
+    if (!in_.preemption.enabled || running_.empty()) return false;
+    for (const ModelTry& t : tries) {
+      if (t.code == VerdictCode::kQuotaExceeded) continue;  // a max never yields to preemption
+      const ShapeKey key{j.resources,     j.tasks,          j.constraints,
+                         t.model.value(), j.distinct_nodes, j.preempts_anywhere ? 1u : 0u,
+                         j.queue.value(), j.priority};
+      auto it = preempt_failures_.find(key);
+      if (it != preempt_failures_.end() && it->second.release_version == snap_.release_version() &&
+          it->second.epoch == epoch_) {
+        continue;
+      }
+      ++result_.stats.preemption_attempts;
+      PreemptionRequest req{&j, t.model, JobQuotaRequest(j.resources, j.tasks, t.model),
+                            ConstraintsOf(j)};
+      PreemptionPlan plan;
+      if (preemptor_.TryPreempt(snap_, profile_, dist_, req, taken_, &plan)) {
+        RecordPreemption(j, position, plan);
+        return true;
+      }
+      preempt_failures_[key] = CachedFailure{snap_.release_version(), epoch_, t.code, {}};
+    }
+    return false;
+  }
+
+  void RecordPreemption(const PendingJob& j, int32_t position, const PreemptionPlan& plan) {
+    PreemptionDecision d;
+    d.preemptor = j.id;
+    d.queue = j.queue;
+    d.reason = plan.reason;
+    for (uint32_t v : plan.victims) {
+      taken_[v] = true;
+      released_[v] = true;
+      d.victims.push_back(running_[v].id);
+      if (std::find(d.victim_queues.begin(), d.victim_queues.end(), running_[v].queue) ==
+          d.victim_queues.end()) {
+        d.victim_queues.push_back(running_[v].queue);
+      }
+      d.grace_period = std::max(d.grace_period, running_[v].grace_period);
+    }
+    Verdict& v =
+        AddVerdict(j, VerdictCode::kWaitingForReservation, position,
+                   fmt::format("preempting {} job{} ({}); starts when they stop, within {} s",
+                               d.victims.size(), d.victims.size() == 1 ? "" : "s",
+                               PreemptionReasonName(plan.reason), (d.grace_period + 999) / 1000));
+    v.estimated_start = in_.now + d.grace_period;
+    result_.preemptions.push_back(std::move(d));
+  }
+
+  // Step 7: why a job that fits the quota still waits, and a reservation for a queue's first one.
+  void ExplainBlocked(const PendingJob& j, const std::vector<ModelTry>& tries, Verdict* v) {
+    const ModelTry* placement = nullptr;
+    for (const ModelTry& t : tries) {
+      if (t.quota_ok) {
+        placement = &t;
+        break;
+      }
+    }
+    if (placement == nullptr) return;
+    const TaskRequest req{&j.resources, placement->model, ConstraintsOf(j), j.type};
+    if (placement->placement_tried && !result_.reservations.empty() &&
+        FitsWithoutReservations(j, req)) {
+      const Reservation* top = &result_.reservations.front();
+      for (const Reservation& r : result_.reservations) {
+        if (r.priority > top->priority) top = &r;
+      }
+      const bool lower = top->priority > j.priority;
+      v->code = lower ? VerdictCode::kLowerPriority : VerdictCode::kWaitingForReservation;
+      v->message = fmt::format(
+          "{} the capacity it needs is held for job {}{}, which starts at the latest in {} s",
+          v->message + ";", top->job.value(), lower ? " of higher priority" : " ahead of it",
+          std::max<int64_t>(0, (top->start - in_.now + 999) / 1000));
+      return;
+    }
+    if (!in_.backfill.enabled || queue_reserved_[j.queue.value()] ||
+        static_cast<int>(result_.reservations.size()) >= in_.backfill.max_reservations) {
+      return;
+    }
+    queue_reserved_[j.queue.value()] = true;
+    Reservation r;
+    if (MakeReservation(j, req, &r)) {
+      v->estimated_start = r.start;
+      v->message += fmt::format("; reserved: starts by {} s from now when running jobs end",
+                                std::max<int64_t>(0, (r.start - in_.now + 999) / 1000));
+      for (const TaskPlacement& t : r.tasks) snap_.Hold(t);
+      result_.reservations.push_back(std::move(r));
+      ++epoch_;
+    }
+  }
+
+  bool FitsWithoutReservations(const PendingJob& j, const TaskRequest& req) {
+    // Cached per shape: the answer changes only with new reservations or freed capacity.
+    const ShapeKey key{j.resources, j.tasks, j.constraints, req.model.value(), j.distinct_nodes, 0,
+                       0,           0};
+    auto it = held_probe_.find(key);
+    if (it != held_probe_.end() && it->second.release_version == snap_.release_version() &&
+        it->second.epoch == epoch_) {
+      return it->second.code == VerdictCode::kWaitingForReservation;
+    }
+    const bool fits = ProbeWithoutReservations(j, req);
+    held_probe_[key] =
+        CachedFailure{snap_.release_version(),
+                      epoch_,
+                      fits ? VerdictCode::kWaitingForReservation : VerdictCode::kNoFeasibleNode,
+                      {}};
+    return fits;
+  }
+
+  bool ProbeWithoutReservations(const PendingJob& j, const TaskRequest& req) {
+    for (const Reservation& r : result_.reservations) {
+      for (const TaskPlacement& t : r.tasks) snap_.Unhold(t);
+    }
+    bool fits = false;
+    {
+      Snapshot::Txn probe(snap_);
+      std::vector<TaskPlacement> tasks;
+      fits = PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &tasks, nullptr);
+    }
+    for (const Reservation& r : result_.reservations) {
+      for (const TaskPlacement& t : r.tasks) snap_.Hold(t);
+    }
+    return fits;
+  }
+
+  // The earliest time the job fits as running jobs end by their walltimes: a binary search over
+  // how many of them (in order of end) must be gone, since more ending never makes it fit less.
+  bool MakeReservation(const PendingJob& j, const TaskRequest& req, Reservation* out) {
+    std::vector<std::pair<TimeMs, uint32_t>> ends;
+    for (uint32_t i = 0; i < running_.size(); ++i) {
+      if (released_[i]) continue;  // its capacity already went to a preemptor
+      const RunningJob& r = running_[i];
+      const TimeMs end =
+          r.terminating ? in_.now + r.grace_period : ExpectedEnd(r.walltime, r.queue, r.start_time);
+      if (end != kNever) ends.emplace_back(std::max(end, in_.now), i);
+    }
+    std::sort(ends.begin(), ends.end());
+    auto fits_after = [&](size_t k, std::vector<TaskPlacement>* tasks) {
+      Snapshot::Txn probe(snap_);
+      for (size_t e = 0; e < k; ++e) {
+        for (const TaskPlacement& t : running_[ends[e].second].tasks) snap_.Release(t);
+      }
+      return PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, tasks, nullptr);
+    };
+    std::vector<TaskPlacement> tasks;
+    if (ends.empty() || !fits_after(ends.size(), &tasks)) return false;
+    size_t lo = 1;
+    size_t hi = ends.size();
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      std::vector<TaskPlacement> unused;
+      if (fits_after(mid, &unused)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    fits_after(lo, &tasks);
+    out->job = j.id;
+    out->priority = j.priority;
+    out->start = ends[lo - 1].first;
+    out->tasks = std::move(tasks);
+    return true;
+  }
+
+  // Reservations that start no earlier than `end` do not bind a job that is over by then (EASY):
+  // lift them around its placement. Returns how many were lifted (part of the failure cache key).
+  uint32_t Lift(TimeMs end) {
+    uint32_t n = 0;
+    for (size_t i = 0; i < result_.reservations.size(); ++i) {
+      if (result_.reservations[i].start < end) continue;
+      for (const TaskPlacement& t : result_.reservations[i].tasks) snap_.Unhold(t);
+      lifted_.push_back(i);
+      ++n;
+    }
+    return n;
+  }
+
+  void Unlift(uint32_t n) {
+    for (uint32_t k = 0; k < n; ++k) {
+      for (const TaskPlacement& t : result_.reservations[lifted_.back()].tasks) snap_.Hold(t);
+      lifted_.pop_back();
+    }
   }
 
   const Constraints* ConstraintsOf(const PendingJob& j) const {
@@ -319,7 +684,6 @@ class CycleRunner {
     }
     return b;
   }
-
   std::string ModelName(GpuModelId m) const {
     return m == kNoModel ? "" : in_.cluster->models()[m.value()].name;
   }
@@ -330,6 +694,12 @@ class CycleRunner {
     const std::string& dim = tree_.DimName(f.dim);
     std::string unit = dim == "cpu" ? " CPU" : dim == "memory" ? "" : " GPUs";
     if (f.dim >= kFirstModelDim) unit = " GPUs of " + dim.substr(4);
+    if (f.kind == QuotaFailure::Kind::kCapacity) {
+      return fmt::format("the cluster has {} of {}{} free; this job needs {}",
+                         tree_.FormatAmount(f.dim, std::max<int64_t>(0, f.limit - f.used)),
+                         tree_.FormatAmount(f.dim, f.limit), unit,
+                         tree_.FormatAmount(f.dim, f.requested));
+    }
     if (f.kind == QuotaFailure::Kind::kMax) {
       return fmt::format("{} {} uses {} of max {}{}; this job needs {} more", what, n.name,
                          tree_.FormatAmount(f.dim, f.used), tree_.FormatAmount(f.dim, f.limit),
@@ -399,9 +769,23 @@ class CycleRunner {
   Snapshot snap_;
   std::vector<QueueCursor> cursors_;
   std::vector<int32_t> active_;  // leaves with pending jobs left, per subtree
+  std::vector<bool> queue_reserved_;
+  const std::vector<RunningJob>& running_;
+  Preemptor preemptor_;
+  std::unordered_map<uint64_t, uint32_t> running_index_;
+  std::unordered_map<uint64_t, uint32_t> pending_index_;
+  std::vector<bool> taken_;     // running jobs already terminating or chosen as victims
+  std::vector<bool> released_;  // running jobs whose capacity the snapshot has given to others
+  std::vector<bool> handled_;   // pending jobs decided outside the fair-share loop
+  std::vector<int32_t> position_;
+  std::vector<int32_t> priority_;  // effective priority
+  std::vector<size_t> lifted_;
+  uint64_t epoch_ = 0;  // bumped with every new reservation
   TaskDistribution derived_dist_;
   const TaskDistribution* dist_ = nullptr;
   std::unordered_map<ShapeKey, CachedFailure, ShapeKeyHash> failures_;
+  std::unordered_map<ShapeKey, CachedFailure, ShapeKeyHash> preempt_failures_;
+  std::unordered_map<ShapeKey, CachedFailure, ShapeKeyHash> held_probe_;
   CycleResult result_;
 };
 
@@ -430,7 +814,21 @@ void ApplyAdmissions(const CycleInput& in, const CycleResult& result, TimeMs sta
     r.tasks = a.tasks;
     r.start_time = start;
     r.walltime = j.walltime;
+    if (a.best_effort) {
+      r.priority = kBestEffortPriority;
+      r.preemptible = true;
+    }
     running->push_back(std::move(r));
+  }
+}
+
+void ApplyPreemptions(const CycleResult& result, std::vector<RunningJob>* running) {
+  for (const PreemptionDecision& d : result.preemptions) {
+    for (JobId v : d.victims) {
+      for (RunningJob& r : *running) {
+        if (r.id == v) r.terminating = true;
+      }
+    }
   }
 }
 

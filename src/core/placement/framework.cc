@@ -52,10 +52,10 @@ bool GangState::UsesBlock(uint32_t b) const {
 
 TaskDistribution TaskDistribution::FromTasks(const std::vector<TaskClass>& samples,
                                              double coverage) {
-  using Key = std::tuple<int64_t, int32_t, int32_t, uint16_t>;
+  using Key = std::tuple<int64_t, int32_t, int32_t, uint16_t, uint32_t>;
   std::map<Key, int64_t> counts;
   for (const TaskClass& t : samples) {
-    ++counts[Key{t.cpu_milli, t.gpus, t.gpu_milli, t.model.value()}];
+    ++counts[Key{t.cpu_milli, t.gpus, t.gpu_milli, t.model.value(), t.models}];
   }
   std::vector<std::pair<Key, int64_t>> sorted(counts.begin(), counts.end());
   // Most frequent first; equal counts in key order, so the result is deterministic.
@@ -67,7 +67,7 @@ TaskDistribution TaskDistribution::FromTasks(const std::vector<TaskClass>& sampl
   for (const auto& [key, count] : sorted) {
     if (total == 0 || covered >= coverage) break;
     TaskClass c;
-    std::tie(c.cpu_milli, c.gpus, c.gpu_milli, std::ignore) = key;
+    std::tie(c.cpu_milli, c.gpus, c.gpu_milli, std::ignore, c.models) = key;
     c.model = GpuModelId(std::get<3>(key));
     c.weight = static_cast<double>(count);
     d.classes.push_back(c);
@@ -88,8 +88,7 @@ double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t
   for (const TaskClass& m : dist.classes) {
     // F_n(m) = idle  when m cannot run on n at all; else the idle milli on GPUs too small for m.
     int64_t frag = idle;
-    const bool can_run =
-        m.gpus > 0 && (m.model == kNoModel || m.model == model) && m.cpu_milli <= free_cpu;
+    const bool can_run = m.gpus > 0 && m.AllowsModel(model) && m.cpu_milli <= free_cpu;
     if (can_run) {
       int fitting = 0;
       int64_t small = 0;
@@ -110,7 +109,8 @@ double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t
 // --- Profiles --------------------------------------------------------------------------------
 
 std::vector<std::string> Profile::NamedProfiles() {
-  return {"default", "binpack", "spread", "topology", "fgd"};
+  return {"default", "binpack", "spread",     "topology",      "fgd",
+          "bestfit", "dotprod", "gpupacking", "gpuclustering", "random"};
 }
 
 Result<ProfileSpec> Profile::Named(std::string_view name) {
@@ -125,6 +125,9 @@ Result<ProfileSpec> Profile::Named(std::string_view name) {
   } else if (name == "fgd") {
     p.scores = {{"fgd", 1}};
     p.gpu_selector = "fgd";
+  } else if (name == "bestfit" || name == "dotprod" || name == "gpupacking" ||
+             name == "gpuclustering" || name == "random") {
+    p.scores = {{std::string(name), 1}};  // the FGD paper's baselines, best-fit GPU selection
   } else {
     std::string known;
     for (const std::string& n : NamedProfiles()) known += (known.empty() ? "" : ", ") + n;
@@ -381,8 +384,8 @@ void ForEachCandidate(const Snapshot& s, const Profile& profile, const TaskReque
 
 }  // namespace
 
-bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
-               const TaskRequest& req, TaskPlacement* out) {
+bool FindPlacement(const Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
+                   const TaskRequest& req, TaskPlacement* out, int64_t* score_out) {
   const size_t limit = profile.NodesToScore(snap.cluster().num_nodes());
   size_t feasible = 0;
   bool found = false;
@@ -415,6 +418,13 @@ bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& c
   out->gpus = std::move(best_gpus);
   out->cpu_milli = req.resources->cpu_milli;
   out->memory_mib = req.resources->memory_mib;
+  if (score_out != nullptr) *score_out = best_score;
+  return true;
+}
+
+bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
+               const TaskRequest& req, TaskPlacement* out) {
+  if (!FindPlacement(snap, profile, ctx, req, out, nullptr)) return false;
   snap.Allocate(*out);
   return true;
 }

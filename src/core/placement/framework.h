@@ -69,6 +69,13 @@ struct TaskClass {
   int32_t gpu_milli = 0;        // per GPU
   GpuModelId model = kNoModel;  // kNoModel: any model
   double weight = 0;            // p_m, sums to 1 over the distribution
+  // When non-zero, the allowed models as a bit set (bit m: GpuModelId m), used instead of `model`
+  // for tasks that may run on several models.
+  uint32_t models = 0;
+  bool AllowsModel(GpuModelId m) const {
+    if (models != 0) return m.value() < 32 && ((models >> m.value()) & 1u) != 0;
+    return model == kNoModel || model == m;
+  }
 };
 struct TaskDistribution {
   std::vector<TaskClass> classes;
@@ -86,6 +93,9 @@ struct PlacementContext {
   const Snapshot* snapshot = nullptr;
   const GangState* gang = nullptr;
   const TaskDistribution* distribution = nullptr;  // for fgd; may be empty
+  // Seeds the scores that draw lots (random, and the random tie-breaks of the baselines): with the
+  // snapshot's version it gives each decision its own draw, reproducibly.
+  uint64_t seed = 0;
 };
 
 class FilterPlugin {
@@ -136,7 +146,8 @@ class Profile {
  public:
   // Validates and instantiates the plugins; errors name the field ("scores[1].plugin").
   static Result<Profile> Build(const ProfileSpec& spec);
-  // The built-in profiles: "binpack", "spread", "topology", "fgd", "default".
+  // The built-in profiles: "binpack", "spread", "topology", "fgd", "default", and the baselines of
+  // the FGD paper: "bestfit", "dotprod", "gpupacking", "gpuclustering", "random" (baselines.h).
   static Result<ProfileSpec> Named(std::string_view name);
   static std::vector<std::string> NamedProfiles();
 
@@ -181,6 +192,11 @@ struct PlacementFailure {
 // Finds the GPUs a task would use on node n (empty for CPU-only tasks); false when none fit.
 bool SelectGpus(const PlacementContext& ctx, GpuSelector selector, const TaskRequest& req, NodeId n,
                 std::vector<GpuShare>* out);
+
+// Finds where PlaceTask would put one task, without reserving it: the best node, its GPUs and
+// (when `score` is not null) its summed weighted score. Returns false when no node fits.
+bool FindPlacement(const Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
+                   const TaskRequest& req, TaskPlacement* out, int64_t* score);
 
 // Places one task: filter, select GPUs, score, and allocate the best node on the snapshot.
 // Returns false when no node fits.

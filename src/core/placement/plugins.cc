@@ -1,6 +1,9 @@
 #include "core/placement/plugins.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "core/placement/baselines.h"
 
 namespace arbiter::core {
 
@@ -249,9 +252,11 @@ class TopologyScore final : public ScorePlugin {
 };
 
 // fgd: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): place where the node's
-// expected fragmentation against the typical-task distribution grows least.
-//   delta = F_n(after) - F_n(before)   in GPU milli, |delta| <= node GPUs x 1000
-//   score = kMaxScore / 2 x (1 - delta / (node GPUs x 1000))
+// expected fragmentation against the typical-task distribution grows least, in absolute GPU milli
+// (a node's growth is not scaled by its size: the paper and its simulator compare raw deltas).
+//   delta = F_n(after) - F_n(before)   in GPU milli
+//   score = kMaxScore x sigmoid(-delta / 1000) = kMaxScore / (1 + e^(delta / 1000))
+// as the published simulator scores it, kept at kMaxScore's resolution instead of 0..100.
 class FgdScore final : public ScorePlugin {
  public:
   std::string_view name() const override { return "fgd"; }
@@ -281,8 +286,7 @@ class FgdScore final : public ScorePlugin {
     const double f0 = NodeFragmentation(*ctx.distribution, model, cpu, before, ng);
     const double f1 =
         NodeFragmentation(*ctx.distribution, model, cpu - req.resources->cpu_milli, after, ng);
-    const double scale = static_cast<double>(info.gpu_count) * kMilliPerGpu;
-    const double score = static_cast<double>(kMaxScore) / 2.0 * (1.0 - (f1 - f0) / scale);
+    const double score = static_cast<double>(kMaxScore) / (1.0 + std::exp((f1 - f0) / 1000.0));
     return std::clamp<int64_t>(static_cast<int64_t>(score), 0, kMaxScore);
   }
 };
@@ -295,7 +299,9 @@ std::vector<std::string_view> BuiltinFilterNames() {
 }
 
 std::vector<std::string_view> BuiltinScoreNames() {
-  return {"binpack", "spread", "topology", "fgd"};
+  std::vector<std::string_view> names = {"binpack", "spread", "topology", "fgd"};
+  for (std::string_view b : BaselineScoreNames()) names.push_back(b);
+  return names;
 }
 
 std::unique_ptr<FilterPlugin> MakeFilter(std::string_view name) {
@@ -316,7 +322,7 @@ std::unique_ptr<ScorePlugin> MakeScore(std::string_view name) {
   if (name == "spread") return std::make_unique<SpreadScore>();
   if (name == "topology") return std::make_unique<TopologyScore>();
   if (name == "fgd") return std::make_unique<FgdScore>();
-  return nullptr;
+  return MakeBaselineScore(name);
 }
 
 }  // namespace arbiter::core

@@ -256,6 +256,13 @@ QuotaFailure QuotaState::Check(QueueId leaf, const QuotaVec& r) const {
       }
       if (a == QuotaTree::kRoot) break;
     }
+    if (capacity_[d] - usage_[0][d] < r[d]) {
+      f.kind = QuotaFailure::Kind::kCapacity;
+      f.node = QuotaTree::kRoot;
+      f.used = usage_[0][d];
+      f.limit = capacity_[d];
+      return true;
+    }
     f.kind = QuotaFailure::Kind::kBorrow;
     f.node = leaf;
     f.used = usage_[leaf.value()][d];

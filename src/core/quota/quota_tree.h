@@ -83,7 +83,9 @@ class QuotaTree {
 
 // Why a request does not fit the quota.
 struct QuotaFailure {
-  enum class Kind { kNone, kMax, kBorrow };
+  // kMax: a max binds. kBorrow: not enough may be borrowed. kCapacity: the cluster itself has
+  // less of the dimension free than requested (node = root, limit = capacity).
+  enum class Kind { kNone, kMax, kBorrow, kCapacity };
   Kind kind = Kind::kNone;
   QueueId node;  // the node whose limit binds
   int dim = 0;

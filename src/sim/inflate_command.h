@@ -1,0 +1,45 @@
+// `arbiter simulate inflate`: the FGD paper's workload-inflation experiment (sim/inflate.h) for one
+// or more placement profiles over a range of seeds, averaged, as a table or JSON.
+//
+//   arbiter simulate inflate --nodes NODES.csv --pods PODS.csv --policy fgd [--policy bestfit ...]
+//       --seeds 42-51 --target 1.3 [--json OUT.json]
+//
+// JSON, per policy: {"policy", "trace", "nodes", "seeds", "target", "alloc_pct_at_100",
+// "alloc_pct_at_130", "frag_pct_at_0", "curve": [{"demand_pct", "alloc_pct", "frag_pct"}, ...],
+// "runs": [per seed], "seconds_per_seed"}; several policies give {"results": [one per policy]}.
+// Progress goes to stderr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "sim/inflate.h"
+
+namespace arbiter::sim {
+
+struct InflateOptions {
+  std::string nodes_path;
+  std::string pods_path;
+  std::vector<std::string> policies;
+  std::string seeds = "42-51";
+  double target = 1.3;
+  std::string json_path;  // empty: a table on stdout; "-": JSON on stdout
+};
+
+// "42-51", "42", "1,5,9" or a mix ("1-3,7"), in the order given.
+Result<std::vector<uint64_t>> ParseSeeds(std::string_view text);
+
+// The report of one policy's runs.
+nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
+                             std::string_view nodes, double target,
+                             const std::vector<InflateRun>& runs);
+
+// Runs the command; returns the process exit code (0, or 2 on bad input).
+int RunInflateCommand(const InflateOptions& options);
+
+}  // namespace arbiter::sim
