@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "model/node.h"
 
 namespace arbiter {
@@ -41,6 +43,19 @@ bool ParseJobType(std::string_view s, JobType* out) {
   return false;
 }
 
+int64_t RetryBackoffSeconds(const RetryPolicy& p, int32_t retry) {
+  int64_t b = p.backoff_seconds;
+  for (int32_t i = 1; i < retry && b < p.backoff_cap_seconds; ++i) b *= 2;
+  return std::min(b, p.backoff_cap_seconds);
+}
+
+bool ShouldRetry(const RetryPolicy& p, int32_t restarts, int32_t exit_code) {
+  if (restarts >= p.max_retries) return false;
+  if (p.on_exit_codes.empty()) return true;
+  return std::find(p.on_exit_codes.begin(), p.on_exit_codes.end(), exit_code) !=
+         p.on_exit_codes.end();
+}
+
 Status ValidateJobSpec(const JobSpec& job) {
   if (!job.name.empty() && job.name.size() > 253) {
     return InvalidArgument("name", "must be at most 253 characters");
@@ -65,9 +80,25 @@ Status ValidateJobSpec(const JobSpec& job) {
     return InvalidArgument("walltime_seconds",
                            fmt::format("must be >= 0, got {}", job.walltime_seconds));
   }
-  if (job.max_retries < 0 || job.max_retries > 1000) {
-    return InvalidArgument("retry.max_retries",
-                           fmt::format("must be between 0 and 1000, got {}", job.max_retries));
+  if (job.retry.max_retries < 0 || job.retry.max_retries > 1000) {
+    return InvalidArgument("retry.max_retries", fmt::format("must be between 0 and 1000, got {}",
+                                                            job.retry.max_retries));
+  }
+  if (job.retry.backoff_seconds < 0 || job.retry.backoff_seconds > 86400 * 7) {
+    return InvalidArgument(
+        "retry.backoff_seconds",
+        fmt::format("must be between 0 and 604800, got {}", job.retry.backoff_seconds));
+  }
+  if (job.retry.backoff_cap_seconds < job.retry.backoff_seconds) {
+    return InvalidArgument("retry.backoff_cap_seconds",
+                           fmt::format("must be >= backoff_seconds ({}), got {}",
+                                       job.retry.backoff_seconds, job.retry.backoff_cap_seconds));
+  }
+  if (job.grace_period_seconds &&
+      (*job.grace_period_seconds < 0 || *job.grace_period_seconds > 86400)) {
+    return InvalidArgument(
+        "grace_period_seconds",
+        fmt::format("must be between 0 and 86400, got {}", *job.grace_period_seconds));
   }
   return Status::Ok();
 }

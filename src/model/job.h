@@ -26,6 +26,20 @@ struct Toleration {
   bool operator==(const Toleration&) const = default;
 };
 
+// When and how often a failed job runs again.
+struct RetryPolicy {
+  int32_t max_retries = 0;
+  int64_t backoff_seconds = 30;        // first backoff; doubles each retry
+  int64_t backoff_cap_seconds = 3600;  // the longest backoff
+  std::vector<int32_t> on_exit_codes;  // retry only on these exit codes; empty: any failure
+  bool operator==(const RetryPolicy&) const = default;
+};
+
+// Backoff before retry number `retry` (1-based): min(cap, base x 2^(retry-1)).
+int64_t RetryBackoffSeconds(const RetryPolicy& p, int32_t retry);
+// Whether a task that ended with `exit_code` may be retried after `restarts` earlier retries.
+bool ShouldRetry(const RetryPolicy& p, int32_t restarts, int32_t exit_code);
+
 struct JobSpec {
   JobId id;
   std::string name;
@@ -41,9 +55,15 @@ struct JobSpec {
   std::vector<Toleration> tolerations;
   bool distinct_nodes = false;   // every task on its own node
   int64_t walltime_seconds = 0;  // 0: the queue's default, else none
-  int32_t max_retries = 0;
-  std::optional<bool> preemptible;  // overrides the priority class when set
+  RetryPolicy retry;
+  std::optional<bool> preemptible;              // overrides the priority class when set
+  std::optional<int64_t> grace_period_seconds;  // overrides the priority class when set
   TimeMs submit_time = 0;
+  // What runs: the command of every task, its environment and working directory.
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::string workdir;
+  std::string container_image;
 };
 
 // Checks every field; errors name the field ("resources.gpus", "tasks").
