@@ -1,0 +1,247 @@
+// The records of the durable store and the WriteBatch that changes them.
+//
+// Records are plain values: each mirrors one row of one table (docs/store.md). Nested specs
+// (`spec_json`, `status_json`, `detail_json`) are JSON text owned by the server: the store keeps
+// them byte for byte and never parses them.
+//
+// Tokens are stored only as hashes: `TokenRecord::hash_hex` is the lowercase hex digest (at least
+// 128 bits, e.g. SHA-256, 64 characters) that the server computes from the plain token, which the
+// store never sees. The schema refuses a `hash_hex` that is not lowercase hex of 32 to 128 digits,
+// so a plain token passed by mistake is not written.
+//
+// Every member has a default initializer, so designated initializers that name only some members
+// compile cleanly under -Wextra.
+//
+// Thread safety: plain values; a WriteBatch is built by one thread and then moved into the store.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace arbiter::store {
+
+struct TenantRecord {
+  std::string name{};
+  std::string spec_json{};
+  int64_t created_at_ms = 0;
+
+  bool operator==(const TenantRecord&) const = default;
+};
+
+struct QueueRecord {
+  std::string name{};
+  std::string tenant{};
+  std::string parent{};  // empty: a top-level queue of its tenant
+  std::string spec_json{};
+
+  bool operator==(const QueueRecord&) const = default;
+};
+
+struct UserRecord {
+  std::string name{};
+  std::string tenant{};
+  std::string role{};
+  int64_t created_at_ms = 0;
+
+  bool operator==(const UserRecord&) const = default;
+};
+
+struct TokenRecord {
+  std::string id{};
+  std::string hash_hex{};  // lowercase hex digest of the token; never the token itself
+  std::string user{};
+  std::string tenant{};
+  std::string role{};
+  std::string kind{};
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;  // 0: never expires
+  bool revoked = false;
+
+  bool operator==(const TokenRecord&) const = default;
+};
+
+struct PriorityClassRecord {
+  std::string name{};
+  std::string spec_json{};
+
+  bool operator==(const PriorityClassRecord&) const = default;
+};
+
+struct GpuModelRecord {
+  std::string name{};
+  std::string spec_json{};
+
+  bool operator==(const GpuModelRecord&) const = default;
+};
+
+struct NodeRecord {
+  std::string name{};
+  std::string spec_json{};
+  std::string state{};
+  int64_t updated_at_ms = 0;
+
+  bool operator==(const NodeRecord&) const = default;
+};
+
+struct JobRecord {
+  uint64_t id = 0;  // > 0, assigned by the server (StoreState::max_job_id + 1 onwards)
+  std::string tenant{}, queue{}, user{}, name{}, type{}, state{};
+  std::string spec_json{};
+  std::string status_json{};
+  // When not empty, unique per (tenant, user): a second job of the same tenant and user with the
+  // same key is refused.
+  std::string idempotency_key{};
+  int64_t submitted_at_ms = 0;
+  int64_t updated_at_ms = 0;
+
+  bool operator==(const JobRecord&) const = default;
+};
+
+// Append-only: events are never changed or deleted once written.
+struct JobEventRecord {
+  // > 0: given by the server (StoreState::max_event_seq + 1 onwards), unique; 0: the store assigns
+  // the next one. A server should do one or the other, not mix them.
+  uint64_t seq = 0;
+  uint64_t job_id = 0;
+  int64_t at_ms = 0;
+  std::string from_state{}, to_state{}, reason{}, detail_json{};
+
+  bool operator==(const JobEventRecord&) const = default;
+};
+
+// Append-only: one task's use of GPUs over [start_ms, end_ms), written when it ends.
+struct UsageRecord {
+  uint64_t seq = 0;  // 0: the store assigns the next one
+  uint64_t job_id = 0;
+  int32_t task = 0;
+  std::string tenant{}, queue{}, user{}, job_type{}, gpu_model{};
+  int64_t gpu_milli = 0, gpu_memory_mib = 0, start_ms = 0, end_ms = 0, cost_micro = 0;
+
+  bool operator==(const UsageRecord&) const = default;
+};
+
+// Append-only.
+struct AuditRecord {
+  uint64_t seq = 0;  // 0: the store assigns the next one
+  int64_t at_ms = 0;
+  std::string actor{}, action{}, target{}, result{}, detail_json{};
+
+  bool operator==(const AuditRecord&) const = default;
+};
+
+// Small named values the server keeps durable (cursors, budget periods, cluster settings).
+// `value` may hold any bytes.
+struct KvRecord {
+  std::string key{}, value{};
+
+  bool operator==(const KvRecord&) const = default;
+};
+
+// The operations a WriteBatch holds. A Put* op is the record itself (insert or replace by key); a
+// Delete* op names the key. Deleting a key that is not there is not an error.
+namespace op {
+struct DeleteTenant {
+  std::string name;
+};
+struct DeleteQueue {
+  std::string name;
+};
+struct DeleteUser {
+  std::string name;
+};
+struct DeleteToken {
+  std::string id;
+};
+struct DeletePriorityClass {
+  std::string name;
+};
+struct DeleteGpuModel {
+  std::string name;
+};
+struct DeleteNode {
+  std::string name;
+};
+struct DeleteJob {
+  uint64_t id = 0;
+};
+struct DeleteKv {
+  std::string key;
+};
+}  // namespace op
+
+using WriteOp =
+    std::variant<TenantRecord, op::DeleteTenant, QueueRecord, op::DeleteQueue, UserRecord,
+                 op::DeleteUser, TokenRecord, op::DeleteToken, PriorityClassRecord,
+                 op::DeletePriorityClass, GpuModelRecord, op::DeleteGpuModel, NodeRecord,
+                 op::DeleteNode, JobRecord, op::DeleteJob, KvRecord, op::DeleteKv, JobEventRecord,
+                 UsageRecord, AuditRecord>;
+
+// "PutJob", "DeleteTenant", "AppendAudit", ...
+std::string_view WriteOpName(const WriteOp& op);
+// The op and its key, for error messages: "PutJob(id=17)", "DeleteQueue(name=research)".
+std::string DescribeWriteOp(const WriteOp& op);
+
+// One atomic unit of change: all of it commits, or none of it. Ops apply in the order they were
+// added, so a Put followed by a Delete of the same key leaves no row.
+class WriteBatch {
+ public:
+  void PutTenant(TenantRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteTenant(std::string name) { ops_.emplace_back(op::DeleteTenant{std::move(name)}); }
+  void PutQueue(QueueRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteQueue(std::string name) { ops_.emplace_back(op::DeleteQueue{std::move(name)}); }
+  void PutUser(UserRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteUser(std::string name) { ops_.emplace_back(op::DeleteUser{std::move(name)}); }
+  void PutToken(TokenRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteToken(std::string id) { ops_.emplace_back(op::DeleteToken{std::move(id)}); }
+  void PutPriorityClass(PriorityClassRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeletePriorityClass(std::string name) {
+    ops_.emplace_back(op::DeletePriorityClass{std::move(name)});
+  }
+  void PutGpuModel(GpuModelRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteGpuModel(std::string name) { ops_.emplace_back(op::DeleteGpuModel{std::move(name)}); }
+  void PutNode(NodeRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteNode(std::string name) { ops_.emplace_back(op::DeleteNode{std::move(name)}); }
+  void PutJob(JobRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteJob(uint64_t id) { ops_.emplace_back(op::DeleteJob{id}); }
+  void PutKv(KvRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteKv(std::string key) { ops_.emplace_back(op::DeleteKv{std::move(key)}); }
+  void AppendJobEvent(JobEventRecord r) { ops_.emplace_back(std::move(r)); }
+  void AppendUsage(UsageRecord r) { ops_.emplace_back(std::move(r)); }
+  void AppendAudit(AuditRecord r) { ops_.emplace_back(std::move(r)); }
+
+  // Moves every op of `other` to the end of this batch.
+  void Append(WriteBatch other);
+
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+  const std::vector<WriteOp>& ops() const { return ops_; }
+  void Clear() { ops_.clear(); }
+
+ private:
+  std::vector<WriteOp> ops_;
+};
+
+// Everything the server loads at start. Each vector is sorted by its key (jobs by id). Events,
+// usage and audit are not loaded: they are read with the Store's queries.
+struct StoreState {
+  std::vector<TenantRecord> tenants;
+  std::vector<QueueRecord> queues;
+  std::vector<UserRecord> users;
+  std::vector<TokenRecord> tokens;
+  std::vector<PriorityClassRecord> priority_classes;
+  std::vector<GpuModelRecord> gpu_models;
+  std::vector<NodeRecord> nodes;
+  std::vector<JobRecord> jobs;
+  std::vector<KvRecord> kv;
+  // The highest job id ever written, deleted jobs included: ids are never reused.
+  uint64_t max_job_id = 0;
+  // The highest job event seq written.
+  uint64_t max_event_seq = 0;
+};
+
+}  // namespace arbiter::store

@@ -1,0 +1,118 @@
+#include "store/sqlite/migrations.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "store/sqlite/sqlite_store.h"
+#include "testing/temp_dir.h"
+
+namespace arbiter::store::sqlite {
+namespace {
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `sql` on a connection of its own and returns the rows, columns joined by '|'.
+std::vector<std::string> RawQuery(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::vector<std::string> rows;
+  char* err = nullptr;
+  auto collect = [](void* out, int n, char** values, char**) {
+    std::string row;
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) row += '|';
+      if (values[i] != nullptr) row += values[i];
+    }
+    static_cast<std::vector<std::string>*>(out)->push_back(row);
+    return 0;
+  };
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), collect, &rows, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return rows;
+}
+
+TEST(Migrations, EmbeddedTextIsTheFilesOnDisk) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(ARBITER_MIGRATIONS_DIR)) {
+    if (e.path().extension() == ".sql") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), Migrations().size()) << "rebuild after adding a migration";
+  for (size_t i = 0; i < files.size(); ++i) {
+    const Migration& m = Migrations()[i];
+    EXPECT_EQ(m.version, static_cast<int>(i) + 1);
+    EXPECT_EQ(m.name, files[i].filename().string());
+    EXPECT_EQ(m.sql, ReadFile(files[i])) << m.name << " differs from the embedded text";
+  }
+  EXPECT_EQ(LatestSchemaVersion(), static_cast<int>(files.size()));
+}
+
+TEST(Migrations, AreRecordedAndReopeningIsIdempotent) {
+  arbiter::testing::TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  for (int i = 0; i < 3; ++i) {
+    auto store = OpenSqliteStore(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    (*store)->Close();
+  }
+  std::vector<std::string> want;
+  for (const Migration& m : Migrations()) want.push_back(fmt::format("{}|{}", m.version, m.name));
+  EXPECT_EQ(RawQuery(path, "SELECT version, name FROM schema_version ORDER BY version"), want);
+  EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), std::vector<std::string>{"wal"});
+  // Every table of the first migration is there.
+  auto tables = RawQuery(path, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
+  for (const char* t : {"audit", "gpu_models", "job_events", "jobs", "kv", "nodes",
+                        "priority_classes", "queues", "tenants", "tokens", "usage", "users"}) {
+    EXPECT_NE(std::find(tables.begin(), tables.end(), t), tables.end()) << t;
+  }
+}
+
+TEST(Migrations, NewerSchemaIsRefused) {
+  arbiter::testing::TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  {
+    auto store = OpenSqliteStore(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+  }
+  const int future = LatestSchemaVersion() + 1;
+  RawQuery(path, fmt::format("INSERT INTO schema_version VALUES ({}, '{:04}_future.sql', 0)",
+                             future, future));
+  auto store = OpenSqliteStore(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("newer than this arbiter knows"), std::string::npos)
+      << store.status().message();
+  EXPECT_NE(store.status().message().find(path), std::string::npos);
+}
+
+TEST(Migrations, RenamedMigrationIsRefused) {
+  arbiter::testing::TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  {
+    auto store = OpenSqliteStore(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+  }
+  RawQuery(path, "UPDATE schema_version SET name = '0001_other.sql' WHERE version = 1");
+  auto store = OpenSqliteStore(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kInternal);
+  EXPECT_NE(store.status().message().find("0001_other.sql"), std::string::npos)
+      << store.status().message();
+}
+
+}  // namespace
+}  // namespace arbiter::store::sqlite

@@ -1,0 +1,824 @@
+#include "store/sqlite/sqlite_store.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <span>
+#include <string_view>
+#include <thread>
+#include <variant>
+
+#include "store/sqlite/connection.h"
+#include "store/sqlite/migrations.h"
+
+namespace arbiter::store {
+namespace {
+
+using sqlite::Blob;
+using sqlite::Connection;
+using sqlite::Row;
+using sqlite::SeqOrNull;
+using sqlite::Statement;
+
+template <typename... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <typename... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// ---- Tables: the columns of each, key first, in the order records bind and read them. ----------
+
+using Columns = std::span<const std::string_view>;
+
+constexpr std::array<std::string_view, 3> kTenantCols = {"name", "spec_json", "created_at_ms"};
+constexpr std::array<std::string_view, 4> kQueueCols = {"name", "tenant", "parent", "spec_json"};
+constexpr std::array<std::string_view, 4> kUserCols = {"name", "tenant", "role", "created_at_ms"};
+constexpr std::array<std::string_view, 9> kTokenCols = {
+    "id",   "hash_hex",      "user",          "tenant", "role",
+    "kind", "created_at_ms", "expires_at_ms", "revoked"};
+constexpr std::array<std::string_view, 2> kPriorityClassCols = {"name", "spec_json"};
+constexpr std::array<std::string_view, 2> kGpuModelCols = {"name", "spec_json"};
+constexpr std::array<std::string_view, 4> kNodeCols = {"name", "spec_json", "state",
+                                                       "updated_at_ms"};
+constexpr std::array<std::string_view, 12> kJobCols = {"id",
+                                                       "tenant",
+                                                       "queue",
+                                                       "user",
+                                                       "name",
+                                                       "type",
+                                                       "state",
+                                                       "spec_json",
+                                                       "status_json",
+                                                       "idempotency_key",
+                                                       "submitted_at_ms",
+                                                       "updated_at_ms"};
+constexpr std::array<std::string_view, 2> kKvCols = {"key", "value"};
+constexpr std::array<std::string_view, 7> kEventCols = {
+    "seq", "job_id", "at_ms", "from_state", "to_state", "reason", "detail_json"};
+constexpr std::array<std::string_view, 13> kUsageCols = {
+    "seq",       "job_id",    "task",           "tenant",   "queue",  "user",      "job_type",
+    "gpu_model", "gpu_milli", "gpu_memory_mib", "start_ms", "end_ms", "cost_micro"};
+constexpr std::array<std::string_view, 7> kAuditCols = {"seq",    "at_ms",  "actor",      "action",
+                                                        "target", "result", "detail_json"};
+
+std::string Join(Columns cols, std::string_view prefix = {}) {
+  std::string out;
+  for (size_t i = 0; i < cols.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += fmt::format("{}{}", prefix, cols[i]);
+  }
+  return out;
+}
+
+std::string Placeholders(size_t n) {
+  std::string out;
+  for (size_t i = 1; i <= n; ++i) out += fmt::format("{}?{}", i > 1 ? ", " : "", i);
+  return out;
+}
+
+std::string InsertSql(std::string_view table, Columns cols) {
+  return fmt::format("INSERT INTO {} ({}) VALUES ({})", table, Join(cols),
+                     Placeholders(cols.size()));
+}
+
+// Insert, or update every column but the key (cols[0]) in place.
+std::string UpsertSql(std::string_view table, Columns cols) {
+  std::string set;
+  for (size_t i = 1; i < cols.size(); ++i) {
+    set += fmt::format("{}{} = excluded.{}", i > 1 ? ", " : "", cols[i], cols[i]);
+  }
+  return fmt::format("{} ON CONFLICT ({}) DO UPDATE SET {}", InsertSql(table, cols), cols[0], set);
+}
+
+std::string DeleteSql(std::string_view table, Columns cols) {
+  return fmt::format("DELETE FROM {} WHERE {} = ?1", table, cols[0]);
+}
+
+std::string SelectSql(std::string_view table, Columns cols, std::string_view tail) {
+  return fmt::format("SELECT {} FROM {} {}", Join(cols), table, tail);
+}
+
+// ---- Rows to records. ------------------------------------------------------------------------
+
+TenantRecord ReadTenant(Row& r) {
+  TenantRecord t;
+  t.name = r.Text();
+  t.spec_json = r.Text();
+  t.created_at_ms = r.Int();
+  return t;
+}
+
+QueueRecord ReadQueue(Row& r) {
+  QueueRecord q;
+  q.name = r.Text();
+  q.tenant = r.Text();
+  q.parent = r.Text();
+  q.spec_json = r.Text();
+  return q;
+}
+
+UserRecord ReadUser(Row& r) {
+  UserRecord u;
+  u.name = r.Text();
+  u.tenant = r.Text();
+  u.role = r.Text();
+  u.created_at_ms = r.Int();
+  return u;
+}
+
+TokenRecord ReadToken(Row& r) {
+  TokenRecord t;
+  t.id = r.Text();
+  t.hash_hex = r.Text();
+  t.user = r.Text();
+  t.tenant = r.Text();
+  t.role = r.Text();
+  t.kind = r.Text();
+  t.created_at_ms = r.Int();
+  t.expires_at_ms = r.Int();
+  t.revoked = r.Bool();
+  return t;
+}
+
+PriorityClassRecord ReadPriorityClass(Row& r) {
+  PriorityClassRecord p;
+  p.name = r.Text();
+  p.spec_json = r.Text();
+  return p;
+}
+
+GpuModelRecord ReadGpuModel(Row& r) {
+  GpuModelRecord g;
+  g.name = r.Text();
+  g.spec_json = r.Text();
+  return g;
+}
+
+NodeRecord ReadNode(Row& r) {
+  NodeRecord n;
+  n.name = r.Text();
+  n.spec_json = r.Text();
+  n.state = r.Text();
+  n.updated_at_ms = r.Int();
+  return n;
+}
+
+JobRecord ReadJob(Row& r) {
+  JobRecord j;
+  j.id = r.Uint();
+  j.tenant = r.Text();
+  j.queue = r.Text();
+  j.user = r.Text();
+  j.name = r.Text();
+  j.type = r.Text();
+  j.state = r.Text();
+  j.spec_json = r.Text();
+  j.status_json = r.Text();
+  j.idempotency_key = r.Text();
+  j.submitted_at_ms = r.Int();
+  j.updated_at_ms = r.Int();
+  return j;
+}
+
+KvRecord ReadKv(Row& r) {
+  KvRecord kv;
+  kv.key = r.Text();
+  kv.value = r.Text();  // the BLOB's bytes
+  return kv;
+}
+
+JobEventRecord ReadEvent(Row& r) {
+  JobEventRecord e;
+  e.seq = r.Uint();
+  e.job_id = r.Uint();
+  e.at_ms = r.Int();
+  e.from_state = r.Text();
+  e.to_state = r.Text();
+  e.reason = r.Text();
+  e.detail_json = r.Text();
+  return e;
+}
+
+UsageRecord ReadUsage(Row& r) {
+  UsageRecord u;
+  u.seq = r.Uint();
+  u.job_id = r.Uint();
+  u.task = r.Int32();
+  u.tenant = r.Text();
+  u.queue = r.Text();
+  u.user = r.Text();
+  u.job_type = r.Text();
+  u.gpu_model = r.Text();
+  u.gpu_milli = r.Int();
+  u.gpu_memory_mib = r.Int();
+  u.start_ms = r.Int();
+  u.end_ms = r.Int();
+  u.cost_micro = r.Int();
+  return u;
+}
+
+AuditRecord ReadAudit(Row& r) {
+  AuditRecord a;
+  a.seq = r.Uint();
+  a.at_ms = r.Int();
+  a.actor = r.Text();
+  a.action = r.Text();
+  a.target = r.Text();
+  a.result = r.Text();
+  a.detail_json = r.Text();
+  return a;
+}
+
+// Prepares `sql` into `out`, or returns why not.
+Status PrepareInto(Connection& conn, Statement& out, const std::string& sql) {
+  Result<Statement> s = conn.Prepare(sql);
+  if (!s.ok()) return s.status();
+  out = std::move(s).value();
+  return Status::Ok();
+}
+
+int64_t ClampLimit(size_t limit) {
+  return static_cast<int64_t>(
+      std::min<uint64_t>(limit, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+}
+
+// ---- The writer: the write connection and its statements; used by the writer thread only. ----
+
+// What one group commit did.
+struct GroupOutcome {
+  std::vector<Status> statuses;     // one per batch, in order
+  std::vector<uint64_t> commit_us;  // one per committed transaction
+};
+
+class Writer {
+ public:
+  static Result<std::unique_ptr<Writer>> Create(std::unique_ptr<Connection> conn);
+
+  // Commits the batches of one group in one transaction (see sqlite_store.h).
+  GroupOutcome CommitGroup(std::span<const WriteBatch* const> batches);
+
+ private:
+  explicit Writer(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
+  Status PrepareAll();
+
+  Status Apply(const WriteOp& op);
+  Status ApplyAll(const WriteBatch& batch);
+  // Applies the batch inside a savepoint; on failure undoes the batch only, if the transaction
+  // survived the failure.
+  Status ApplyInSavepoint(const WriteBatch& batch);
+  // One batch in its own transaction; appends its commit latency on success. Sets `begin_failed`
+  // when the transaction could not even start.
+  Status CommitAlone(const WriteBatch& batch, std::vector<uint64_t>& commit_us, bool& begin_failed);
+  Status Commit(std::chrono::steady_clock::time_point start, std::vector<uint64_t>& commit_us);
+  void RollbackIfOpen();
+
+  std::unique_ptr<Connection> conn_;
+  Statement begin_, commit_, rollback_, savepoint_, release_, rollback_to_;
+  Statement put_tenant_, del_tenant_, put_queue_, del_queue_, put_user_, del_user_;
+  Statement put_token_, del_token_, put_priority_class_, del_priority_class_;
+  Statement put_gpu_model_, del_gpu_model_, put_node_, del_node_, put_job_, del_job_;
+  Statement put_kv_, del_kv_, append_event_, append_usage_, append_audit_;
+};
+
+Result<std::unique_ptr<Writer>> Writer::Create(std::unique_ptr<Connection> conn) {
+  auto w = std::unique_ptr<Writer>(new Writer(std::move(conn)));
+  ARBITER_RETURN_IF_ERROR(w->PrepareAll());
+  return w;
+}
+
+Status Writer::PrepareAll() {
+  Connection& c = *conn_;
+  const std::pair<Statement*, std::string> all[] = {
+      {&begin_, "BEGIN IMMEDIATE"},
+      {&commit_, "COMMIT"},
+      {&rollback_, "ROLLBACK"},
+      {&savepoint_, "SAVEPOINT batch"},
+      {&release_, "RELEASE batch"},
+      {&rollback_to_, "ROLLBACK TO batch"},
+      {&put_tenant_, UpsertSql("tenants", kTenantCols)},
+      {&del_tenant_, DeleteSql("tenants", kTenantCols)},
+      {&put_queue_, UpsertSql("queues", kQueueCols)},
+      {&del_queue_, DeleteSql("queues", kQueueCols)},
+      {&put_user_, UpsertSql("users", kUserCols)},
+      {&del_user_, DeleteSql("users", kUserCols)},
+      {&put_token_, UpsertSql("tokens", kTokenCols)},
+      {&del_token_, DeleteSql("tokens", kTokenCols)},
+      {&put_priority_class_, UpsertSql("priority_classes", kPriorityClassCols)},
+      {&del_priority_class_, DeleteSql("priority_classes", kPriorityClassCols)},
+      {&put_gpu_model_, UpsertSql("gpu_models", kGpuModelCols)},
+      {&del_gpu_model_, DeleteSql("gpu_models", kGpuModelCols)},
+      {&put_node_, UpsertSql("nodes", kNodeCols)},
+      {&del_node_, DeleteSql("nodes", kNodeCols)},
+      {&put_job_, UpsertSql("jobs", kJobCols)},
+      {&del_job_, DeleteSql("jobs", kJobCols)},
+      {&put_kv_, UpsertSql("kv", kKvCols)},
+      {&del_kv_, DeleteSql("kv", kKvCols)},
+      {&append_event_, InsertSql("job_events", kEventCols)},
+      {&append_usage_, InsertSql("usage", kUsageCols)},
+      {&append_audit_, InsertSql("audit", kAuditCols)},
+  };
+  for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(c, *stmt, sql));
+  return Status::Ok();
+}
+
+Status Writer::Apply(const WriteOp& op) {
+  Connection& c = *conn_;
+  Status st = std::visit(
+      Overloaded{
+          [&](const TenantRecord& r) {
+            return c.Run(put_tenant_.get(), "", r.name, r.spec_json, r.created_at_ms);
+          },
+          [&](const op::DeleteTenant& r) { return c.Run(del_tenant_.get(), "", r.name); },
+          [&](const QueueRecord& r) {
+            return c.Run(put_queue_.get(), "", r.name, r.tenant, r.parent, r.spec_json);
+          },
+          [&](const op::DeleteQueue& r) { return c.Run(del_queue_.get(), "", r.name); },
+          [&](const UserRecord& r) {
+            return c.Run(put_user_.get(), "", r.name, r.tenant, r.role, r.created_at_ms);
+          },
+          [&](const op::DeleteUser& r) { return c.Run(del_user_.get(), "", r.name); },
+          [&](const TokenRecord& r) {
+            return c.Run(put_token_.get(), "", r.id, r.hash_hex, r.user, r.tenant, r.role, r.kind,
+                         r.created_at_ms, r.expires_at_ms, r.revoked);
+          },
+          [&](const op::DeleteToken& r) { return c.Run(del_token_.get(), "", r.id); },
+          [&](const PriorityClassRecord& r) {
+            return c.Run(put_priority_class_.get(), "", r.name, r.spec_json);
+          },
+          [&](const op::DeletePriorityClass& r) {
+            return c.Run(del_priority_class_.get(), "", r.name);
+          },
+          [&](const GpuModelRecord& r) {
+            return c.Run(put_gpu_model_.get(), "", r.name, r.spec_json);
+          },
+          [&](const op::DeleteGpuModel& r) { return c.Run(del_gpu_model_.get(), "", r.name); },
+          [&](const NodeRecord& r) {
+            return c.Run(put_node_.get(), "", r.name, r.spec_json, r.state, r.updated_at_ms);
+          },
+          [&](const op::DeleteNode& r) { return c.Run(del_node_.get(), "", r.name); },
+          [&](const JobRecord& r) {
+            return c.Run(put_job_.get(), "", r.id, r.tenant, r.queue, r.user, r.name, r.type,
+                         r.state, r.spec_json, r.status_json, r.idempotency_key, r.submitted_at_ms,
+                         r.updated_at_ms);
+          },
+          [&](const op::DeleteJob& r) { return c.Run(del_job_.get(), "", r.id); },
+          [&](const KvRecord& r) { return c.Run(put_kv_.get(), "", r.key, Blob{r.value}); },
+          [&](const op::DeleteKv& r) { return c.Run(del_kv_.get(), "", r.key); },
+          [&](const JobEventRecord& r) {
+            return c.Run(append_event_.get(), "", SeqOrNull{r.seq}, r.job_id, r.at_ms, r.from_state,
+                         r.to_state, r.reason, r.detail_json);
+          },
+          [&](const UsageRecord& r) {
+            return c.Run(append_usage_.get(), "", SeqOrNull{r.seq}, r.job_id, r.task, r.tenant,
+                         r.queue, r.user, r.job_type, r.gpu_model, r.gpu_milli, r.gpu_memory_mib,
+                         r.start_ms, r.end_ms, r.cost_micro);
+          },
+          [&](const AuditRecord& r) {
+            return c.Run(append_audit_.get(), "", SeqOrNull{r.seq}, r.at_ms, r.actor, r.action,
+                         r.target, r.result, r.detail_json);
+          },
+      },
+      op);
+  if (st.ok()) return st;
+  return {st.code(), fmt::format("store: {}: {}", DescribeWriteOp(op), st.message())};
+}
+
+Status Writer::ApplyAll(const WriteBatch& batch) {
+  for (const WriteOp& op : batch.ops()) ARBITER_RETURN_IF_ERROR(Apply(op));
+  return Status::Ok();
+}
+
+Status Writer::ApplyInSavepoint(const WriteBatch& batch) {
+  if (batch.empty()) return Status::Ok();
+  ARBITER_RETURN_IF_ERROR(conn_->Run(savepoint_.get(), "store: savepoint"));
+  Status st = ApplyAll(batch);
+  if (st.ok()) return conn_->Run(release_.get(), "store: release savepoint");
+  if (conn_->InTransaction()) {
+    // ROLLBACK TO undoes the batch and keeps the savepoint open; RELEASE pops it.
+    Status undo = conn_->Run(rollback_to_.get(), "store: rollback to savepoint");
+    if (undo.ok()) undo = conn_->Run(release_.get(), "store: release savepoint");
+    if (!undo.ok()) RollbackIfOpen();  // the group falls back to one batch at a time
+  }
+  return st;
+}
+
+void Writer::RollbackIfOpen() {
+  if (conn_->InTransaction()) (void)conn_->Run(rollback_.get(), "store: rollback");
+}
+
+Status Writer::Commit(std::chrono::steady_clock::time_point start,
+                      std::vector<uint64_t>& commit_us) {
+  Status st = conn_->Run(commit_.get(), "store: commit");
+  if (!st.ok()) {
+    RollbackIfOpen();
+    return st;
+  }
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                  start);
+  commit_us.push_back(static_cast<uint64_t>(us.count()));
+  return st;
+}
+
+Status Writer::CommitAlone(const WriteBatch& batch, std::vector<uint64_t>& commit_us,
+                           bool& begin_failed) {
+  if (batch.empty()) return Status::Ok();
+  auto start = std::chrono::steady_clock::now();
+  if (Status begin = conn_->Run(begin_.get(), "store: begin"); !begin.ok()) {
+    begin_failed = true;
+    return begin;
+  }
+  Status st = ApplyAll(batch);
+  if (!st.ok()) {
+    RollbackIfOpen();
+    return st;
+  }
+  return Commit(start, commit_us);
+}
+
+// 1. If no batch has an op, there is nothing to commit: all succeed.
+// 2. BEGIN IMMEDIATE. If that fails (the file is locked by another process past the busy
+//    timeout, or cannot be written), every batch gets that error: retrying alone would fail alike.
+// 3. Each batch inside its own savepoint: a batch whose statement fails is undone alone and gets
+//    its error; the others stay in the transaction.
+// 4. COMMIT once: with synchronous=FULL this appends to the WAL and syncs it.
+// 5. If the transaction itself was lost (COMMIT failed, or SQLite rolled it back after an I/O
+//    error or a full disk), retry the batches one at a time, so each caller gets its own status.
+GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
+  GroupOutcome out;
+  out.statuses.resize(batches.size());
+  if (std::all_of(batches.begin(), batches.end(), [](const auto* b) { return b->empty(); })) {
+    return out;
+  }
+  auto start = std::chrono::steady_clock::now();
+  if (Status begin = conn_->Run(begin_.get(), "store: begin"); !begin.ok()) {
+    for (auto& st : out.statuses) st = begin;
+    return out;
+  }
+  Status lost = Status::Ok();
+  for (size_t i = 0; lost.ok() && i < batches.size(); ++i) {
+    out.statuses[i] = ApplyInSavepoint(*batches[i]);
+    if (!out.statuses[i].ok() && !conn_->InTransaction()) lost = out.statuses[i];
+  }
+  if (lost.ok()) lost = Commit(start, out.commit_us);
+  if (lost.ok()) return out;
+
+  RollbackIfOpen();
+  out.commit_us.clear();
+  if (batches.size() == 1) {
+    out.statuses[0] = lost;
+    return out;
+  }
+  bool begin_failed = false;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (begin_failed) {
+      out.statuses[i] = out.statuses[i - 1];
+    } else {
+      out.statuses[i] = CommitAlone(*batches[i], out.commit_us, begin_failed);
+    }
+  }
+  return out;
+}
+
+// ---- The reader: the read connection; callers hold the store's read mutex. -------------------
+
+class Reader {
+ public:
+  static Result<std::unique_ptr<Reader>> Create(std::unique_ptr<Connection> conn);
+
+  Result<StoreState> Load();
+  Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id);
+  Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit);
+  Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms);
+  Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit);
+
+ private:
+  explicit Reader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
+  Status PrepareAll();
+  Status LoadInto(StoreState& state);
+
+  std::unique_ptr<Connection> conn_;
+  Statement begin_, commit_, rollback_;
+  Statement tenants_, queues_, users_, tokens_, priority_classes_, gpu_models_, nodes_, jobs_, kv_;
+  Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
+};
+
+Result<std::unique_ptr<Reader>> Reader::Create(std::unique_ptr<Connection> conn) {
+  auto r = std::unique_ptr<Reader>(new Reader(std::move(conn)));
+  ARBITER_RETURN_IF_ERROR(r->PrepareAll());
+  return r;
+}
+
+Status Reader::PrepareAll() {
+  const std::pair<Statement*, std::string> all[] = {
+      {&begin_, "BEGIN"},
+      {&commit_, "COMMIT"},
+      {&rollback_, "ROLLBACK"},
+      {&tenants_, SelectSql("tenants", kTenantCols, "ORDER BY name")},
+      {&queues_, SelectSql("queues", kQueueCols, "ORDER BY name")},
+      {&users_, SelectSql("users", kUserCols, "ORDER BY name")},
+      {&tokens_, SelectSql("tokens", kTokenCols, "ORDER BY id")},
+      {&priority_classes_, SelectSql("priority_classes", kPriorityClassCols, "ORDER BY name")},
+      {&gpu_models_, SelectSql("gpu_models", kGpuModelCols, "ORDER BY name")},
+      {&nodes_, SelectSql("nodes", kNodeCols, "ORDER BY name")},
+      {&jobs_, SelectSql("jobs", kJobCols, "ORDER BY id")},
+      {&kv_, SelectSql("kv", kKvCols, "ORDER BY key")},
+      {&max_job_id_, "SELECT value FROM store_meta WHERE key = 'max_job_id'"},
+      {&max_event_seq_, "SELECT coalesce(max(seq), 0) FROM job_events"},
+      {&events_of_job_, SelectSql("job_events", kEventCols, "WHERE job_id = ?1 ORDER BY seq")},
+      {&events_since_, SelectSql("job_events", kEventCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
+      {&usage_, SelectSql("usage", kUsageCols, "WHERE end_ms > ?1 AND start_ms < ?2 ORDER BY seq")},
+      {&audit_, SelectSql("audit", kAuditCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
+  };
+  for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(*conn_, *stmt, sql));
+  return Status::Ok();
+}
+
+Status Reader::LoadInto(StoreState& s) {
+  Connection& c = *conn_;
+  const std::string_view what = "store: load";
+  ARBITER_RETURN_IF_ERROR(c.Query(tenants_.get(), what, s.tenants, ReadTenant));
+  ARBITER_RETURN_IF_ERROR(c.Query(queues_.get(), what, s.queues, ReadQueue));
+  ARBITER_RETURN_IF_ERROR(c.Query(users_.get(), what, s.users, ReadUser));
+  ARBITER_RETURN_IF_ERROR(c.Query(tokens_.get(), what, s.tokens, ReadToken));
+  ARBITER_RETURN_IF_ERROR(
+      c.Query(priority_classes_.get(), what, s.priority_classes, ReadPriorityClass));
+  ARBITER_RETURN_IF_ERROR(c.Query(gpu_models_.get(), what, s.gpu_models, ReadGpuModel));
+  ARBITER_RETURN_IF_ERROR(c.Query(nodes_.get(), what, s.nodes, ReadNode));
+  ARBITER_RETURN_IF_ERROR(c.Query(jobs_.get(), what, s.jobs, ReadJob));
+  ARBITER_RETURN_IF_ERROR(c.Query(kv_.get(), what, s.kv, ReadKv));
+  std::vector<uint64_t> v;
+  auto read_uint = [](Row& r) { return r.Uint(); };
+  ARBITER_RETURN_IF_ERROR(c.Query(max_job_id_.get(), what, v, read_uint));
+  ARBITER_RETURN_IF_ERROR(c.Query(max_event_seq_.get(), what, v, read_uint));
+  if (v.size() != 2) return Internal("store: load: store_meta has no max_job_id");
+  s.max_job_id = v[0];
+  s.max_event_seq = v[1];
+  return Status::Ok();
+}
+
+Result<StoreState> Reader::Load() {
+  // One read transaction: every SELECT sees the same snapshot of the WAL.
+  ARBITER_RETURN_IF_ERROR(conn_->Run(begin_.get(), "store: load: begin"));
+  StoreState state;
+  Status st = LoadInto(state);
+  Status end = conn_->Run(st.ok() ? commit_.get() : rollback_.get(), "store: load: end");
+  if (!st.ok()) return st;
+  if (!end.ok()) return end;
+  return state;
+}
+
+Result<std::vector<JobEventRecord>> Reader::JobEvents(uint64_t job_id) {
+  std::vector<JobEventRecord> out;
+  ARBITER_RETURN_IF_ERROR(
+      conn_->Query(events_of_job_.get(), "store: job events", out, ReadEvent, job_id));
+  return out;
+}
+
+Result<std::vector<JobEventRecord>> Reader::EventsSince(uint64_t after_seq, size_t limit) {
+  std::vector<JobEventRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(events_since_.get(), "store: events since", out, ReadEvent,
+                                       after_seq, ClampLimit(limit)));
+  return out;
+}
+
+Result<std::vector<UsageRecord>> Reader::Usage(int64_t from_ms, int64_t to_ms) {
+  std::vector<UsageRecord> out;
+  ARBITER_RETURN_IF_ERROR(
+      conn_->Query(usage_.get(), "store: usage", out, ReadUsage, from_ms, to_ms));
+  return out;
+}
+
+Result<std::vector<AuditRecord>> Reader::Audit(uint64_t after_seq, size_t limit) {
+  std::vector<AuditRecord> out;
+  ARBITER_RETURN_IF_ERROR(
+      conn_->Query(audit_.get(), "store: audit", out, ReadAudit, after_seq, ClampLimit(limit)));
+  return out;
+}
+
+// ---- The store: the queue, the writer thread, the read mutex. --------------------------------
+
+Status Closed() { return FailedPrecondition("store: closed"); }
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(std::unique_ptr<Writer> writer, std::unique_ptr<Reader> reader, SqliteOptions options)
+      : options_(options), writer_(std::move(writer)), reader_(std::move(reader)) {
+    thread_ = std::thread([this] { WriterLoop(); });
+  }
+  ~SqliteStore() override { Close(); }
+
+  std::shared_future<Status> WriteAsync(WriteBatch batch) override;
+  Result<StoreState> Load() override;
+  Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) override;
+  Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override;
+  Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override;
+  Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override;
+  StoreStats stats() const override;
+  void Close() override;
+
+ private:
+  struct Pending {
+    WriteBatch batch;
+    std::promise<Status> done;
+  };
+
+  void WriterLoop();
+  void RecordStats(const std::vector<Pending>& group, const GroupOutcome& outcome);
+
+  // Runs `fn(reader)` under the read mutex, or fails once closed.
+  template <typename Fn>
+  auto Read(Fn fn) -> decltype(fn(std::declval<Reader&>())) {
+    std::lock_guard lock(read_mu_);
+    if (reader_ == nullptr) return Closed();
+    return fn(*reader_);
+  }
+
+  const SqliteOptions options_;
+  std::unique_ptr<Writer> writer_;  // used by thread_ only, destroyed after it is joined
+
+  std::mutex read_mu_;
+  std::unique_ptr<Reader> reader_;  // guarded by read_mu_; null once closed
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;  // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
+
+  mutable std::mutex stats_mu_;
+  StoreStats stats_;  // guarded by stats_mu_; `queued` is read from queue_ instead
+
+  std::mutex close_mu_;  // serializes Close()
+  std::thread thread_;
+};
+
+std::shared_future<Status> SqliteStore::WriteAsync(WriteBatch batch) {
+  std::promise<Status> done;
+  std::shared_future<Status> future = done.get_future().share();
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(Pending{std::move(batch), std::move(done)});
+      cv_.notify_one();
+      return future;
+    }
+  }
+  done.set_value(Closed());
+  return future;
+}
+
+void SqliteStore::WriterLoop() {
+  pthread_setname_np(pthread_self(), "arbiter-store");
+  std::vector<Pending> group;
+  std::vector<const WriteBatch*> batches;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping, and everything enqueued is written
+      const size_t n = std::min(queue_.size(), options_.max_batches_per_commit);
+      for (size_t i = 0; i < n; ++i) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    for (const Pending& p : group) batches.push_back(&p.batch);
+    GroupOutcome outcome = writer_->CommitGroup(batches);
+    RecordStats(group, outcome);
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i].done.set_value(std::move(outcome.statuses[i]));
+    }
+    group.clear();
+    batches.clear();
+  }
+}
+
+void SqliteStore::RecordStats(const std::vector<Pending>& group, const GroupOutcome& outcome) {
+  std::lock_guard lock(stats_mu_);
+  stats_.batches += group.size();
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (outcome.statuses[i].ok()) {
+      stats_.ops += group[i].batch.size();
+    } else {
+      ++stats_.failed_batches;
+    }
+  }
+  if (outcome.commit_us.size() == 1) {
+    stats_.max_group = std::max<uint64_t>(stats_.max_group, group.size());
+  }
+  for (uint64_t us : outcome.commit_us) {
+    ++stats_.commits;
+    stats_.total_commit_us += us;
+    stats_.max_commit_us = std::max(stats_.max_commit_us, us);
+    const auto& bounds = StoreStats::kCommitUsBounds;
+    size_t bucket =
+        static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), us) - bounds.begin());
+    ++stats_.commit_us_histogram[bucket];
+  }
+}
+
+Result<StoreState> SqliteStore::Load() {
+  return Read([](Reader& r) { return r.Load(); });
+}
+
+Result<std::vector<JobEventRecord>> SqliteStore::JobEvents(uint64_t job_id) {
+  return Read([&](Reader& r) { return r.JobEvents(job_id); });
+}
+
+Result<std::vector<JobEventRecord>> SqliteStore::EventsSince(uint64_t after_seq, size_t limit) {
+  return Read([&](Reader& r) { return r.EventsSince(after_seq, limit); });
+}
+
+Result<std::vector<UsageRecord>> SqliteStore::Usage(int64_t from_ms, int64_t to_ms) {
+  return Read([&](Reader& r) { return r.Usage(from_ms, to_ms); });
+}
+
+Result<std::vector<AuditRecord>> SqliteStore::Audit(uint64_t after_seq, size_t limit) {
+  return Read([&](Reader& r) { return r.Audit(after_seq, limit); });
+}
+
+StoreStats SqliteStore::stats() const {
+  StoreStats s;
+  {
+    std::lock_guard lock(stats_mu_);
+    s = stats_;
+  }
+  std::lock_guard lock(mu_);
+  s.queued = queue_.size();
+  return s;
+}
+
+void SqliteStore::Close() {
+  std::lock_guard close_lock(close_mu_);
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(read_mu_);
+    reader_.reset();
+  }
+  // The write connection closes last: as the last connection, it checkpoints the WAL into the
+  // main file and removes it.
+  writer_.reset();
+}
+
+// Journal mode and durability of the write connection.
+Status Configure(Connection& conn, const std::string& path, const SqliteOptions& options) {
+  Result<std::string> mode =
+      conn.QueryText("PRAGMA journal_mode = WAL", fmt::format("store: cannot open {}", path));
+  if (!mode.ok()) return mode.status();
+  if (*mode != "wal") {
+    return Internal(
+        fmt::format("store: {}: cannot switch to WAL mode (journal_mode is {})", path, *mode));
+  }
+  // In WAL mode, FULL syncs the WAL at every commit; NORMAL only at checkpoints.
+  ARBITER_RETURN_IF_ERROR(conn.Exec(
+      options.synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
+      "store: cannot set synchronous"));
+  // Truncate the WAL back to 64 MiB after a checkpoint instead of leaving it at its peak size.
+  return conn.Exec("PRAGMA journal_size_limit = 67108864", "store: cannot set journal_size_limit");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOptions options) {
+  if (path.empty() || path == ":memory:") {
+    return InvalidArgument("path", "must be a file path (the store uses two connections to it)");
+  }
+  if (options.max_batches_per_commit == 0) {
+    return InvalidArgument("max_batches_per_commit", "must be >= 1, got 0");
+  }
+  auto write_conn = Connection::Open(path, /*create=*/true, options.busy_timeout_ms);
+  if (!write_conn.ok()) return write_conn.status();
+  ARBITER_RETURN_IF_ERROR(Configure(**write_conn, path, options));
+  ARBITER_RETURN_IF_ERROR(sqlite::ApplyMigrations(**write_conn, path, WallMs()));
+
+  auto read_conn = Connection::Open(path, /*create=*/false, options.busy_timeout_ms);
+  if (!read_conn.ok()) return read_conn.status();
+  ARBITER_RETURN_IF_ERROR((*read_conn)->Exec("PRAGMA query_only = 1", "store: query_only"));
+
+  auto writer = Writer::Create(std::move(write_conn).value());
+  if (!writer.ok()) return writer.status();
+  auto reader = Reader::Create(std::move(read_conn).value());
+  if (!reader.ok()) return reader.status();
+  return std::unique_ptr<Store>(
+      new SqliteStore(std::move(writer).value(), std::move(reader).value(), options));
+}
+
+}  // namespace arbiter::store
