@@ -106,7 +106,8 @@ bool PlaceOnAnyModel(Snapshot& snap, const Profile& profile, const PlacementCont
   req.resources = &task.resources;
   if (task.resources.gpus == 0) return core::PlaceTask(snap, profile, ctx, req, out);
   // One FindPlacement per allowed model over the unchanged snapshot is one scoring pass over all
-  // feasible nodes: the best score wins, equal scores go to the lower node id.
+  // feasible nodes: the best score wins and equal scores go to the lower node id, as within one
+  // model.
   bool found = false;
   int64_t best = 0;
   TaskPlacement candidate;
@@ -228,7 +229,8 @@ Result<InflateRun> RunInflate(const Cluster& cluster, const Workload& workload,
 
   Snapshot snap(cluster, *tree);
   FragmentationMeter meter(snap, workload.typical);
-  PlacementContext ctx{&snap, nullptr, &workload.typical, 0};
+  core::FragmentationCache frag_cache(workload.typical);
+  PlacementContext ctx{&snap, nullptr, &workload.typical, 0, &frag_cache};
   InflateRun run;
   run.seed = seed;
   const int max_d = static_cast<int>(std::floor(target * 100.0 + 1e-9));
@@ -238,8 +240,8 @@ Result<InflateRun> RunInflate(const Cluster& cluster, const Workload& workload,
   auto record_until = [&](int64_t next_arrived) {
     // Points d whose demand the next task would exceed get the current state.
     while (next_d <= max_d && next_arrived * 100 > int64_t{next_d} * capacity) {
-      run.curve.push_back({next_d, 100.0 * static_cast<double>(allocated) / capacity,
-                           100.0 * meter.ratio()});
+      run.curve.push_back(
+          {next_d, 100.0 * static_cast<double>(allocated) / capacity, 100.0 * meter.ratio()});
       ++next_d;
     }
   };

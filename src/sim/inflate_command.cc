@@ -18,8 +18,8 @@ Result<uint64_t> ParseSeed(std::string_view s, std::string_view whole) {
   uint64_t v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
-    return InvalidArgument("seeds", fmt::format("expected seeds like 42-51 or 1,2,3, got '{}'",
-                                                whole));
+    return InvalidArgument("seeds",
+                           fmt::format("expected seeds like 42-51 or 1,2,3, got '{}'", whole));
   }
   return v;
 }
@@ -73,7 +73,8 @@ nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
   const std::vector<CurvePoint> mean = MeanCurve(runs);
   nlohmann::json curve = nlohmann::json::array();
   for (const CurvePoint& p : mean) {
-    curve.push_back({{"demand_pct", p.demand_pct}, {"alloc_pct", p.alloc_pct}, {"frag_pct", p.frag_pct}});
+    curve.push_back(
+        {{"demand_pct", p.demand_pct}, {"alloc_pct", p.alloc_pct}, {"frag_pct", p.frag_pct}});
   }
   nlohmann::json seeds = nlohmann::json::array();
   nlohmann::json per_run = nlohmann::json::array();
@@ -126,11 +127,10 @@ int RunInflateCommand(const InflateOptions& o) {
   auto tasks = LoadOpenbPods(o.pods_path);
   if (!tasks.ok()) return fail(tasks.status());
   const Workload workload = CompileWorkload(*cluster, *tasks);
-  std::fprintf(stderr,
-               "inflate: %zu nodes, %d GPUs, %zu tasks, %zu typical task classes, target %.0f%%\n",
-               cluster->num_nodes(),
-               static_cast<int>(cluster->capacity()[core::kDimGpu] / kMilliPerGpu), tasks->size(),
-               workload.typical.classes.size(), 100.0 * o.target);
+  std::fprintf(
+      stderr, "inflate: %zu nodes, %d GPUs, %zu tasks, %zu typical task classes, target %.0f%%\n",
+      cluster->num_nodes(), static_cast<int>(cluster->capacity()[core::kDimGpu] / kMilliPerGpu),
+      tasks->size(), workload.typical.classes.size(), 100.0 * o.target);
 
   nlohmann::json results = nlohmann::json::array();
   for (size_t p = 0; p < profiles.size(); ++p) {
@@ -146,11 +146,12 @@ int RunInflateCommand(const InflateOptions& o) {
                    run->alloc_pct_end, run->demand_pct_end, run->seconds);
       runs.push_back(std::move(*run));
     }
-    results.push_back(InflateReport(o.policies[p], Stem(o.pods_path), Stem(o.nodes_path),
-                                    o.target, runs));
+    results.push_back(
+        InflateReport(o.policies[p], Stem(o.pods_path), Stem(o.nodes_path), o.target, runs));
   }
 
-  const nlohmann::json report = results.size() == 1 ? results[0] : nlohmann::json{{"results", results}};
+  const nlohmann::json report =
+      results.size() == 1 ? results[0] : nlohmann::json{{"results", results}};
   if (o.json_path == "-") {
     std::printf("%s\n", report.dump(1).c_str());
     return 0;

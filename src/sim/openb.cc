@@ -122,8 +122,9 @@ Result<TraceCluster> ParseOpenbNodes(std::string_view text, std::string_view fil
   std::string_view header;
   Status st = ForEachLine(text, &header, [&](size_t line, std::string_view raw) -> Status {
     if (header != kNodeHeader) {
-      return InvalidArgument(fmt::format("{}:1:1", file),
-                             fmt::format("expected the header '{}', got '{}'", kNodeHeader, header));
+      return InvalidArgument(
+          fmt::format("{}:1:1", file),
+          fmt::format("expected the header '{}', got '{}'", kNodeHeader, header));
     }
     Row r{file, line, Split(raw, ','), &kNames};
     ARBITER_RETURN_IF_ERROR(CheckFieldCount(r, raw));
@@ -145,7 +146,8 @@ Result<TraceCluster> ParseOpenbNodes(std::string_view text, std::string_view fil
       for (const GpuModel& m : out.models) known = known || m.name == model;
       if (!known) out.models.push_back({model, TraceGpuMemoryMib(model), 0});
     }
-    for (int32_t g = 0; g < gpus; ++g) n.gpus.push_back({g, model, TraceGpuMemoryMib(model), true, 0});
+    for (int32_t g = 0; g < gpus; ++g)
+      n.gpus.push_back({g, model, TraceGpuMemoryMib(model), true, 0});
     out.nodes.push_back(std::move(n));
     return Status::Ok();
   });
@@ -168,8 +170,8 @@ Result<std::vector<TraceTask>> ParseOpenbPods(std::string_view text, std::string
   std::string_view header;
   auto bad_header = [&]() {
     return InvalidArgument(fmt::format("{}:1:1", file),
-                           fmt::format("expected the header '{}' or '{}', got '{}'",
-                                       kPodHeaderLong, kPodHeaderShort, header));
+                           fmt::format("expected the header '{}' or '{}', got '{}'", kPodHeaderLong,
+                                       kPodHeaderShort, header));
   };
   Status st = ForEachLine(text, &header, [&](size_t line, std::string_view raw) -> Status {
     const bool is_long = header == kPodHeaderLong;

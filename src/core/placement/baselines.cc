@@ -25,10 +25,9 @@ namespace {
 
 constexpr int64_t kPublishedMax = 100;
 
-// The published integer score, with a uniform tie-break below one published point.
-int64_t WithTieBreak(const PlacementContext& ctx, NodeId n, int64_t published) {
-  return std::clamp<int64_t>(published, 0, kPublishedMax) * kTieBreakStep +
-         static_cast<int64_t>(DecisionDraw(ctx, n, kTieBreakStep));
+// A published integer score on kMaxScore's scale.
+int64_t Published(int64_t published) {
+  return std::clamp<int64_t>(published, 0, kPublishedMax) * kPublishedPoint;
 }
 
 // The normalisers the published scores use (the largest node of the Alibaba cluster: 128 cores,
@@ -53,7 +52,7 @@ class BestFitScore final : public ScorePlugin {
     left += static_cast<double>(s.free_cpu(n) - r.cpu_milli) / MaxCpu(s) * 0.5;
     left += static_cast<double>(FreeGpuMilli(s, n) - r.total_gpu_milli()) / MaxGpuMilli(s) * 0.5;
     const auto published = static_cast<int64_t>((1.0 - left) * static_cast<double>(kPublishedMax));
-    return WithTieBreak(ctx, n, published);
+    return Published(published);
   }
 };
 
@@ -71,20 +70,21 @@ class DotProductScore final : public ScorePlugin {
     const double cpu_max = MaxCpu(s);
     const double gpu_max = MaxGpuMilli(s);
     double dot = 0;
-    dot += static_cast<double>(s.free_cpu(n)) / cpu_max *
-           (static_cast<double>(r.cpu_milli) / cpu_max);
+    dot +=
+        static_cast<double>(s.free_cpu(n)) / cpu_max * (static_cast<double>(r.cpu_milli) / cpu_max);
     dot += static_cast<double>(FreeGpuMilli(s, n)) / gpu_max *
            (static_cast<double>(r.total_gpu_milli()) / gpu_max);
     dot /= 2;
     const auto published = static_cast<int64_t>(static_cast<double>(kPublishedMax) * (1.0 - dot));
-    return WithTieBreak(ctx, n, published);
+    return Published(published);
   }
 };
 
 // gpupacking, in three tiers (published, 0..100):
-//   every GPU of the node idle:          max(33 - idle GPUs, idle GPUs)         (smallest node first)
-//   the task needs k idle GPUs:          max(50 - k, 33)                        (partly used node)
-//   the task fits on partly used GPUs:   max(100 - sum of their free % / 10, 50)  (share a GPU)
+//   every GPU of the node idle:          max(33 - idle GPUs, idle GPUs)         (smallest node
+//   first) the task needs k idle GPUs:          max(50 - k, 33)                        (partly used
+//   node) the task fits on partly used GPUs:   max(100 - sum of their free % / 10, 50)  (share a
+//   GPU)
 // The GPUs are taken least free first, as the published score does; CPU-only tasks score 0.
 class GpuPackingScore final : public ScorePlugin {
  public:
@@ -92,7 +92,7 @@ class GpuPackingScore final : public ScorePlugin {
   int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
                 const std::vector<GpuShare>&) const override {
     const TaskResources& r = *req.resources;
-    if (r.gpus == 0 || req.model == kNoModel) return WithTieBreak(ctx, n, 0);
+    if (r.gpus == 0 || req.model == kNoModel) return Published(0);
     const Snapshot& s = *ctx.snapshot;
     const NodeInfo& info = s.cluster().node(n);
     int32_t free[256];
@@ -104,7 +104,7 @@ class GpuPackingScore final : public ScorePlugin {
       free[ng++] = s.gpu_free_milli(g);
       if (s.gpu_free_milli(g) == kMilliPerGpu) ++idle;
     }
-    if (idle == ng) return WithTieBreak(ctx, n, std::max<int64_t>(kPublishedMax / 3 - idle, idle));
+    if (idle == ng) return Published(std::max<int64_t>(kPublishedMax / 3 - idle, idle));
     std::stable_sort(free, free + ng);  // least free first
     int want = r.gpus;
     int idle_used = 0;
@@ -115,11 +115,11 @@ class GpuPackingScore final : public ScorePlugin {
       if (free[i] == kMilliPerGpu) ++idle_used;
       free_pct += int64_t{free[i]} * 100 / kMilliPerGpu;
     }
-    if (want > 0) return WithTieBreak(ctx, n, 0);
+    if (want > 0) return Published(0);
     if (idle_used > 0) {
-      return WithTieBreak(ctx, n, std::max<int64_t>(kPublishedMax / 2 - idle_used, kPublishedMax / 3));
+      return Published(std::max<int64_t>(kPublishedMax / 2 - idle_used, kPublishedMax / 3));
     }
-    return WithTieBreak(ctx, n, std::max<int64_t>(kPublishedMax - free_pct / 10, kPublishedMax / 2));
+    return Published(std::max<int64_t>(kPublishedMax - free_pct / 10, kPublishedMax / 2));
   }
 };
 
@@ -136,21 +136,21 @@ class GpuClusteringScore final : public ScorePlugin {
   int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
                 const std::vector<GpuShare>&) const override {
     const TaskResources& r = *req.resources;
-    if (r.gpus == 0) return WithTieBreak(ctx, n, 0);
+    if (r.gpus == 0) return Published(0);
     const Snapshot& s = *ctx.snapshot;
     const auto gpu_max = static_cast<int64_t>(MaxGpuMilli(s));
     const int64_t fill = kPublishedMax / 4 * (gpu_max - FreeGpuMilli(s, n)) / gpu_max;
     const int16_t kind = r.fractional() ? 0 : static_cast<int16_t>(r.gpus);
     const auto& kinds = s.gpu_task_kinds(n);
-    const bool has_kind = std::any_of(kinds.begin(), kinds.end(),
-                                      [&](const auto& k) { return k.first == kind; });
+    const bool has_kind =
+        std::any_of(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
     int64_t tier = 0;
     if (has_kind) {
       tier = kinds.size() == 1 ? kPublishedMax * 3 / 4 : kPublishedMax * 2 / 4;
     } else if (kinds.empty()) {
       tier = kPublishedMax / 4;
     }
-    return WithTieBreak(ctx, n, tier + fill);
+    return Published(tier + fill);
   }
 };
 

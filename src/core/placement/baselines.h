@@ -2,15 +2,15 @@
 // Fragmentation", USENIX ATC'23, section 6), scored as its public simulator scores them:
 //
 //   bestfit        least free CPU and GPU left after the task, both normalised by the largest node
-//   dotprod        Tetris' alignment score: the smallest dot product of free and requested resources
-//   gpupacking     shared GPUs first, then partly used nodes, then the smallest idle node
+//   dotprod        Tetris' alignment score: the smallest dot product of free and requested
+//   resources gpupacking     shared GPUs first, then partly used nodes, then the smallest idle node
 //   gpuclustering  nodes already running tasks of the same GPU kind (share, 1, 2, ... GPUs) first
 //   random         a uniformly random feasible node
 //
-// The published scores are integers 0..100 and Kubernetes breaks ties between equal best scores at
-// random. Each score here is that integer in the high digits (published x kTieBreakStep) plus a draw
-// in [0, kTieBreakStep) from the context's seed, the snapshot's version and the node (DecisionDraw),
-// so that equal published scores are tied-broken uniformly and reproducibly.
+// The published scores are integers 0..100; each score here is that integer times kPublishedPoint
+// (so 100 is kMaxScore), and equal scores go to the lower node id (the framework's rule). The
+// integer resolution matters: near-equal nodes tie, which is how the published numbers arise
+// (docs/simulator.md).
 //
 // Each plugin is stateless; thread safety is that of the snapshot they read.
 #pragma once
@@ -24,8 +24,8 @@
 
 namespace arbiter::core {
 
-// One point of the published 0..100 scale on kMaxScore's scale (100 points plus a tie-break fit).
-inline constexpr int64_t kTieBreakStep = kMaxScore / 101;
+// One point of the published simulator's 0..100 score scale on kMaxScore's scale.
+inline constexpr int64_t kPublishedPoint = kMaxScore / 100;
 
 std::vector<std::string_view> BaselineScoreNames();
 // The baseline named `name`, or null.

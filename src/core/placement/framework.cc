@@ -106,6 +106,75 @@ double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t
   return f;
 }
 
+FragmentationCache::FragmentationCache(const TaskDistribution& dist) : dist_(&dist) {
+  for (const TaskClass& c : dist.classes) cpu_steps_.push_back(c.cpu_milli);
+  std::sort(cpu_steps_.begin(), cpu_steps_.end());
+  cpu_steps_.erase(std::unique(cpu_steps_.begin(), cpu_steps_.end()), cpu_steps_.end());
+  table_.resize(1u << 12);
+}
+
+double FragmentationCache::Get(GpuModelId model, int64_t free_cpu, const int32_t* gpu_free,
+                               int num_gpus) {
+  constexpr int kMaxKeyGpus = 8;
+  if (num_gpus > kMaxKeyGpus) return NodeFragmentation(*dist_, model, free_cpu, gpu_free, num_gpus);
+  // Key: the frees sorted (10 bits each), the GPU count, the model and the CPU step (how many
+  // distinct class CPU requests fit).
+  int32_t f[kMaxKeyGpus];
+  for (int i = 0; i < num_gpus; ++i) {
+    const int32_t v = gpu_free[i];
+    if (v < 0 || v > 1023) return NodeFragmentation(*dist_, model, free_cpu, gpu_free, num_gpus);
+    int j = i;
+    for (; j > 0 && f[j - 1] < v; --j) f[j] = f[j - 1];  // insertion sort, descending
+    f[j] = v;
+  }
+  const auto step = static_cast<uint64_t>(
+      std::upper_bound(cpu_steps_.begin(), cpu_steps_.end(), free_cpu) - cpu_steps_.begin());
+  uint64_t k0 = static_cast<uint64_t>(num_gpus);
+  uint64_t k1 = (uint64_t{1} << 63) | (uint64_t{model.value()} << 20) | (step << 36);
+  for (int i = 0; i < num_gpus; ++i) {
+    if (i < 6) {
+      k0 |= static_cast<uint64_t>(f[i]) << (4 + 10 * i);
+    } else {
+      k1 |= static_cast<uint64_t>(f[i]) << (10 * (i - 6));
+    }
+  }
+  uint64_t h = k0 * 0x9e3779b97f4a7c15ULL ^ k1 * 0xc2b2ae3d27d4eb4fULL;
+  h ^= h >> 29;
+  const size_t mask = table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Entry& e = table_[i];
+    if (e.k1 == 0) {
+      e = {k0, k1, NodeFragmentation(*dist_, model, free_cpu, f, num_gpus)};
+      const double v = e.value;
+      if (++used_ * 2 > table_.size()) Grow();
+      return v;
+    }
+    if (e.k0 == k0 && e.k1 == k1) return e.value;
+  }
+}
+
+void FragmentationCache::Grow() {
+  std::vector<Entry> old(table_.size() * 2);
+  old.swap(table_);
+  const size_t mask = table_.size() - 1;
+  for (const Entry& e : old) {
+    if (e.k1 == 0) continue;
+    uint64_t h = e.k0 * 0x9e3779b97f4a7c15ULL ^ e.k1 * 0xc2b2ae3d27d4eb4fULL;
+    h ^= h >> 29;
+    size_t i = h & mask;
+    while (table_[i].k1 != 0) i = (i + 1) & mask;
+    table_[i] = e;
+  }
+}
+
+double ContextFragmentation(const PlacementContext& ctx, GpuModelId model, int64_t free_cpu,
+                            const int32_t* gpu_free, int num_gpus) {
+  if (ctx.frag_cache != nullptr && &ctx.frag_cache->distribution() == ctx.distribution) {
+    return ctx.frag_cache->Get(model, free_cpu, gpu_free, num_gpus);
+  }
+  return NodeFragmentation(*ctx.distribution, model, free_cpu, gpu_free, num_gpus);
+}
+
 // --- Profiles --------------------------------------------------------------------------------
 
 std::vector<std::string> Profile::NamedProfiles() {
@@ -301,13 +370,17 @@ bool SelectShare(const PlacementContext& ctx, GpuSelector selector, const TaskRe
   }
   int best = -1;
   double best_frag = 0;
+  int32_t tried[256];  // free milli of the GPUs fgd evaluated: an equal one scores the same
+  int num_tried = 0;
   for (int i = 0; i < ng; ++i) {
     const uint32_t g = info.gpu_begin + slot_of[i];
     if (free[i] < r.gpu_milli || s.gpu_free_memory(g) < r.gpu_memory_mib) continue;
     if (fgd) {
+      // A later GPU with the same free milli gives the same fragmentation and loses the tie.
+      if (std::find(tried, tried + num_tried, free[i]) != tried + num_tried) continue;
+      tried[num_tried++] = free[i];
       free[i] -= r.gpu_milli;
-      const double f =
-          NodeFragmentation(*ctx.distribution, req.model, s.free_cpu(n) - r.cpu_milli, free, ng);
+      const double f = ContextFragmentation(ctx, req.model, s.free_cpu(n) - r.cpu_milli, free, ng);
       free[i] += r.gpu_milli;
       if (best < 0 || f < best_frag || (f == best_frag && free[i] < free[best])) {
         best = i;
@@ -402,9 +475,10 @@ bool FindPlacement(const Snapshot& snap, const Profile& profile, const Placement
         for (const auto& [plugin, weight] : profile.scores()) {
           score += weight * plugin->Score(ctx, req, n, gpus);
         }
-        // Highest score wins; candidates arrive in node id order within a bucket, and earlier
-        // buckets win ties, so the choice is deterministic.
-        if (!found || score > best_score) {
+        // Highest score wins and equal scores go to the lower node id, whatever the order the
+        // candidates arrive in, so the choice is deterministic (and the same when a driver
+        // compares the best of several models).
+        if (!found || score > best_score || (score == best_score && n < best_node)) {
           found = true;
           best_score = score;
           best_node = n;

@@ -89,14 +89,45 @@ struct TaskDistribution {
 double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t free_cpu,
                          const int32_t* gpu_free, int num_gpus);
 
+// Memoises NodeFragmentation for one distribution. The value depends on a node only through its
+// model, which classes' CPU fits into free_cpu, and the multiset of GPU frees, so that is the key
+// (nodes of up to 8 GPUs; larger ones are computed directly): a hit returns the bit-identical
+// value, and decisions do not change. Owned by one driver thread; the distribution must outlive it.
+class FragmentationCache {
+ public:
+  explicit FragmentationCache(const TaskDistribution& dist);
+  const TaskDistribution& distribution() const { return *dist_; }
+  // NodeFragmentation(distribution(), model, free_cpu, gpu_free, num_gpus).
+  double Get(GpuModelId model, int64_t free_cpu, const int32_t* gpu_free, int num_gpus);
+  size_t size() const { return used_; }
+
+ private:
+  struct Entry {
+    uint64_t k0 = 0;
+    uint64_t k1 = 0;  // 0: empty slot (a used key always has its top bit set)
+    double value = 0;
+  };
+  void Grow();
+  const TaskDistribution* dist_;
+  std::vector<int64_t> cpu_steps_;  // the classes' distinct CPU requests, ascending
+  std::vector<Entry> table_;
+  size_t used_ = 0;
+};
+
 struct PlacementContext {
   const Snapshot* snapshot = nullptr;
   const GangState* gang = nullptr;
   const TaskDistribution* distribution = nullptr;  // for fgd; may be empty
-  // Seeds the scores that draw lots (random, and the random tie-breaks of the baselines): with the
-  // snapshot's version it gives each decision its own draw, reproducibly.
+  // Seeds the scores that draw lots (random): with the snapshot's version it gives each decision
+  // its own draw, reproducibly.
   uint64_t seed = 0;
+  // Optional memo of NodeFragmentation over `distribution` for fgd (null: computed each time).
+  FragmentationCache* frag_cache = nullptr;
 };
+
+// NodeFragmentation against ctx.distribution, through ctx.frag_cache when there is one.
+double ContextFragmentation(const PlacementContext& ctx, GpuModelId model, int64_t free_cpu,
+                            const int32_t* gpu_free, int num_gpus);
 
 class FilterPlugin {
  public:

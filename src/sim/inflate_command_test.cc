@@ -1,0 +1,95 @@
+#include "sim/inflate_command.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace arbiter::sim {
+namespace {
+
+const std::string kFixtures = ARBITER_FIXTURES_DIR "/openb";
+
+TEST(ParseSeeds, RangesListsAndMixes) {
+  auto r = ParseSeeds("42-51");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->size(), 10u);
+  EXPECT_EQ(r->front(), 42u);
+  EXPECT_EQ(r->back(), 51u);
+  EXPECT_EQ(*ParseSeeds("7"), (std::vector<uint64_t>{7}));
+  EXPECT_EQ(*ParseSeeds("1-3,9,5"), (std::vector<uint64_t>{1, 2, 3, 9, 5}));
+  for (const char* bad : {"", "x", "5-3", "1,,2", "1-", "-4", "1.5"}) {
+    EXPECT_FALSE(ParseSeeds(bad).ok()) << "'" << bad << "'";
+  }
+}
+
+TEST(InflateReport, HasTheCurveAndTheHeadlineNumbers) {
+  InflateRun a;
+  a.seed = 1;
+  InflateRun b;
+  b.seed = 2;
+  for (int d = 0; d <= 130; ++d) {
+    a.curve.push_back({d, d * 0.5, 10.0});
+    b.curve.push_back({d, d * 0.7, 20.0});
+  }
+  const nlohmann::json j = InflateReport("fgd", "trace", "nodes", 1.3, {a, b});
+  EXPECT_EQ(j["policy"], "fgd");
+  EXPECT_EQ(j["trace"], "trace");
+  EXPECT_EQ(j["seeds"], nlohmann::json::array({1, 2}));
+  ASSERT_EQ(j["curve"].size(), 131u);
+  EXPECT_EQ(j["curve"][100]["demand_pct"], 100);
+  EXPECT_DOUBLE_EQ(j["curve"][100]["alloc_pct"].get<double>(), 60.0);
+  EXPECT_DOUBLE_EQ(j["alloc_pct_at_100"].get<double>(), 60.0);
+  EXPECT_DOUBLE_EQ(j["alloc_pct_at_130"].get<double>(), 78.0);
+  EXPECT_DOUBLE_EQ(j["frag_pct_at_0"].get<double>(), 15.0);
+  EXPECT_EQ(j["runs"].size(), 2u);
+}
+
+TEST(InflateReport, PointsBeyondTheTargetAreNull) {
+  InflateRun a;
+  for (int d = 0; d <= 50; ++d) a.curve.push_back({d, d * 1.0, 0.0});
+  const nlohmann::json j = InflateReport("bestfit", "t", "n", 0.5, {a});
+  EXPECT_TRUE(j["alloc_pct_at_130"].is_null());
+  EXPECT_TRUE(j["alloc_pct_at_100"].is_null());
+}
+
+TEST(RunInflateCommand, WritesOneObjectPerPolicy) {
+  const auto out = std::filesystem::temp_directory_path() /
+                   ("arbiter_inflate_" + std::to_string(::getpid()) + ".json");
+  InflateOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.pods_path = kFixtures + "/pods.csv";
+  o.policies = {"fgd", "random"};
+  o.seeds = "1-2";
+  o.json_path = out.string();
+  ASSERT_EQ(RunInflateCommand(o), 0);
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][0]["policy"], "fgd");
+  EXPECT_EQ(j["results"][1]["policy"], "random");
+  EXPECT_EQ(j["results"][0]["trace"], "pods");
+  EXPECT_EQ(j["results"][0]["curve"].size(), 131u);
+  EXPECT_TRUE(j["results"][0]["alloc_pct_at_130"].is_number());
+}
+
+TEST(RunInflateCommand, BadInputExitsWithTwo) {
+  InflateOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.pods_path = kFixtures + "/pods.csv";
+  o.policies = {"no-such-policy"};
+  EXPECT_EQ(RunInflateCommand(o), 2);
+  o.policies = {"fgd"};
+  o.seeds = "x";
+  EXPECT_EQ(RunInflateCommand(o), 2);
+  o.seeds = "1";
+  o.pods_path = kFixtures + "/missing.csv";
+  EXPECT_EQ(RunInflateCommand(o), 2);
+}
+
+}  // namespace
+}  // namespace arbiter::sim
