@@ -45,7 +45,9 @@ bool ParseJobType(std::string_view s, JobType* out) {
 
 int64_t RetryBackoffSeconds(const RetryPolicy& p, int32_t retry) {
   int64_t b = p.backoff_seconds;
-  for (int32_t i = 1; i < retry && b < p.backoff_cap_seconds; ++i) b *= 2;
+  for (int32_t i = 1; i < retry && b < p.backoff_cap_seconds; ++i) {
+    b = b > p.backoff_cap_seconds / 2 ? p.backoff_cap_seconds : b * 2;  // no overflow
+  }
   return std::min(b, p.backoff_cap_seconds);
 }
 

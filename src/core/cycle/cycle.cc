@@ -365,6 +365,13 @@ class CycleRunner {
         result_.finished_nominations.push_back(n.preemptor);
       } else {
         snap_.ChargeQuota(j.queue, r);
+        // The victims still run until they stop: their capacity stays taken for the rest of the
+        // cycle, or later jobs would be placed on GPUs that are still busy.
+        for (JobId victim : n.victims) {
+          auto vi = running_index_.find(victim.value());
+          if (vi == running_index_.end()) continue;
+          for (const TaskPlacement& t : running_[vi->second].tasks) snap_.Allocate(t);
+        }
         Verdict& v = AddVerdict(
             j, VerdictCode::kWaitingForReservation, position_[idx],
             fmt::format("capacity is held for it: waiting for {} preempted job{} to stop",
@@ -509,6 +516,9 @@ class CycleRunner {
     for (uint32_t v : plan.victims) {
       taken_[v] = true;
       released_[v] = true;
+      // The victim runs until it stops (its grace period): its capacity stays taken for the rest
+      // of the cycle, under the preemptor's hold, or later jobs would land on its busy GPUs.
+      for (const TaskPlacement& t : running_[v].tasks) snap_.Allocate(t);
       d.victims.push_back(running_[v].id);
       if (std::find(d.victim_queues.begin(), d.victim_queues.end(), running_[v].queue) ==
           d.victim_queues.end()) {
@@ -707,7 +717,7 @@ class CycleRunner {
     }
     const QuotaNode& q = tree_.node(j.queue);
     return fmt::format(
-        "queue {} uses {} of {} guaranteed{} and can borrow only {} more; this job needs {} "
+        "queue {} uses {} of {} guaranteed{} and can get only {} more; this job needs {} "
         "(the rest is in use by other queues or held back by their lending limits)",
         q.name, tree_.FormatAmount(f.dim, f.used), tree_.FormatAmount(f.dim, q.guaranteed[f.dim]),
         unit, tree_.FormatAmount(f.dim, f.limit), tree_.FormatAmount(f.dim, f.requested));

@@ -26,8 +26,12 @@ QuotaVec DecayUsage(const QuotaVec& history, const QuotaVec& usage, DurationMs d
       std::exp2(-static_cast<double>(dt) / (1000.0 * static_cast<double>(half_life_seconds)));
   QuotaVec out;
   for (int d = 0; d < num_dims; ++d) {
-    out[d] = std::llround(a * static_cast<double>(history[d]) +
-                          (1.0 - a) * static_cast<double>(usage[d]));
+    int64_t h = std::llround(a * static_cast<double>(history[d]) +
+                             (1.0 - a) * static_cast<double>(usage[d]));
+    // With intervals short against the half-life, (1 - a)(U - H) is under half a unit and would
+    // round back to H forever: H would never reach U (nor decay to 0). Move one unit instead.
+    if (dt > 0 && h == history[d] && usage[d] != history[d]) h += usage[d] > h ? 1 : -1;
+    out[d] = h;
   }
   return out;
 }

@@ -20,7 +20,9 @@ double Share(const QuotaNode& n, const QuotaVec& usage, const QuotaVec* history,
 
 // Exponentially decayed usage rate over an interval of length dt during which usage was `usage`:
 //   a = 2^(-dt / half_life);   H' = a H + (1 - a) usage
-// A usage held constant forever gives H = usage; once it stops, H halves every half-life.
+// A usage held constant forever gives H = usage; once it stops, H halves every half-life. H moves
+// at least one unit toward the usage per call with dt > 0, so that short intervals cannot stall
+// it in fixed point (below 0.5 / (1 - a) units from the usage it then moves faster than that).
 QuotaVec DecayUsage(const QuotaVec& history, const QuotaVec& usage, DurationMs dt,
                     int64_t half_life_seconds, int num_dims);
 

@@ -15,7 +15,7 @@ std::string_view FilterCodeName(FilterCode c) {
     case FilterCode::kOk:
       return "ok";
     case FilterCode::kNodeNotReady:
-      return "node not ready";
+      return "not ready";
     case FilterCode::kWrongModel:
       return "wrong GPU model";
     case FilterCode::kInsufficientGpu:

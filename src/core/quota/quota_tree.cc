@@ -227,7 +227,12 @@ int64_t QuotaState::Available(QueueId n, int d) const {
   const QuotaNode& node = tree_->node(n);
   const int64_t local = std::max<int64_t>(0, node.local_quota[d] - pool_usage_[n.value()][d]);
   const int64_t from_parent = std::max<int64_t>(0, Available(node.parent, d));
-  return std::min(node.max[d] - usage_[n.value()][d], SatAdd(local, from_parent));
+  int64_t avail = std::min(node.max[d] - usage_[n.value()][d], SatAdd(local, from_parent));
+  // Local quota bypasses the parents' pools, not their maxes.
+  for (QueueId a = node.parent; a != QuotaTree::kRoot; a = tree_->node(a).parent) {
+    avail = std::min(avail, tree_->node(a).max[d] - usage_[a.value()][d]);
+  }
+  return avail;
 }
 
 int64_t QuotaState::Borrowed(QueueId n, int d) const {

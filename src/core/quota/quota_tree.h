@@ -11,7 +11,8 @@
 //   LQ(n)  = max(0, SQ(n) - L(n))                   quota kept local: n's alone, never lent
 //   K(n)   = U(n) for a leaf;  sum_c max(0, K(c) - LQ(c)) otherwise   (usage drawn from n's pool)
 //   avail(root) = SQ(root) - K(root),   G(root) = the cluster's schedulable capacity
-//   avail(n)    = min(M(n) - U(n),  max(0, LQ(n) - K(n)) + avail(parent(n)))
+//   avail(n)    = min(M(n) - U(n),  max(0, LQ(n) - K(n)) + avail(parent(n)),
+//                     M(a) - U(a) for every ancestor a)
 //
 // A job with request r may be admitted to leaf q when r[d] <= avail(q, d) for every d, which also
 // guarantees U(a) + r <= M(a) for every ancestor a. Usage above G(n) is borrowed:
