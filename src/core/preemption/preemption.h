@@ -6,14 +6,14 @@
 //   kReclaim   when j's queue stays within its guarantee with r added: a job of another queue while
 //              that queue uses more than its guarantee (runs on borrowed capacity), any priority.
 // Never a victim: a non-preemptible job, a job running for less than its minimum runtime, a job
-// already terminating, and (the loop guard) a job that itself started by preempting j's queue, unless
-// j's queue's fair share is below the victim queue's by more than the tolerance.
+// already terminating, and (the loop guard) a job that itself started by preempting j's queue,
+// unless j's queue's fair share is below the victim queue's by more than the tolerance.
 //
 // The victim set: candidates in order of (priority ascending, lost work ascending, start time
-// descending, id), where lost work = now - max(start, last checkpoint). Victims are taken in that order
-// until j fits (quota, then placement of the whole gang); then each victim but the last is put back if
-// j still fits without it. A job's tasks are one victim: a gang goes together. All of it runs inside a
-// Snapshot::Txn: when j cannot be made to fit, the snapshot is restored exactly.
+// descending, id), where lost work = now - max(start, last checkpoint). Victims are taken in that
+// order until j fits (quota, then placement of the whole gang); then each victim but the last is
+// put back if j still fits without it. A job's tasks are one victim: a gang goes together. All of
+// it runs inside a Snapshot::Txn: when j cannot be made to fit, the snapshot is restored exactly.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +60,8 @@ class Preemptor {
       : running_(running), tree_(tree), options_(options), now_(now), history_(history) {}
 
   // Tries to make room. On success the snapshot holds the preemptor's placement and quota, the
-  // victims are released from it, and `plan` says who and why. On failure the snapshot is unchanged.
+  // victims are released from it, and `plan` says who and why. On failure the snapshot is
+  // unchanged.
   bool TryPreempt(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
                   const PreemptionRequest& req, const std::vector<bool>& taken,
                   PreemptionPlan* plan) const;

@@ -1,4 +1,5 @@
-// Scenario tests of preemption, reclaim, backfill and budgets: one rule a test, decisions written out.
+// Scenario tests of preemption, reclaim, backfill and budgets: one rule a test, decisions written
+// out.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -52,8 +53,8 @@ struct World {
       QueueSpec s;
       s.name = name;
       s.parent = t.name;
-      s.quota["gpu"] = QuotaLimits{g * 1000, m > 0 ? std::optional<int64_t>(m * 1000) : std::nullopt,
-                                   std::nullopt};
+      s.quota["gpu"] = QuotaLimits{
+          g * 1000, m > 0 ? std::optional<int64_t>(m * 1000) : std::nullopt, std::nullopt};
       s.default_walltime_seconds = default_walltime_s;
       specs.push_back(s);
     }
@@ -227,7 +228,7 @@ TEST(PreemptionScenario, GangVictimGoesWhole) {
   World w(2, {{"train", 16, 0}});
   const JobId gang = w.Run("train", 8, 0, 10 * kMinute).id;
   w.running.back().tasks.push_back(w.running.back().tasks[0]);  // make it a 2-task gang on n0...
-  w.running.back().tasks[1].node = NodeId(1);                    // ...and n1
+  w.running.back().tasks[1].node = NodeId(1);                   // ...and n1
   w.Submit("train", 4, 1000);
   CycleResult r = w.Cycle();
   ASSERT_EQ(r.preemptions.size(), 1u);
@@ -256,7 +257,8 @@ TEST(PreemptionScenario, FailedAttemptLeavesSnapshotUnchanged) {
     for (uint32_t q = 0; q < w.tree.size(); ++q) {
       for (int d = 0; d < w.tree.num_dims(); ++d) s.push_back(snap.quota().usage(QueueId(q))[d]);
     }
-    for (int k = 0; k <= 8; ++k) s.push_back(static_cast<int64_t>(snap.nodes_with_free(GpuModelId(0), k).size()));
+    for (int k = 0; k <= 8; ++k)
+      s.push_back(static_cast<int64_t>(snap.nodes_with_free(GpuModelId(0), k).size()));
     return s;
   };
   const auto before = state();
@@ -427,8 +429,8 @@ TEST(BudgetScenario, UsageIsChargedAsItRuns) {
   std::vector<TenantUsage> usage;
   AccrueUsage(w.cluster, w.tree, w.running, 30 * kMinute, &usage);  // 2 GPUs for half an hour
   const TenantUsage& u = usage[w.tree.node(w.q["vision"]).tenant.value()];
-  EXPECT_EQ(u.gpu_milli_ms, kGpuMilliMsPerGpuHour);           // one GPU-hour
-  EXPECT_EQ(u.cost_micro, 2500000);                           // at 2.5 per GPU-hour
+  EXPECT_EQ(u.gpu_milli_ms, kGpuMilliMsPerGpuHour);  // one GPU-hour
+  EXPECT_EQ(u.cost_micro, 2500000);                  // at 2.5 per GPU-hour
   EXPECT_TRUE(BudgetSpent(u, 1));
   EXPECT_FALSE(BudgetSpent(u, 2));
   EXPECT_FALSE(BudgetSpent(u, 0));
