@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test run format format-check lint clean bench
+.PHONY: all deps configure build test run format format-check lint clean bench fuzz
 
 all: build
 
@@ -38,3 +38,18 @@ lint: configure
 
 clean:
 	@rm -rf $(BUILD_DIR)
+
+# The API fuzzer, built with clang, ASan and UBSan into build-fuzz/ and run for FUZZ_SECONDS from
+# the seeds in fuzz/corpus/ (new inputs go to build-fuzz/corpus/, crashes to build-fuzz/).
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz:
+	@./scripts/install-deps.sh --fuzz
+	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DARBITER_FUZZ=ON -DARBITER_BUILD_TESTS=ON \
+	  -DARBITER_WERROR=OFF >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target api_fuzz
+	@mkdir -p $(FUZZ_DIR)/corpus
+	@$(FUZZ_DIR)/api_fuzz $(FUZZ_DIR)/corpus fuzz/corpus -dict=fuzz/api.dict \
+	  -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+	  -artifact_prefix=$(FUZZ_DIR)/ -print_final_stats=1

@@ -11,6 +11,11 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
+# `install-deps.sh --fuzz` adds what `make fuzz` needs: clang and its libFuzzer/sanitizer runtimes.
+if [ "${1:-}" = "--fuzz" ]; then
+  PACKAGES+=(clang libclang-rt-14-dev)
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,70 @@
+// The declarative cluster configuration (PUT /api/v1/config, `arbiter apply -f`) as plain values,
+// and the difference between two of them (what `?dry_run=true` shows).
+//
+// config_codec.h reads and writes it as YAML; docs/config.md describes the format.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/gpu_model.h"
+#include "model/node.h"
+#include "model/priority.h"
+#include "model/queue.h"
+
+namespace arbiter::api {
+
+// A tenant's GPU-hour budget per period and what happens when it is spent.
+struct BudgetConfig {
+  int64_t gpu_hours = 0;
+  std::string period = "month";        // day | week | month
+  std::string on_exhausted = "block";  // block | best-effort
+  bool operator==(const BudgetConfig&) const = default;
+};
+
+struct TenantConfig {
+  std::string name;
+  std::optional<BudgetConfig> budget;
+  // The tenant itself first (is_tenant = true, no parent), then every queue under it, parents
+  // before their children, each naming its parent: the form QuotaTree::Build takes.
+  std::vector<QueueSpec> queues;
+};
+
+struct UserConfig {
+  std::string name;
+  std::string tenant;  // empty only for admins
+  std::string role;    // admin | tenant-admin | member | viewer
+  bool operator==(const UserConfig&) const = default;
+};
+
+struct ClusterConfig {
+  std::vector<GpuModel> gpu_models;
+  std::vector<PriorityClass> priority_classes;
+  std::vector<TenantConfig> tenants;
+  std::vector<UserConfig> users;
+  std::vector<Node> nodes;  // static nodes; agents register the others
+};
+
+// One difference between two configurations.
+struct ConfigChange {
+  std::string kind;    // gpu_model | priority_class | tenant | queue | user | node
+  std::string name;    // the object's name (queues: their own, unique across tenants)
+  std::string action;  // create | update | delete
+  // create: the object's settings ("memory_mib: 81920; price_per_hour: 2.5"); update: what
+  // changed ("guaranteed.gpu: 8 -> 16; max.gpu: (none) -> 32"); delete: empty.
+  std::string detail;
+  bool operator==(const ConfigChange&) const = default;
+};
+
+// What turns `current` into `desired`: objects are matched by kind and name and compared in their
+// canonical form (DumpConfigYaml's), so two configurations that dump alike have no changes. Order:
+// by kind as listed above, then by name. A queue moved to another parent is an update of its
+// "parent"; a tenant's budget and limits belong to the tenant, its queues are separate objects.
+// Requires: both as ParseConfigYaml returns them (see DumpConfigYaml).
+std::vector<ConfigChange> DiffConfig(const ClusterConfig& current, const ClusterConfig& desired);
+
+}  // namespace arbiter::api

@@ -1,0 +1,526 @@
+// ParseConfigYaml: the YAML tree (parse_tree.h) read into a ClusterConfig, section by section.
+#include "api/config_codec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "api/parse_tree.h"
+#include "api/value.h"
+#include "model/job.h"
+
+namespace arbiter::api {
+
+namespace {
+
+constexpr int64_t kMaxQuotaMilli = int64_t{1000} * 1000 * 1000 * 1000 * 1000;  // 10^12 units
+constexpr int64_t kMaxQuotaMib = int64_t{1} << 50;
+constexpr int64_t kMaxNodeMib = int64_t{1} << 40;
+constexpr int64_t kMaxNodeCpuMilli = int64_t{1} << 40;
+constexpr int64_t kMaxPriceMilli = int64_t{1000} * 1000 * 1000 * 1000;  // 10^9 per GPU-hour
+constexpr int64_t kMaxWeightMilli = int64_t{1000} * 1000 * 1000;        // weights up to 10^6
+constexpr int64_t kMaxSeconds = int64_t{366} * 86400;
+constexpr int64_t kMaxGpuHours = int64_t{1} << 40;
+
+constexpr std::string_view kLimitKinds[] = {"guaranteed", "max", "lending_limit"};
+
+std::optional<int64_t>& Slot(QuotaLimits& l, std::string_view kind) {
+  if (kind == "guaranteed") return l.guaranteed;
+  if (kind == "max") return l.max;
+  return l.lending_limit;
+}
+
+// Reads a string field that must be one of `allowed`.
+Status ReadChoice(const MappingReader& m, std::string_view key,
+                  std::initializer_list<std::string_view> allowed, std::string* out) {
+  ARBITER_RETURN_IF_ERROR(m.String(key, 63, out));
+  if (std::find(allowed.begin(), allowed.end(), *out) != allowed.end()) return Status::Ok();
+  return ErrorAt(*m.Get(key), m.PathOf(key),
+                 fmt::format("must be one of {}, got {}", fmt::join(allowed, ", "), Quote(*out)));
+}
+
+// Reads a label-like string (rack, block, label and taint values).
+Status ReadLabelValue(const Value& v, const std::string& path, std::string* out) {
+  ARBITER_RETURN_IF_ERROR(ReadString(v, path, 253, out));
+  if (IsValidLabelValue(*out)) return Status::Ok();
+  return ErrorAt(
+      v, path,
+      fmt::format("{} is not a valid value: use letters, digits, '.', '_' and '-'", Quote(*out)));
+}
+
+class ConfigParser {
+ public:
+  explicit ConfigParser(ClusterConfig* out) : out_(out) {}
+
+  Status Parse(const Value& root) {
+    MappingReader m(root, "");
+    ARBITER_RETURN_IF_ERROR(
+        m.Check({"gpu_models", "priority_classes", "tenants", "users", "nodes"}));
+    // References point from later sections to earlier ones, whatever the document order.
+    if (const Value* v = m.Get("gpu_models")) ARBITER_RETURN_IF_ERROR(GpuModels(*v));
+    if (const Value* v = m.Get("priority_classes")) ARBITER_RETURN_IF_ERROR(PriorityClasses(*v));
+    if (const Value* v = m.Get("tenants")) ARBITER_RETURN_IF_ERROR(Tenants(*v));
+    if (const Value* v = m.Get("users")) ARBITER_RETURN_IF_ERROR(Users(*v));
+    if (const Value* v = m.Get("nodes")) ARBITER_RETURN_IF_ERROR(Nodes(*v));
+    return Status::Ok();
+  }
+
+ private:
+  // Guaranteed amounts by quota key, and where each was written.
+  struct Guarantees {
+    std::map<std::string, int64_t> amount;
+    std::map<std::string, std::string> path;
+  };
+
+  // Records `name` in `seen` (name -> path of its name field); an error when it is there.
+  static Status Unique(std::map<std::string, std::string>* seen, const std::string& name,
+                       const std::string& path, const Value& v) {
+    const auto [it, inserted] = seen->emplace(name, path);
+    if (inserted) return Status::Ok();
+    return ErrorAt(v, path,
+                   fmt::format("duplicate name {} (first at {})", Quote(name), it->second));
+  }
+
+  // The name member: required, checked by `valid`, unique in `seen`.
+  template <typename Valid>
+  static Status Name(const MappingReader& m, Valid valid, std::string_view rule,
+                     std::map<std::string, std::string>* seen, std::string* out) {
+    ARBITER_RETURN_IF_ERROR(m.Require("name"));
+    ARBITER_RETURN_IF_ERROR(m.String("name", 253, out));
+    const Value& v = *m.Get("name");
+    if (!valid(*out)) {
+      return ErrorAt(v, m.PathOf("name"),
+                     fmt::format("{} is not a valid name: {}", Quote(*out), rule));
+    }
+    return Unique(seen, *out, m.PathOf("name"), v);
+  }
+
+  const GpuModel* FindModel(std::string_view name) const {
+    for (const GpuModel& g : out_->gpu_models) {
+      if (g.name == name) return &g;
+    }
+    return nullptr;
+  }
+
+  Status UnknownModel(const Value& v, const std::string& path, std::string_view name) const {
+    std::vector<std::string> names;
+    for (const GpuModel& g : out_->gpu_models) names.push_back(g.name);
+    return ErrorAt(v, path,
+                   fmt::format("unknown GPU model {}; gpu_models declares: {}", Quote(name),
+                               names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+  }
+
+  Status GpuModels(const Value& seq) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(seq, "gpu_models", kMaxGpuModels));
+    std::map<std::string, std::string> seen;
+    for (size_t i = 0; i < seq.items.size(); ++i) {
+      MappingReader m(seq.items[i], IndexPath("gpu_models", i));
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "memory_mib", "price_per_hour"}));
+      GpuModel g;
+      ARBITER_RETURN_IF_ERROR(Name(m, IsValidModelName,
+                                   "use letters, digits, '.', '_' and '-' (at most 63)", &seen,
+                                   &g.name));
+      if (g.name == "any") {
+        return InvalidArgument(m.PathOf("name"), "\"any\" is reserved (quota maps use it)");
+      }
+      ARBITER_RETURN_IF_ERROR(m.Mib("memory_mib", kMaxNodeMib, &g.memory_mib));
+      ARBITER_RETURN_IF_ERROR(
+          m.Milli("price_per_hour", 0, kMaxPriceMilli, &g.price_milli_per_hour));
+      out_->gpu_models.push_back(std::move(g));
+    }
+    return Status::Ok();
+  }
+
+  Status PriorityClasses(const Value& seq) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(seq, "priority_classes", kMaxPriorityClasses));
+    std::map<std::string, std::string> seen;
+    for (size_t i = 0; i < seq.items.size(); ++i) {
+      MappingReader m(seq.items[i], IndexPath("priority_classes", i));
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "value", "preemptible", "min_runtime_seconds",
+                                       "grace_period_seconds", "preempts_anywhere"}));
+      PriorityClass p;
+      ARBITER_RETURN_IF_ERROR(
+          Name(m, IsValidName, "use lower-case letters, digits and '-'", &seen, &p.name));
+      ARBITER_RETURN_IF_ERROR(m.Require("value"));
+      ARBITER_RETURN_IF_ERROR(m.Int32("value", -1000000000, 1000000000, &p.value));
+      ARBITER_RETURN_IF_ERROR(m.Bool("preemptible", &p.preemptible));
+      ARBITER_RETURN_IF_ERROR(m.Int("min_runtime_seconds", 0, kMaxSeconds, &p.min_runtime_seconds));
+      ARBITER_RETURN_IF_ERROR(m.Int("grace_period_seconds", 0, 86400, &p.grace_period_seconds));
+      ARBITER_RETURN_IF_ERROR(m.Bool("preempts_anywhere", &p.preempts_anywhere));
+      out_->priority_classes.push_back(std::move(p));
+    }
+    return Status::Ok();
+  }
+
+  Status Tenants(const Value& seq) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(seq, "tenants", kMaxTenants));
+    for (size_t i = 0; i < seq.items.size(); ++i) {
+      TenantConfig t;
+      Guarantees g;
+      ARBITER_RETURN_IF_ERROR(Queue(seq.items[i], IndexPath("tenants", i), "", 0, &t, &g));
+      t.name = t.queues.front().name;
+      tenant_names_.insert(t.name);
+      out_->tenants.push_back(std::move(t));
+    }
+    return Status::Ok();
+  }
+
+  Status Budget(const Value& v, const std::string& path, BudgetConfig* b) {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"gpu_hours", "period", "on_exhausted"}));
+    ARBITER_RETURN_IF_ERROR(m.Require("gpu_hours"));
+    ARBITER_RETURN_IF_ERROR(m.Int("gpu_hours", 0, kMaxGpuHours, &b->gpu_hours));
+    ARBITER_RETURN_IF_ERROR(ReadChoice(m, "period", {"day", "week", "month"}, &b->period));
+    return ReadChoice(m, "on_exhausted", {"block", "best-effort"}, &b->on_exhausted);
+  }
+
+  // One `guaranteed`, `max` or `lending_limit` mapping into the quota map; `paths` gets where
+  // each quota key was written.
+  Status Limits(const Value& v, const std::string& path, std::string_view kind, QueueSpec* s,
+                std::map<std::string, std::string>* paths) {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"gpu", "cpu", "memory"}));
+    auto set = [&](const std::string& key, const std::string& p, int64_t amount) {
+      Slot(s->quota[key], kind) = amount;
+      (*paths)[key] = p;
+    };
+    int64_t amount = 0;
+    if (const Value* cpu = m.Get("cpu")) {
+      ARBITER_RETURN_IF_ERROR(ReadMilli(*cpu, m.PathOf("cpu"), 0, kMaxQuotaMilli, &amount));
+      set("cpu", m.PathOf("cpu"), amount);
+    }
+    if (const Value* mem = m.Get("memory")) {
+      ARBITER_RETURN_IF_ERROR(ReadMib(*mem, m.PathOf("memory"), kMaxQuotaMib, &amount));
+      set("memory", m.PathOf("memory"), amount);
+    }
+    const Value* gpu = m.Get("gpu");
+    if (gpu == nullptr) return Status::Ok();
+    const std::string gp = m.PathOf("gpu");
+    if (gpu->kind != Value::Kind::kMapping) {
+      ARBITER_RETURN_IF_ERROR(ReadMilli(*gpu, gp, 0, kMaxQuotaMilli, &amount));
+      set("gpu", gp, amount);
+      return Status::Ok();
+    }
+    for (const auto& [model, value] : gpu->members) {
+      const std::string mp = ChildPath(gp, model);
+      if (model != "any" && FindModel(model) == nullptr) return UnknownModel(value, mp, model);
+      if (value.is_null()) continue;
+      ARBITER_RETURN_IF_ERROR(ReadMilli(value, mp, 0, kMaxQuotaMilli, &amount));
+      set(model == "any" ? "gpu" : "gpu:" + model, mp, amount);
+    }
+    return Status::Ok();
+  }
+
+  static std::string Amount(const std::string& key, int64_t amount) {
+    return key == "memory" ? fmt::format("{} MiB", amount) : FormatMilli(amount);
+  }
+
+  // Everything of a queue (or tenant) but its children; `explicit_g` gets its own guarantees.
+  Status QueueFields(const MappingReader& m, QueueSpec* s, Guarantees* explicit_g) {
+    std::map<std::string, std::string> paths[std::size(kLimitKinds)];
+    for (size_t k = 0; k < std::size(kLimitKinds); ++k) {
+      if (const Value* v = m.Get(kLimitKinds[k])) {
+        ARBITER_RETURN_IF_ERROR(Limits(*v, m.PathOf(kLimitKinds[k]), kLimitKinds[k], s, &paths[k]));
+      }
+    }
+    for (const auto& [key, lim] : s->quota) {
+      if (lim.guaranteed) {
+        explicit_g->amount[key] = *lim.guaranteed;
+        explicit_g->path[key] = paths[0][key];
+      }
+      if (lim.max && lim.guaranteed && *lim.max < *lim.guaranteed) {
+        return InvalidArgument(
+            paths[1][key], fmt::format("max ({}) is below guaranteed ({})", Amount(key, *lim.max),
+                                       Amount(key, *lim.guaranteed)));
+      }
+    }
+    ARBITER_RETURN_IF_ERROR(m.Milli("weight", 1, kMaxWeightMilli, &s->weight_milli));
+    ARBITER_RETURN_IF_ERROR(
+        m.Int("default_walltime_seconds", 0, kMaxSeconds, &s->default_walltime_seconds));
+    if (const Value* fs = m.Get("fair_share")) {
+      MappingReader f(*fs, m.PathOf("fair_share"));
+      ARBITER_RETURN_IF_ERROR(f.Check({"half_life_seconds"}));
+      ARBITER_RETURN_IF_ERROR(
+          f.Int("half_life_seconds", 0, kMaxSeconds, &s->decay.half_life_seconds));
+    }
+    if (const Value* types = m.Get("allowed_types")) {
+      const std::string tp = m.PathOf("allowed_types");
+      ARBITER_RETURN_IF_ERROR(ExpectSequence(*types, tp, 16));
+      for (size_t i = 0; i < types->items.size(); ++i) {
+        std::string t;
+        ARBITER_RETURN_IF_ERROR(ReadString(types->items[i], IndexPath(tp, i), 63, &t));
+        JobType jt;
+        if (!ParseJobType(t, &jt)) {
+          return ErrorAt(types->items[i], IndexPath(tp, i),
+                         fmt::format("unknown job type {}; use training, fine-tuning, evaluation, "
+                                     "batch-inference, service or experiment",
+                                     Quote(t)));
+        }
+        if (std::find(s->allowed_types.begin(), s->allowed_types.end(), t) !=
+            s->allowed_types.end()) {
+          return ErrorAt(types->items[i], IndexPath(tp, i),
+                         fmt::format("duplicate job type {}", Quote(t)));
+        }
+        s->allowed_types.push_back(std::move(t));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // A tenant (parent empty) or queue and, recursively, its children. `effective` gets its
+  // guarantees per key: its own where set, else its children's sum (a key a queue does not set is
+  // transparent, as in the quota tree).
+  Status Queue(const Value& v, const std::string& path, const std::string& parent, size_t level,
+               TenantConfig* t, Guarantees* effective) {
+    const bool is_tenant = parent.empty();
+    MappingReader m(v, path);
+    if (is_tenant) {
+      ARBITER_RETURN_IF_ERROR(
+          m.Check({"name", "budget", "guaranteed", "max", "lending_limit", "weight",
+                   "default_walltime_seconds", "allowed_types", "fair_share", "queues"}));
+    } else {
+      ARBITER_RETURN_IF_ERROR(
+          m.Check({"name", "guaranteed", "max", "lending_limit", "weight",
+                   "default_walltime_seconds", "allowed_types", "fair_share", "queues"}));
+    }
+    if (++queue_count_ > kMaxQueues) {
+      return ErrorAt(v, path, fmt::format("at most {} tenants and queues in all", kMaxQueues));
+    }
+    QueueSpec s;
+    ARBITER_RETURN_IF_ERROR(Name(m, IsValidName,
+                                 "use lower-case letters, digits and '-' (at most 63); names are "
+                                 "unique across tenants and queues",
+                                 &queue_names_, &s.name));
+    s.parent = parent;
+    s.is_tenant = is_tenant;
+    if (is_tenant) {
+      if (const Value* b = m.Get("budget")) {
+        t->budget.emplace();
+        ARBITER_RETURN_IF_ERROR(Budget(*b, m.PathOf("budget"), &*t->budget));
+      }
+    }
+    Guarantees own;
+    ARBITER_RETURN_IF_ERROR(QueueFields(m, &s, &own));
+    const std::string name = s.name;
+    t->queues.push_back(std::move(s));
+
+    std::map<std::string, int64_t> children_g;
+    if (const Value* children = m.Get("queues")) {
+      const std::string cp = m.PathOf("queues");
+      ARBITER_RETURN_IF_ERROR(ExpectSequence(*children, cp, kMaxQueues));
+      if (!children->items.empty() && level >= kMaxQueueDepth) {
+        return ErrorAt(*children, cp,
+                       fmt::format("queues nest at most {} levels below a tenant", kMaxQueueDepth));
+      }
+      for (size_t i = 0; i < children->items.size(); ++i) {
+        Guarantees g;
+        ARBITER_RETURN_IF_ERROR(
+            Queue(children->items[i], IndexPath(cp, i), name, level + 1, t, &g));
+        for (const auto& [key, amount] : g.amount) children_g[key] += amount;
+      }
+    }
+    // sum over children c of G(c) <= G(n) on every key n sets.
+    for (const auto& [key, amount] : own.amount) {
+      const auto it = children_g.find(key);
+      if (it != children_g.end() && it->second > amount) {
+        return InvalidArgument(
+            own.path[key], fmt::format("the queues under {} guarantee {} in all, more than its "
+                                       "own {}",
+                                       Quote(name), Amount(key, it->second), Amount(key, amount)));
+      }
+    }
+    effective->amount = children_g;
+    for (const auto& [key, amount] : own.amount) effective->amount[key] = amount;
+    return Status::Ok();
+  }
+
+  Status Users(const Value& seq) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(seq, "users", kMaxUsers));
+    std::map<std::string, std::string> seen;
+    for (size_t i = 0; i < seq.items.size(); ++i) {
+      MappingReader m(seq.items[i], IndexPath("users", i));
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "tenant", "role"}));
+      UserConfig u;
+      ARBITER_RETURN_IF_ERROR(Name(m, IsValidUserName,
+                                   "use letters, digits, '.', '_', '-' and '@' (at most 253)",
+                                   &seen, &u.name));
+      u.role = "member";
+      ARBITER_RETURN_IF_ERROR(
+          ReadChoice(m, "role", {"admin", "tenant-admin", "member", "viewer"}, &u.role));
+      ARBITER_RETURN_IF_ERROR(m.String("tenant", 63, &u.tenant));
+      if (u.tenant.empty()) {
+        if (u.role != "admin") {
+          return ErrorAt(
+              seq.items[i], m.PathOf("tenant"),
+              fmt::format("is required for the role {} (only admins have none)", Quote(u.role)));
+        }
+      } else if (tenant_names_.count(u.tenant) == 0) {
+        return ErrorAt(*m.Get("tenant"), m.PathOf("tenant"),
+                       fmt::format("unknown tenant {}", Quote(u.tenant)));
+      }
+      out_->users.push_back(std::move(u));
+    }
+    return Status::Ok();
+  }
+
+  Status Nodes(const Value& seq) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(seq, "nodes", kMaxNodes));
+    std::map<std::string, std::string> seen;
+    for (size_t i = 0; i < seq.items.size(); ++i) {
+      Node n;
+      ARBITER_RETURN_IF_ERROR(OneNode(seq.items[i], IndexPath("nodes", i), &seen, &n));
+      out_->nodes.push_back(std::move(n));
+    }
+    return Status::Ok();
+  }
+
+  Status OneNode(const Value& v, const std::string& path, std::map<std::string, std::string>* seen,
+                 Node* n) {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check(
+        {"name", "cpu_milli", "memory_mib", "rack", "block", "labels", "taints", "gpus", "state"}));
+    ARBITER_RETURN_IF_ERROR(Name(
+        m, IsValidHostName, "use letters, digits, '.', '_' and '-' (at most 253)", seen, &n->name));
+    ARBITER_RETURN_IF_ERROR(m.Int("cpu_milli", 0, kMaxNodeCpuMilli, &n->cpu_milli));
+    ARBITER_RETURN_IF_ERROR(m.Mib("memory_mib", kMaxNodeMib, &n->memory_mib));
+    if (const Value* r = m.Get("rack")) {
+      ARBITER_RETURN_IF_ERROR(ReadLabelValue(*r, m.PathOf("rack"), &n->rack));
+    }
+    if (const Value* b = m.Get("block")) {
+      ARBITER_RETURN_IF_ERROR(ReadLabelValue(*b, m.PathOf("block"), &n->block));
+    }
+    if (const Value* s = m.Get("state")) {
+      std::string state;
+      ARBITER_RETURN_IF_ERROR(ReadString(*s, m.PathOf("state"), 63, &state));
+      if (!ParseNodeState(state, &n->state)) {
+        return ErrorAt(
+            *s, m.PathOf("state"),
+            fmt::format("must be one of ready, cordoned, draining, down, got {}", Quote(state)));
+      }
+    }
+    if (const Value* l = m.Get("labels"))
+      ARBITER_RETURN_IF_ERROR(Labels(*l, m.PathOf("labels"), n));
+    if (const Value* t = m.Get("taints"))
+      ARBITER_RETURN_IF_ERROR(Taints(*t, m.PathOf("taints"), n));
+    if (const Value* g = m.Get("gpus")) {
+      const std::string gp = m.PathOf("gpus");
+      ARBITER_RETURN_IF_ERROR(g->kind == Value::Kind::kSequence ? GpuList(*g, gp, n)
+                                                                : GpuGroup(*g, gp, n));
+    }
+    return ValidateNode(*n, path);
+  }
+
+  Status Labels(const Value& v, const std::string& path, Node* n) {
+    ARBITER_RETURN_IF_ERROR(ExpectMapping(v, path, kMaxLabels));
+    for (const auto& [key, value] : v.members) {
+      const std::string kp = ChildPath(path, key);
+      if (!IsValidLabelKey(key)) {
+        return ErrorAt(value, kp,
+                       fmt::format("{} is not a valid label key: use letters, digits, '.', '_', "
+                                   "'-' and '/'",
+                                   Quote(key)));
+      }
+      ARBITER_RETURN_IF_ERROR(ReadLabelValue(value, kp, &n->labels[key]));
+    }
+    return Status::Ok();
+  }
+
+  Status Taints(const Value& v, const std::string& path, Node* n) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxTaints));
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      MappingReader m(v.items[i], IndexPath(path, i));
+      ARBITER_RETURN_IF_ERROR(m.Check({"key", "value"}));
+      ARBITER_RETURN_IF_ERROR(m.Require("key"));
+      Taint t;
+      ARBITER_RETURN_IF_ERROR(m.String("key", 253, &t.key));
+      if (!IsValidLabelKey(t.key)) {
+        return ErrorAt(*m.Get("key"), m.PathOf("key"),
+                       fmt::format("{} is not a valid taint key", Quote(t.key)));
+      }
+      if (const Value* tv = m.Get("value")) {
+        ARBITER_RETURN_IF_ERROR(ReadLabelValue(*tv, m.PathOf("value"), &t.value));
+      }
+      n->taints.push_back(std::move(t));
+    }
+    return Status::Ok();
+  }
+
+  // gpus: {count: 8, model: A100-80G, nvlink_domains: 2, memory_mib: 81920}: GPUs 0..count-1,
+  // domain of GPU i = i / (count / nvlink_domains).
+  Status GpuGroup(const Value& v, const std::string& path, Node* n) {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"count", "model", "nvlink_domains", "memory_mib"}));
+    int32_t count = 0;
+    ARBITER_RETURN_IF_ERROR(m.Require("count"));
+    ARBITER_RETURN_IF_ERROR(m.Int32("count", 0, static_cast<int32_t>(kMaxGpusPerNode), &count));
+    if (count == 0) return Status::Ok();
+    ARBITER_RETURN_IF_ERROR(m.Require("model"));
+    std::string model;
+    ARBITER_RETURN_IF_ERROR(m.String("model", 63, &model));
+    const GpuModel* gm = FindModel(model);
+    if (gm == nullptr) return UnknownModel(*m.Get("model"), m.PathOf("model"), model);
+    int32_t domains = 1;
+    ARBITER_RETURN_IF_ERROR(m.Int32("nvlink_domains", 1, count, &domains));
+    if (count % domains != 0) {
+      return ErrorAt(*m.Get("nvlink_domains"), m.PathOf("nvlink_domains"),
+                     fmt::format("must divide the GPU count ({}), got {}", count, domains));
+    }
+    int64_t memory = gm->memory_mib;
+    ARBITER_RETURN_IF_ERROR(m.Mib("memory_mib", kMaxNodeMib, &memory));
+    for (int32_t i = 0; i < count; ++i) {
+      n->gpus.push_back(Gpu{i, model, memory, true, i / (count / domains)});
+    }
+    return Status::Ok();
+  }
+
+  // gpus: [{index: 0, model: A100-80G, memory_mib: 81920, nvlink_domain: 0, healthy: true}, ...]
+  Status GpuList(const Value& v, const std::string& path, Node* n) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxGpusPerNode));
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      MappingReader m(v.items[i], IndexPath(path, i));
+      ARBITER_RETURN_IF_ERROR(
+          m.Check({"index", "model", "memory_mib", "nvlink_domain", "healthy"}));
+      Gpu g;
+      g.index = static_cast<int32_t>(i);
+      ARBITER_RETURN_IF_ERROR(m.Int32("index", 0, 1023, &g.index));
+      ARBITER_RETURN_IF_ERROR(m.Require("model"));
+      ARBITER_RETURN_IF_ERROR(m.String("model", 63, &g.model));
+      const GpuModel* gm = FindModel(g.model);
+      if (gm == nullptr) return UnknownModel(*m.Get("model"), m.PathOf("model"), g.model);
+      g.memory_mib = gm->memory_mib;
+      ARBITER_RETURN_IF_ERROR(m.Mib("memory_mib", kMaxNodeMib, &g.memory_mib));
+      ARBITER_RETURN_IF_ERROR(m.Int32("nvlink_domain", -1, 1023, &g.nvlink_domain));
+      ARBITER_RETURN_IF_ERROR(m.Bool("healthy", &g.healthy));
+      n->gpus.push_back(std::move(g));
+    }
+    return Status::Ok();
+  }
+
+  ClusterConfig* out_;
+  std::map<std::string, std::string> queue_names_;  // tenants and queues
+  std::set<std::string> tenant_names_;
+  size_t queue_count_ = 0;
+};
+
+}  // namespace
+
+Result<ClusterConfig> ParseConfigYaml(std::string_view yaml) {
+  const TreeLimits limits{kMaxConfigBytes, kMaxConfigDepth, kMaxConfigValues};
+  Result<Value> tree = ParseYamlTree(yaml, limits, "the configuration");
+  if (!tree.ok()) return tree.status();
+  if (tree->kind != Value::Kind::kMapping) {
+    return ErrorAt(*tree, "",
+                   fmt::format("the configuration must be a mapping (gpu_models, "
+                               "priority_classes, tenants, users, nodes), got {}",
+                               Describe(*tree)));
+  }
+  ClusterConfig config;
+  ConfigParser parser(&config);
+  ARBITER_RETURN_IF_ERROR(parser.Parse(*tree));
+  return config;
+}
+
+}  // namespace arbiter::api

@@ -1,0 +1,290 @@
+#include "api/job_codec.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "api/parse_tree.h"
+#include "api/value.h"
+#include "model/node.h"
+
+namespace arbiter::api {
+
+namespace {
+
+constexpr int32_t kMaxTasks = 100000;
+constexpr int32_t kMaxGpusPerTask = 1024;
+constexpr int64_t kMaxMib = int64_t{1} << 40;
+constexpr int64_t kMaxCpuMilli = int64_t{1} << 40;
+constexpr size_t kMaxNameBytes = 253;
+
+Status ParseResources(const Value& v, const std::string& path, TaskResources* r) {
+  MappingReader m(v, path);
+  ARBITER_RETURN_IF_ERROR(
+      m.Check({"gpus", "gpu_milli", "gpu_memory_mib", "cpu_milli", "memory_mib"}));
+  ARBITER_RETURN_IF_ERROR(m.Int32("gpus", 0, kMaxGpusPerTask, &r->gpus));
+  ARBITER_RETURN_IF_ERROR(
+      m.Int32("gpu_milli", 1, static_cast<int32_t>(kMilliPerGpu), &r->gpu_milli));
+  ARBITER_RETURN_IF_ERROR(m.Int("gpu_memory_mib", 0, kMaxMib, &r->gpu_memory_mib));
+  ARBITER_RETURN_IF_ERROR(m.Int("cpu_milli", 0, kMaxCpuMilli, &r->cpu_milli));
+  return m.Int("memory_mib", 0, kMaxMib, &r->memory_mib);
+}
+
+Status ParseRetry(const Value& v, const std::string& path, RetryPolicy* r) {
+  MappingReader m(v, path);
+  ARBITER_RETURN_IF_ERROR(
+      m.Check({"max_retries", "backoff_seconds", "backoff_cap_seconds", "on_exit_codes"}));
+  ARBITER_RETURN_IF_ERROR(m.Int32("max_retries", 0, 1000, &r->max_retries));
+  ARBITER_RETURN_IF_ERROR(m.Int("backoff_seconds", 0, int64_t{7} * 86400, &r->backoff_seconds));
+  ARBITER_RETURN_IF_ERROR(
+      m.Int("backoff_cap_seconds", 0, kMaxBackoffCapSeconds, &r->backoff_cap_seconds));
+  if (const Value* codes = m.Get("on_exit_codes")) {
+    const std::string cp = m.PathOf("on_exit_codes");
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(*codes, cp, kMaxExitCodes));
+    std::set<int32_t> seen;
+    for (size_t i = 0; i < codes->items.size(); ++i) {
+      int32_t code = 0;
+      ARBITER_RETURN_IF_ERROR(ReadInt32(codes->items[i], IndexPath(cp, i), 0, 255, &code));
+      if (!seen.insert(code).second) {
+        return InvalidArgument(IndexPath(cp, i), fmt::format("duplicate exit code {}", code));
+      }
+      r->on_exit_codes.push_back(code);
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseCommand(const Value& v, const std::string& path, std::vector<std::string>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxCommandArgs));
+  if (v.items.empty()) {
+    return InvalidArgument(path, "must not be empty: give the program and its arguments");
+  }
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    std::string arg;
+    ARBITER_RETURN_IF_ERROR(ReadString(v.items[i], IndexPath(path, i), kMaxArgBytes, &arg));
+    out->push_back(std::move(arg));
+  }
+  if (out->front().empty()) return InvalidArgument(IndexPath(path, 0), "the program is empty");
+  return Status::Ok();
+}
+
+Status ParseEnv(const Value& v, const std::string& path, std::map<std::string, std::string>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectMapping(v, path, kMaxEnvVars));
+  for (const auto& [key, value] : v.members) {
+    const std::string kp = ChildPath(path, key);
+    if (!IsValidEnvName(key)) {
+      return InvalidArgument(kp, fmt::format("{} is not a valid variable name: use letters, "
+                                             "digits and '_', not starting with a digit",
+                                             Quote(key)));
+    }
+    ARBITER_RETURN_IF_ERROR(ReadString(value, kp, kMaxEnvValueBytes, &(*out)[key]));
+  }
+  return Status::Ok();
+}
+
+Status ParseSelector(const Value& v, const std::string& path,
+                     std::map<std::string, std::string>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectMapping(v, path, kMaxSelectorLabels));
+  for (const auto& [key, value] : v.members) {
+    const std::string kp = ChildPath(path, key);
+    if (!IsValidLabelKey(key)) {
+      return InvalidArgument(kp, fmt::format("{} is not a valid label key: use letters, digits, "
+                                             "'.', '_', '-' and '/', at most 253",
+                                             Quote(key)));
+    }
+    std::string s;
+    ARBITER_RETURN_IF_ERROR(ReadString(value, kp, 253, &s));
+    if (!IsValidLabelValue(s)) {
+      return InvalidArgument(kp, fmt::format("{} is not a valid label value: use letters, digits, "
+                                             "'.', '_' and '-'",
+                                             Quote(s)));
+    }
+    (*out)[key] = std::move(s);
+  }
+  return Status::Ok();
+}
+
+Status ParseTolerations(const Value& v, const std::string& path, std::vector<Toleration>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxTolerations));
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    MappingReader m(v.items[i], IndexPath(path, i));
+    ARBITER_RETURN_IF_ERROR(m.Check({"key", "value"}));
+    ARBITER_RETURN_IF_ERROR(m.Require("key"));
+    Toleration t;
+    ARBITER_RETURN_IF_ERROR(m.String("key", 253, &t.key));
+    if (!IsValidLabelKey(t.key)) {
+      return InvalidArgument(m.PathOf("key"),
+                             fmt::format("{} is not a valid taint key", Quote(t.key)));
+    }
+    ARBITER_RETURN_IF_ERROR(m.String("value", 253, &t.value));
+    if (!IsValidLabelValue(t.value)) {
+      return InvalidArgument(m.PathOf("value"),
+                             fmt::format("{} is not a valid taint value", Quote(t.value)));
+    }
+    out->push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+Status ParseGpuModels(const Value& v, const std::string& path, std::vector<std::string>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxJobGpuModels));
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    const std::string ip = IndexPath(path, i);
+    std::string name;
+    ARBITER_RETURN_IF_ERROR(ReadString(v.items[i], ip, 63, &name));
+    if (!IsValidModelName(name)) {
+      return InvalidArgument(ip, fmt::format("{} is not a valid GPU model name", Quote(name)));
+    }
+    for (const std::string& earlier : *out) {
+      if (earlier == name) {
+        return InvalidArgument(ip, fmt::format("duplicate GPU model {}", Quote(name)));
+      }
+    }
+    out->push_back(std::move(name));
+  }
+  return Status::Ok();
+}
+
+// Strings at the top level: names, paths, the image.
+Status ParseStrings(const MappingReader& m, JobSpec* job) {
+  ARBITER_RETURN_IF_ERROR(m.Require("queue"));
+  ARBITER_RETURN_IF_ERROR(m.String("queue", 63, &job->queue));
+  if (!IsValidName(job->queue)) {
+    return InvalidArgument("queue", fmt::format("{} is not a valid queue name: use lower-case "
+                                                "letters, digits and '-', starting with a letter "
+                                                "or digit",
+                                                Quote(job->queue)));
+  }
+  ARBITER_RETURN_IF_ERROR(m.String("name", kMaxNameBytes, &job->name));
+  for (char c : job->name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return InvalidArgument("name", "must not contain control characters");
+    }
+  }
+  ARBITER_RETURN_IF_ERROR(m.String("priority_class", 63, &job->priority_class));
+  if (!job->priority_class.empty() && !IsValidName(job->priority_class)) {
+    return InvalidArgument("priority_class", fmt::format("{} is not a valid priority class name",
+                                                         Quote(job->priority_class)));
+  }
+  std::string type;
+  ARBITER_RETURN_IF_ERROR(m.String("type", 63, &type));
+  if (!type.empty() && !ParseJobType(type, &job->type)) {
+    return InvalidArgument("type", fmt::format("unknown job type {}; use training, fine-tuning, "
+                                               "evaluation, batch-inference, service or "
+                                               "experiment",
+                                               Quote(type)));
+  }
+  ARBITER_RETURN_IF_ERROR(m.String("workdir", kMaxPathBytes, &job->workdir));
+  if (!job->workdir.empty() && job->workdir[0] != '/') {
+    return InvalidArgument("workdir",
+                           fmt::format("must be an absolute path, got {}", Quote(job->workdir)));
+  }
+  ARBITER_RETURN_IF_ERROR(m.String("container_image", kMaxImageBytes, &job->container_image));
+  for (char c : job->container_image) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      return InvalidArgument("container_image", "must not contain spaces or control characters");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseBody(const Value& root, JobSpec* job) {
+  MappingReader m(root, "");
+  for (std::string_view k : {"tenant", "user", "id", "submit_time"}) {
+    if (root.kind == Value::Kind::kMapping && root.Find(k) != nullptr) {
+      return InvalidArgument(std::string(k),
+                             "is not part of the submission: the server sets the tenant and user "
+                             "from the token, the id and submit time itself");
+    }
+  }
+  ARBITER_RETURN_IF_ERROR(
+      m.Check({"name", "queue", "type", "priority_class", "command", "env", "workdir", "tasks",
+               "distinct_nodes", "resources", "gpu_models", "node_selector", "walltime_seconds",
+               "retry", "preemptible", "grace_period_seconds", "tolerations", "container_image"}));
+  ARBITER_RETURN_IF_ERROR(ParseStrings(m, job));
+  ARBITER_RETURN_IF_ERROR(m.Require("command"));
+  ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), "command", &job->command));
+  if (const Value* v = m.Get("env")) ARBITER_RETURN_IF_ERROR(ParseEnv(*v, "env", &job->env));
+  ARBITER_RETURN_IF_ERROR(m.Int32("tasks", 1, kMaxTasks, &job->tasks));
+  ARBITER_RETURN_IF_ERROR(m.Bool("distinct_nodes", &job->distinct_nodes));
+  if (const Value* v = m.Get("resources")) {
+    ARBITER_RETURN_IF_ERROR(ParseResources(*v, "resources", &job->resources));
+  }
+  if (const Value* v = m.Get("gpu_models")) {
+    ARBITER_RETURN_IF_ERROR(ParseGpuModels(*v, "gpu_models", &job->gpu_models));
+  }
+  if (const Value* v = m.Get("node_selector")) {
+    ARBITER_RETURN_IF_ERROR(ParseSelector(*v, "node_selector", &job->node_selector));
+  }
+  if (const Value* v = m.Get("tolerations")) {
+    ARBITER_RETURN_IF_ERROR(ParseTolerations(*v, "tolerations", &job->tolerations));
+  }
+  ARBITER_RETURN_IF_ERROR(
+      m.Int("walltime_seconds", 0, kMaxWalltimeSeconds, &job->walltime_seconds));
+  if (const Value* v = m.Get("retry"))
+    ARBITER_RETURN_IF_ERROR(ParseRetry(*v, "retry", &job->retry));
+  if (m.Get("preemptible") != nullptr) {
+    bool b = false;
+    ARBITER_RETURN_IF_ERROR(m.Bool("preemptible", &b));
+    job->preemptible = b;
+  }
+  if (m.Get("grace_period_seconds") != nullptr) {
+    int64_t g = 0;
+    ARBITER_RETURN_IF_ERROR(m.Int("grace_period_seconds", 0, 86400, &g));
+    job->grace_period_seconds = g;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<JobSpec> ParseJobSubmission(std::string_view json) {
+  const TreeLimits limits{kMaxBodyBytes, kMaxNestingDepth, kMaxBodyValues};
+  Result<Value> tree = ParseJsonTree(json, limits, "the request body");
+  if (!tree.ok()) return tree.status();
+  if (tree->kind != Value::Kind::kMapping) {
+    return InvalidArgument(
+        "", fmt::format("the request body must be a JSON object, got {}", Describe(*tree)));
+  }
+  JobSpec job;
+  ARBITER_RETURN_IF_ERROR(ParseBody(*tree, &job));
+  ARBITER_RETURN_IF_ERROR(ValidateJobSpec(job));
+  return job;
+}
+
+nlohmann::json JobSpecToJson(const JobSpec& job) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!job.name.empty()) j["name"] = job.name;
+  j["queue"] = job.queue;
+  j["type"] = std::string(JobTypeName(job.type));
+  if (!job.priority_class.empty()) j["priority_class"] = job.priority_class;
+  j["command"] = job.command;
+  j["env"] = nlohmann::json::object();
+  for (const auto& [k, v] : job.env) j["env"][k] = v;
+  if (!job.workdir.empty()) j["workdir"] = job.workdir;
+  j["tasks"] = job.tasks;
+  j["distinct_nodes"] = job.distinct_nodes;
+  j["resources"] = {{"gpus", job.resources.gpus},
+                    {"gpu_milli", job.resources.gpu_milli},
+                    {"gpu_memory_mib", job.resources.gpu_memory_mib},
+                    {"cpu_milli", job.resources.cpu_milli},
+                    {"memory_mib", job.resources.memory_mib}};
+  j["gpu_models"] = job.gpu_models;
+  j["node_selector"] = nlohmann::json::object();
+  for (const auto& [k, v] : job.node_selector) j["node_selector"][k] = v;
+  j["walltime_seconds"] = job.walltime_seconds;
+  j["retry"] = {{"max_retries", job.retry.max_retries},
+                {"backoff_seconds", job.retry.backoff_seconds},
+                {"backoff_cap_seconds", job.retry.backoff_cap_seconds},
+                {"on_exit_codes", job.retry.on_exit_codes}};
+  if (job.preemptible) j["preemptible"] = *job.preemptible;
+  if (job.grace_period_seconds) j["grace_period_seconds"] = *job.grace_period_seconds;
+  j["tolerations"] = nlohmann::json::array();
+  for (const Toleration& t : job.tolerations) {
+    j["tolerations"].push_back({{"key", t.key}, {"value", t.value}});
+  }
+  if (!job.container_image.empty()) j["container_image"] = job.container_image;
+  return j;
+}
+
+}  // namespace arbiter::api

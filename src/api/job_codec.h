@@ -1,0 +1,64 @@
+// The job submission body of the REST API (POST /api/v1/jobs): JSON to JobSpec and back.
+//
+//   {"name": "llama-ft", "queue": "vision-train", "type": "fine-tuning", "priority_class":
+//   "normal",
+//    "command": ["python", "train.py"], "env": {"HF_HOME": "/data/hf"}, "workdir": "/home/alice",
+//    "tasks": 2, "distinct_nodes": true,
+//    "resources": {"gpus": 4, "gpu_milli": 1000, "gpu_memory_mib": 0, "cpu_milli": 16000,
+//                  "memory_mib": 65536},
+//    "gpu_models": ["A100-80G"], "node_selector": {"rack": "r1"}, "walltime_seconds": 86400,
+//    "retry": {"max_retries": 3, "backoff_seconds": 30, "backoff_cap_seconds": 3600,
+//              "on_exit_codes": []},
+//    "preemptible": true, "grace_period_seconds": 60,
+//    "tolerations": [{"key": "dedicated", "value": "inference"}], "container_image": "..."}
+//
+// Required: queue and command. Defaults: type "training", tasks 1, resources.gpu_milli 1000, the
+// rest as in JobSpec. A null member counts as absent. The tenant, the user, the id and the submit
+// time are not part of the body (the server sets them from the token and its clock): they are
+// refused like any unknown field.
+//
+// Every error is InvalidArgument; field() is the dotted path of the offending member
+// ("resources.gpus", "env[\"1X\"]", "command[0]"), or empty for errors about the whole body
+// (too large, not JSON). The message says what is allowed.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "common/result.h"
+#include "model/job.h"
+
+namespace arbiter::api {
+
+// Bounds on a submission body. The server should also refuse larger bodies before reading them.
+inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;  // 1 MiB
+inline constexpr size_t kMaxNestingDepth = 64;            // open objects and arrays at once
+inline constexpr size_t kMaxBodyValues = 65536;           // values of any kind in the body
+
+// Bounds on the fields (beyond ValidateJobSpec's).
+inline constexpr size_t kMaxCommandArgs = 4096;
+inline constexpr size_t kMaxArgBytes = size_t{128} * 1024;
+inline constexpr size_t kMaxEnvVars = 1024;
+inline constexpr size_t kMaxEnvValueBytes = size_t{128} * 1024;
+inline constexpr size_t kMaxJobGpuModels = 16;
+inline constexpr size_t kMaxSelectorLabels = 64;
+inline constexpr size_t kMaxTolerations = 64;
+inline constexpr size_t kMaxExitCodes = 256;
+inline constexpr size_t kMaxPathBytes = 4096;   // workdir
+inline constexpr size_t kMaxImageBytes = 1024;  // container_image
+inline constexpr int64_t kMaxWalltimeSeconds = int64_t{366} * 86400;
+inline constexpr int64_t kMaxBackoffCapSeconds = int64_t{30} * 86400;
+
+// Parses and validates a submission body (ValidateJobSpec included). tenant, user, id and
+// submit_time are left empty.
+Result<JobSpec> ParseJobSubmission(std::string_view json);
+
+// The body that parses back to `job` (tenant, user, id and submit_time are not part of it). Empty
+// optional strings (name, priority_class, workdir, container_image) and unset optional fields
+// are left out; everything else is written. Requires: `job` passes ValidateJobSpec.
+nlohmann::json JobSpecToJson(const JobSpec& job);
+
+}  // namespace arbiter::api

@@ -1,0 +1,299 @@
+#include "api/job_codec.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <ostream>
+#include <string>
+
+namespace arbiter::api {
+namespace {
+
+constexpr const char* kExample = R"({
+  "name": "llama-ft", "queue": "vision-train", "type": "fine-tuning", "priority_class": "normal",
+  "command": ["python", "train.py", "--epochs", "3"], "env": {"HF_HOME": "/data/hf"},
+  "workdir": "/home/alice/llama", "tasks": 2, "distinct_nodes": true,
+  "resources": {"gpus": 4, "gpu_milli": 1000, "gpu_memory_mib": 0, "cpu_milli": 16000,
+                "memory_mib": 65536},
+  "gpu_models": ["A100-80G"], "node_selector": {"rack": "r1"}, "walltime_seconds": 86400,
+  "retry": {"max_retries": 3, "backoff_seconds": 30, "backoff_cap_seconds": 3600,
+            "on_exit_codes": []},
+  "preemptible": true, "grace_period_seconds": 60,
+  "tolerations": [{"key": "dedicated", "value": "inference"}],
+  "container_image": "registry.example.com/vision/train:1.2"
+})";
+
+// A minimal valid body with `extra` members appended ("\"tasks\": 2").
+std::string Body(const std::string& extra) {
+  if (extra.empty()) return R"({"queue": "q", "command": ["run"]})";
+  return fmt::format(R"({{"queue": "q", "command": ["run"], {}}})", extra);
+}
+
+TEST(ParseJobSubmission, ReadsEveryField) {
+  Result<JobSpec> r = ParseJobSubmission(kExample);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const JobSpec& j = *r;
+  EXPECT_EQ(j.name, "llama-ft");
+  EXPECT_EQ(j.queue, "vision-train");
+  EXPECT_EQ(j.type, JobType::kFineTuning);
+  EXPECT_EQ(j.priority_class, "normal");
+  EXPECT_EQ(j.command, (std::vector<std::string>{"python", "train.py", "--epochs", "3"}));
+  EXPECT_EQ(j.env.at("HF_HOME"), "/data/hf");
+  EXPECT_EQ(j.workdir, "/home/alice/llama");
+  EXPECT_EQ(j.tasks, 2);
+  EXPECT_TRUE(j.distinct_nodes);
+  EXPECT_EQ(j.resources, (TaskResources{4, 1000, 0, 16000, 65536}));
+  EXPECT_EQ(j.gpu_models, std::vector<std::string>{"A100-80G"});
+  EXPECT_EQ(j.node_selector.at("rack"), "r1");
+  EXPECT_EQ(j.walltime_seconds, 86400);
+  EXPECT_EQ(j.retry, (RetryPolicy{3, 30, 3600, {}}));
+  EXPECT_EQ(j.preemptible, true);
+  EXPECT_EQ(j.grace_period_seconds, 60);
+  EXPECT_EQ(j.tolerations, (std::vector<Toleration>{{"dedicated", "inference"}}));
+  EXPECT_EQ(j.container_image, "registry.example.com/vision/train:1.2");
+  EXPECT_TRUE(j.tenant.empty());
+  EXPECT_TRUE(j.user.empty());
+}
+
+TEST(ParseJobSubmission, Defaults) {
+  Result<JobSpec> r = ParseJobSubmission(Body(""));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->type, JobType::kTraining);
+  EXPECT_EQ(r->tasks, 1);
+  EXPECT_EQ(r->resources.gpu_milli, 1000);
+  EXPECT_EQ(r->resources.gpus, 0);
+  EXPECT_FALSE(r->preemptible.has_value());
+  EXPECT_FALSE(r->grace_period_seconds.has_value());
+
+  // null is absent.
+  Result<JobSpec> n = ParseJobSubmission(Body(R"("tasks": null, "preemptible": null)"));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->tasks, 1);
+  EXPECT_FALSE(n->preemptible.has_value());
+}
+
+TEST(ParseJobSubmission, FractionalGpu) {
+  Result<JobSpec> r = ParseJobSubmission(
+      Body(R"("resources": {"gpus": 1, "gpu_milli": 250, "gpu_memory_mib": 8192})"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->resources.fractional());
+  EXPECT_EQ(r->resources.gpu_milli, 250);
+}
+
+struct Rejection {
+  std::string body;
+  std::string field;
+  std::string message;  // a part of the message
+};
+
+class JobRejection : public testing::TestWithParam<Rejection> {};
+
+// Shown in test names: the field, in characters test names allow.
+void PrintTo(const Rejection& r, std::ostream* os) {
+  std::string name = r.field.empty() ? "body" : r.field;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '[' && c != ']') c = '_';
+  }
+  *os << name;
+}
+
+TEST_P(JobRejection, NamesTheField) {
+  const Rejection& c = GetParam();
+  Result<JobSpec> r = ParseJobSubmission(c.body);
+  ASSERT_FALSE(r.ok()) << c.body;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().field(), c.field) << r.status().ToString();
+  EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().ToString();
+}
+
+std::string Repeated(const std::string& item, int n) {
+  std::vector<std::string> items(static_cast<size_t>(n), item);
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
+std::string ManyEnv(int n) {
+  std::vector<std::string> vars;
+  for (int i = 0; i < n; ++i) vars.push_back(fmt::format(R"("V{}": "x")", i));
+  return fmt::format(R"("env": {{{}}})", fmt::join(vars, ","));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, JobRejection,
+    testing::Values(
+        // Required and unknown fields.
+        Rejection{R"({"command": ["x"]})", "queue", "is required"},
+        Rejection{R"({"queue": "q"})", "command", "is required"},
+        Rejection{Body(R"("tenant": "vision")"), "tenant", "from the token"},
+        Rejection{Body(R"("user": "alice")"), "user", "from the token"},
+        Rejection{Body(R"("id": 7)"), "id", "not part of the submission"},
+        Rejection{Body(R"("gpus": 4)"), "gpus", "unknown field"},
+        Rejection{Body(R"("resources": {"gpu": 4})"), "resources.gpu", "unknown field"},
+        Rejection{Body(R"("retry": {"max": 1})"), "retry.max", "allowed here"},
+        // Wrong types.
+        Rejection{Body(R"("resources": {"gpus": "4"})"), "resources.gpus", "must be an integer"},
+        Rejection{Body(R"("resources": {"gpus": 4.5})"), "resources.gpus", "got 4.5"},
+        Rejection{Body(R"("resources": {"gpus": 4.0})"), "resources.gpus", "must be an integer"},
+        Rejection{Body(R"("resources": {"gpus": true})"), "resources.gpus", "got true"},
+        Rejection{Body(R"("resources": {"gpus": [4]})"), "resources.gpus", "got a list"},
+        Rejection{Body(R"("resources": [])"), "resources", "must be a mapping"},
+        Rejection{Body(R"("distinct_nodes": "true")"), "distinct_nodes", "true or false"},
+        Rejection{Body(R"("preemptible": 1)"), "preemptible", "true or false"},
+        Rejection{Body(R"("name": 5)"), "name", "must be a string"},
+        Rejection{R"({"queue": 5, "command": ["x"]})", "queue", "must be a string"},
+        Rejection{R"({"queue": "q", "command": "python"})", "command", "must be a list"},
+        // Ranges and huge numbers.
+        Rejection{Body(R"("resources": {"gpus": -1})"), "resources.gpus", "between 0 and 1024"},
+        Rejection{Body(R"("resources": {"gpus": 2000})"), "resources.gpus", "between 0 and 1024"},
+        Rejection{Body(R"("resources": {"gpus": 99999999999999999999})"), "resources.gpus",
+                  "99999999999999999999"},
+        Rejection{Body(R"("resources": {"gpus": 1e400})"), "resources.gpus", "out of range"},
+        Rejection{Body(R"("resources": {"cpu_milli": -1e400})"), "resources.cpu_milli",
+                  "out of range"},
+        Rejection{Body(R"("resources": {"memory_mib": 9223372036854775808})"),
+                  "resources.memory_mib", "must be an integer"},
+        Rejection{Body(R"("resources": {"gpu_milli": 0})"), "resources.gpu_milli",
+                  "between 1 and 1000"},
+        Rejection{Body(R"("resources": {"gpus": 2, "gpu_milli": 500})"), "resources.gpu_milli",
+                  "needs gpus = 1"},
+        Rejection{Body(R"("tasks": 2147483648)"), "tasks", "between 1 and 100000"},
+        Rejection{Body(R"("tasks": 0)"), "tasks", "between 1 and 100000"},
+        Rejection{Body(R"("walltime_seconds": -5)"), "walltime_seconds", "between 0 and"},
+        Rejection{Body(R"("grace_period_seconds": 100000)"), "grace_period_seconds",
+                  "between 0 and 86400"},
+        Rejection{Body(R"("retry": {"max_retries": -1})"), "retry.max_retries", "between 0"},
+        Rejection{Body(R"("retry": {"backoff_seconds": 60, "backoff_cap_seconds": 30})"),
+                  "retry.backoff_cap_seconds", ">= backoff_seconds"},
+        Rejection{Body(R"("retry": {"on_exit_codes": [1, 300]})"), "retry.on_exit_codes[1]",
+                  "between 0 and 255"},
+        Rejection{Body(R"("retry": {"on_exit_codes": [1, 1]})"), "retry.on_exit_codes[1]",
+                  "duplicate"},
+        // Names and strings.
+        Rejection{R"({"queue": "Vision", "command": ["x"]})", "queue", "not a valid queue name"},
+        Rejection{R"({"queue": "-a", "command": ["x"]})", "queue", "not a valid queue name"},
+        Rejection{R"({"queue": "", "command": ["x"]})", "queue", "not a valid queue name"},
+        Rejection{Body(R"("type": "inference")"), "type", "unknown job type"},
+        Rejection{Body(R"("priority_class": "High")"), "priority_class", "not a valid"},
+        Rejection{Body(R"("workdir": "relative/dir")"), "workdir", "absolute path"},
+        Rejection{Body(R"("name": "a\u0001b")"), "name", "control characters"},
+        Rejection{Body(R"("container_image": "a b")"), "container_image", "spaces"},
+        Rejection{R"({"queue": "q", "command": []})", "command", "must not be empty"},
+        Rejection{R"({"queue": "q", "command": [""]})", "command[0]", "empty"},
+        Rejection{R"({"queue": "q", "command": ["x", 5]})", "command[1]", "must be a string"},
+        Rejection{R"({"queue": "q", "command": ["a\u0000b"]})", "command[0]", "NUL"},
+        Rejection{Body(R"("env": {"1BAD": "x"})"), "env.1BAD", "not a valid variable name"},
+        Rejection{Body(R"("env": {"A B": "x"})"), "env[\"A B\"]", "not a valid variable name"},
+        Rejection{Body(R"("env": {"A": 5})"), "env.A", "must be a string"},
+        Rejection{Body(R"("env": ["A=1"])"), "env", "must be a mapping"},
+        Rejection{Body(R"("gpu_models": ["A100-80G"])"), "gpu_models", "asks for no GPU"},
+        Rejection{Body(R"("resources": {"gpus": 1}, "gpu_models": ["A100", "A100"])"),
+                  "gpu_models[1]", "duplicate"},
+        Rejection{Body(R"("resources": {"gpus": 1}, "gpu_models": ["A 100"])"), "gpu_models[0]",
+                  "not a valid GPU model"},
+        Rejection{Body(R"("node_selector": {"rack": 1})"), "node_selector.rack",
+                  "must be a string"},
+        Rejection{Body(R"("node_selector": {"rack": "r 1"})"), "node_selector.rack",
+                  "not a valid label value"},
+        Rejection{Body(R"("tolerations": [{"value": "x"}])"), "tolerations[0].key", "required"},
+        Rejection{Body(R"("tolerations": [{"key": "k", "effect": "x"}])"), "tolerations[0].effect",
+                  "unknown field"},
+        Rejection{Body(R"("tolerations": {"key": "k"})"), "tolerations", "must be a list"},
+        // Bounded lists and maps.
+        Rejection{Body(ManyEnv(1025)), "env", "at most 1024"},
+        Rejection{fmt::format(R"({{"queue": "q", "command": [{}]}})", Repeated("\"a\"", 4097)),
+                  "command", "at most 4096"},
+        Rejection{Body(fmt::format(R"("tolerations": [{}])", Repeated(R"({"key": "k"})", 65))),
+                  "tolerations", "at most 64"},
+        // Duplicate keys.
+        Rejection{R"({"queue": "a", "queue": "b", "command": ["x"]})", "queue", "duplicate key"},
+        Rejection{Body(R"("env": {"A": "1", "A": "2"})"), "env.A", "duplicate key"}));
+
+TEST(ParseJobSubmission, WholeBodyErrors) {
+  const Rejection cases[] = {
+      {"", "", "empty"},
+      {"  \n", "", "empty"},
+      {"[1]", "", "must be a JSON object"},
+      {"\"queue\"", "", "must be a JSON object"},
+      {"{\"queue\": ", "", "not valid JSON"},
+      {fmt::format("{} x", Body("")), "", "not valid JSON"},
+      {"{'queue': 'q'}", "", "not valid JSON"},
+      {"{\"queue\": \"\xff\"}", "", "not valid JSON"},
+      {fmt::format("{}/* comment */", Body("")), "", "not valid JSON"},
+  };
+  for (const Rejection& c : cases) {
+    SCOPED_TRACE(c.body);
+    Result<JobSpec> r = ParseJobSubmission(c.body);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().field(), c.field);
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().ToString();
+  }
+}
+
+TEST(ParseJobSubmission, LimitsOnSizeDepthAndValues) {
+  // Body size: one byte over.
+  std::string big = Body(fmt::format(R"("name": "{}")", std::string(kMaxBodyBytes, 'x')));
+  Result<JobSpec> r = ParseJobSubmission(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("at most 1048576 bytes"), std::string::npos);
+
+  // 10,000 nested arrays, closed or not, at the top or inside a field.
+  for (const std::string& deep :
+       {fmt::format("{:[<10000}{:]<10000}", "", ""), fmt::format("{:[<10000}", ""),
+        Body(fmt::format(R"("env": {:[<10000}{:]<10000})", "", ""))}) {
+    Result<JobSpec> d = ParseJobSubmission(deep);
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.status().message().find("nesting is deeper than 64"), std::string::npos)
+        << d.status().ToString();
+  }
+  std::vector<std::string> opens(10000, R"({"a":)");
+  Result<JobSpec> o =
+      ParseJobSubmission(fmt::format("{}1{}", fmt::join(opens, ""), std::string(10000, '}')));
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("nesting"), std::string::npos);
+
+  // Many small values within the byte limit.
+  Result<JobSpec> m = ParseJobSubmission(Body(fmt::format(R"("x": [{}])", Repeated("0", 70000))));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("more than 65536 values"), std::string::npos)
+      << m.status().ToString();
+}
+
+TEST(JobSpecToJson, RoundTrips) {
+  for (const std::string& body :
+       {std::string(kExample), Body(""), Body(R"("resources": {"gpus": 1, "gpu_milli": 500},
+                                          "retry": {"on_exit_codes": [1, 137]},
+                                          "preemptible": false, "grace_period_seconds": 0,
+                                          "tolerations": [{"key": "gpu-only"}],
+                                          "env": {"A": "x\ny", "B": "é"})")}) {
+    SCOPED_TRACE(body);
+    Result<JobSpec> first = ParseJobSubmission(body);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    const nlohmann::json j = JobSpecToJson(*first);
+    Result<JobSpec> second = ParseJobSubmission(j.dump());
+    ASSERT_TRUE(second.ok()) << second.status().ToString() << "\n" << j.dump();
+    EXPECT_EQ(JobSpecToJson(*second), j);
+    EXPECT_EQ(second->resources, first->resources);
+    EXPECT_EQ(second->retry, first->retry);
+    EXPECT_EQ(second->tolerations, first->tolerations);
+    EXPECT_EQ(second->env, first->env);
+    EXPECT_EQ(second->command, first->command);
+    EXPECT_EQ(second->preemptible, first->preemptible);
+    EXPECT_EQ(second->grace_period_seconds, first->grace_period_seconds);
+  }
+}
+
+TEST(JobSpecToJson, LeavesOutUnsetOptionals) {
+  Result<JobSpec> r = ParseJobSubmission(Body(""));
+  ASSERT_TRUE(r.ok());
+  const nlohmann::json j = JobSpecToJson(*r);
+  EXPECT_FALSE(j.contains("preemptible"));
+  EXPECT_FALSE(j.contains("grace_period_seconds"));
+  EXPECT_FALSE(j.contains("name"));
+  EXPECT_FALSE(j.contains("tenant"));
+  EXPECT_EQ(j["type"], "training");
+  EXPECT_EQ(j["resources"]["gpu_milli"], 1000);
+}
+
+}  // namespace
+}  // namespace arbiter::api
