@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# `make run`: the main job. Until the control plane lands this shows the scheduling core at work on a
-# synthetic cluster (the same core the server will drive), and says what `make run` will start.
+# `make run`: starts an Arbiter server on its embedded default: SQLite in ./data, the demo
+# configuration (deploy/demo.yaml: two tenants, three priority classes, one 8-GPU node).
+# Override with ARBITER_LISTEN (default 127.0.0.1:8080), ARBITER_DATA (default ./data).
 set -euo pipefail
 BIN=${1:-build/arbiter}
-cat <<'TXT'
-Arbiter: the scheduling core is built.
+LISTEN=${ARBITER_LISTEN:-127.0.0.1:8080}
+DATA=${ARBITER_DATA:-data}
+URL="http://${LISTEN}"
+cat <<TXT
+Arbiter server
+  API        ${URL}/api/v1   (OpenAPI document: ${URL}/api/v1/openapi.json)
+  data       ${DATA}/arbiter.db, admin token in ${DATA}/admin.token
+  config     deploy/demo.yaml (tenants vision and speech, queues vision-train, vision-dev, speech-train)
 
-`make run` will start `arbiter server` on its embedded default (SQLite in ./data, a built-in node
-with fake GPUs) once the control plane lands. Today it runs the core once on a synthetic cluster:
+Submit a first job (from another terminal):
+  export ARBITER_TOKEN=\$(cat ${DATA}/admin.token)
+  curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" -X POST ${URL}/api/v1/jobs \\
+       -d '{"queue": "vision-train", "command": ["sh", "-c", "echo GPUs \$CUDA_VISIBLE_DEVICES; sleep 5"],
+            "resources": {"gpus": 2}}'
+  curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" ${URL}/api/v1/jobs/1        # state, placement
+  curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" ${URL}/api/v1/queues        # live usage
+
+The built-in node "local" (8 fake GPUs) runs each task as a process with CUDA_VISIBLE_DEVICES set
+to its GPUs; output in ${DATA}/jobs/ID/task-0.out. Ctrl-C stops the server.
+
 TXT
-echo
-echo "\$ $BIN bench --nodes 64 --gpus-per-node 8 --queues 4 --jobs 2000 --policy default"
-"$BIN" bench --nodes 64 --gpus-per-node 8 --queues 4 --jobs 2000 --policy default
-echo
-echo "At scale (what docs/benchmarks.md records):"
-echo "  $BIN bench --nodes 10000 --gpus-per-node 8 --queues 100 --jobs 200000 --policy binpack --json"
+exec "$BIN" server --data-dir "$DATA" --listen "$LISTEN" --config deploy/demo.yaml --local-node local

@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "bench/bench_command.h"
+#include "bench/submit_bench.h"
+#include "server/server_command.h"
 #include "sim/inflate_command.h"
 
 #ifndef ARBITER_VERSION
@@ -37,7 +39,23 @@ int main(int argc, char** argv) {
                 "Placement profile: default, binpack, spread, topology, fgd");
   b->add_option("--seed", bench.spec.seed, "Seed of the synthetic workload");
   b->add_flag("--json", bench.json, "Print one JSON object");
-  b->callback([&] { exit_code = arbiter::bench::RunBench(bench); });
+  arbiter::bench::SubmitBenchOptions submit;
+  auto* bs = b->add_subcommand(
+      "submit",
+      "Durable submissions per second against a running server\n"
+      "Example: arbiter bench submit --server http://127.0.0.1:8080 --token T --queue Q "
+      "--jobs 20000 --concurrency 8 --json");
+  bs->add_option("--server", submit.server, "Server URL");
+  bs->add_option("--token", submit.token, "Bearer token")->required();
+  bs->add_option("--queue", submit.queue, "Queue to submit to")->required();
+  bs->add_option("--jobs", submit.jobs, "Jobs to submit")->check(CLI::Range(1, 100000000));
+  bs->add_option("--concurrency", submit.concurrency, "Concurrent connections")
+      ->check(CLI::Range(1, 1024));
+  bs->add_flag("--json", submit.json, "Print one JSON object");
+  bs->callback([&] { exit_code = arbiter::bench::RunSubmitBench(submit); });
+  b->callback([&] {
+    if (!b->got_subcommand(bs)) exit_code = arbiter::bench::RunBench(bench);
+  });
 
   auto* simulate = app.add_subcommand("simulate", "Run the scheduling core on a cluster trace");
   simulate->require_subcommand(1);
@@ -65,6 +83,29 @@ int main(int argc, char** argv) {
   inf->add_option("--json", inflate.json_path,
                   "Write the report as JSON to this file ('-': stdout)");
   inf->callback([&] { exit_code = arbiter::sim::RunInflateCommand(inflate); });
+
+  arbiter::server::ServerOptions server;
+  auto* srv = app.add_subcommand("server",
+                                 "Run the control plane: REST API, scheduler and store\n"
+                                 "Example: arbiter server --data-dir /var/lib/arbiter --listen "
+                                 "0.0.0.0:8080 --config cluster.yaml");
+  srv->add_option("--data-dir", server.data_dir, "Folder of the store and admin.token");
+  srv->add_option("--listen", server.listen, "HOST:PORT to serve the API on (port 0: any free)");
+  srv->add_option("--config", server.config_file, "YAML configuration applied at start");
+  srv->add_option("--log-format", server.log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  srv->add_option("--cycle-interval-ms", server.cycle_interval_ms, "Time between scheduling cycles")
+      ->check(CLI::Range(1, 600000));
+  srv->add_option("--rate-limit", server.rate_limit, "Requests per second per token (0: unlimited)")
+      ->check(CLI::Range(0.0, 1e9));
+  srv->add_option("--http-threads", server.http_threads, "HTTP worker threads")
+      ->check(CLI::Range(1, 1024));
+  srv->add_option("--local-node", server.local_node,
+                  "Run the tasks placed on this node as local processes (the built-in node)");
+  srv->add_option("--fake-gpus", server.fake_gpus,
+                  "GPUs of the built-in node when it is not in the configuration")
+      ->check(CLI::Range(0, 64));
+  srv->callback([&] { exit_code = arbiter::server::RunServer(server); });
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,1346 @@
+#include "server/control_plane.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "api/job_codec.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxEvents = 10000;  // kept in memory for the SSE stream
+constexpr const char* kConfigKey = "config.yaml";
+
+Status Forbidden(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
+Status NotFoundError(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
+
+json NodeToJson(const Node& n) {
+  json gpus = json::array();
+  for (const Gpu& g : n.gpus) {
+    gpus.push_back({{"index", g.index},
+                    {"model", g.model},
+                    {"memory_mib", g.memory_mib},
+                    {"healthy", g.healthy},
+                    {"nvlink_domain", g.nvlink_domain}});
+  }
+  json taints = json::array();
+  for (const Taint& t : n.taints) taints.push_back({{"key", t.key}, {"value", t.value}});
+  return {{"name", n.name},
+          {"labels", n.labels},
+          {"taints", taints},
+          {"cpu_milli", n.cpu_milli},
+          {"memory_mib", n.memory_mib},
+          {"state", std::string(NodeStateName(n.state))},
+          {"rack", n.rack},
+          {"block", n.block},
+          {"gpus", gpus}};
+}
+
+Result<Node> NodeFromJson(const std::string& text) {
+  try {
+    const json j = json::parse(text);
+    Node n;
+    n.name = j.at("name").get<std::string>();
+    n.labels = j.value("labels", std::map<std::string, std::string>{});
+    for (const json& t : j.value("taints", json::array())) {
+      n.taints.push_back({t.at("key").get<std::string>(), t.value("value", "")});
+    }
+    n.cpu_milli = j.at("cpu_milli").get<int64_t>();
+    n.memory_mib = j.at("memory_mib").get<int64_t>();
+    if (!ParseNodeState(j.value("state", "ready"), &n.state)) n.state = NodeState::kReady;
+    n.rack = j.value("rack", "");
+    n.block = j.value("block", "");
+    for (const json& g : j.value("gpus", json::array())) {
+      n.gpus.push_back({g.at("index").get<int32_t>(), g.at("model").get<std::string>(),
+                        g.value("memory_mib", int64_t{0}), g.value("healthy", true),
+                        g.value("nvlink_domain", 0)});
+    }
+    return n;
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, fmt::format("stored node is unreadable: {}", e.what()));
+  }
+}
+
+std::string Iso8601(TimeMs ms) {
+  if (ms <= 0) return "";
+  const std::time_t s = ms / 1000;
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+}
+
+json TimeJson(TimeMs ms) { return ms > 0 ? json(Iso8601(ms)) : json(nullptr); }
+
+}  // namespace
+
+// The compiled form of configuration and nodes, rebuilt when either changes.
+struct ControlPlane::Compiled {
+  core::Cluster cluster;
+  core::QuotaTree tree;
+  std::unique_ptr<core::Profile> profile;
+  std::map<std::string, PriorityClass> classes;
+};
+
+ControlPlane::ControlPlane(store::Store* store, NowFn now) : store_(store), now_(std::move(now)) {}
+
+bool ControlPlane::ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loaded_;
+}
+
+ControlPlane::Stats ControlPlane::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+// --- Loading and compiling -------------------------------------------------------------------
+
+Status ControlPlane::Load() {
+  auto state = store_->Load();
+  if (!state.ok()) return state.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const store::KvRecord& kv : state->kv) {
+    if (kv.key != kConfigKey) continue;
+    auto c = api::ParseConfigYaml(kv.value);
+    if (!c.ok()) return Internal("stored configuration is unreadable: " + c.status().ToString());
+    config_ = std::move(c).value();
+  }
+  for (const Node& n : config_.nodes) nodes_[n.name] = NodeEntry{n, true, 0};
+  for (const store::NodeRecord& r : state->nodes) {
+    auto n = NodeFromJson(r.spec_json);
+    if (!n.ok()) return n.status();
+    if (ParseNodeState(r.state, &n->state)) {
+      // The stored state (cordoned, draining) wins over the spec's.
+    }
+    auto it = nodes_.find(n->name);
+    if (it != nodes_.end()) {
+      it->second.node.state = n->state;
+    } else {
+      nodes_[n->name] = NodeEntry{std::move(n).value(), false, r.updated_at_ms};
+    }
+  }
+  for (const store::TokenRecord& t : state->tokens) tokens_[t.id] = t;
+  for (const store::JobRecord& r : state->jobs) {
+    auto spec = api::ParseJobSubmission(r.spec_json);
+    if (!spec.ok()) {
+      return Internal(
+          fmt::format("stored job {} is unreadable: {}", r.id, spec.status().ToString()));
+    }
+    JobEntry j;
+    j.spec = std::move(spec).value();
+    j.spec.id = JobId(r.id);
+    j.spec.tenant = r.tenant;
+    j.spec.user = r.user;
+    j.spec.submit_time = r.submitted_at_ms;
+    j.idempotency_key = r.idempotency_key;
+    try {
+      const json s = json::parse(r.status_json.empty() ? "{}" : r.status_json);
+      j.state = ParseJobState(s.value("state", r.state)).value_or(JobState::kPending);
+      j.reason = s.value("reason", "");
+      j.updated_at = s.value("updated_at", r.updated_at_ms);
+      j.started_at = s.value("started_at", TimeMs{0});
+      j.finished_at = s.value("finished_at", TimeMs{0});
+      if (s.contains("exit_code") && !s["exit_code"].is_null()) {
+        j.exit_code = s["exit_code"].get<int32_t>();
+      }
+      j.restarts = s.value("restarts", 0);
+      j.preemptions = s.value("preemptions", 0);
+      j.not_before = s.value("not_before", TimeMs{0});
+      j.gpu_model = s.value("gpu_model", "");
+      j.preempted_queues = s.value("preempted_queues", std::vector<std::string>{});
+      j.stopping = s.value("stopping", false);
+      j.stop_cause = s.value("stop_cause", "");
+      j.task_state = s.value("task_state", std::vector<int32_t>{});
+      j.task_exit = s.value("task_exit", std::vector<int32_t>{});
+      for (const json& t : s.value("placement", json::array())) {
+        PlacedTask p;
+        p.node = t.at("node").get<std::string>();
+        p.gpu_indices = t.value("gpu_indices", std::vector<int32_t>{});
+        p.gpu_milli = t.value("gpu_milli", std::vector<int32_t>{});
+        p.gpu_memory_mib = t.value("gpu_memory_mib", std::vector<int64_t>{});
+        p.cpu_milli = t.value("cpu_milli", int64_t{0});
+        p.memory_mib = t.value("memory_mib", int64_t{0});
+        j.placement.push_back(std::move(p));
+      }
+    } catch (const std::exception& e) {
+      return Internal(fmt::format("stored job {} has an unreadable status: {}", r.id, e.what()));
+    }
+    if (!j.idempotency_key.empty()) {
+      idempotency_[j.spec.tenant + "/" + j.spec.user + "/" + j.idempotency_key] = r.id;
+    }
+    jobs_.emplace(r.id, std::move(j));
+  }
+  next_job_id_ = state->max_job_id + 1;
+  ARBITER_RETURN_IF_ERROR(CompileLocked());
+  loaded_ = true;
+  return Status::Ok();
+}
+
+Status ControlPlane::CompileLocked() {
+  auto c = std::make_shared<Compiled>();
+  std::vector<Node> nodes;
+  nodes.reserve(nodes_.size());
+  for (const auto& [name, e] : nodes_) nodes.push_back(e.node);
+  auto cluster = core::Cluster::Build(config_.gpu_models, nodes);
+  if (!cluster.ok()) return cluster.status();
+  c->cluster = std::move(cluster).value();
+  std::vector<QueueSpec> specs;
+  for (const api::TenantConfig& t : config_.tenants) {
+    for (const QueueSpec& q : t.queues) specs.push_back(q);
+  }
+  auto tree = core::QuotaTree::Build(specs, config_.gpu_models);
+  if (!tree.ok()) return tree.status();
+  c->tree = std::move(tree).value();
+  auto profile = core::Profile::Build(*core::Profile::Named("default"));
+  if (!profile.ok()) return profile.status();
+  c->profile = std::make_unique<core::Profile>(std::move(profile).value());
+  for (const PriorityClass& pc : config_.priority_classes) c->classes[pc.name] = pc;
+  compiled_ = std::move(c);
+  dirty_ = false;
+  return Status::Ok();
+}
+
+Status ControlPlane::PersistConfigLocked(store::WriteBatch* b) const {
+  b->PutKv({kConfigKey, api::DumpConfigYaml(config_)});
+  return Status::Ok();
+}
+
+std::string ControlPlane::ConfigYaml() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return api::DumpConfigYaml(config_);
+}
+
+std::string ControlPlane::FirstGpuModel() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return config_.gpu_models.empty() ? "" : config_.gpu_models.front().name;
+}
+
+Result<std::string> ControlPlane::BootstrapAdmin() {
+  store::WriteBatch b;
+  NewToken t = GenerateToken();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, rec] : tokens_) {
+      if (rec.role == "admin" && !rec.revoked) return std::string();
+    }
+    store::TokenRecord rec;
+    rec.id = t.id;
+    rec.hash_hex = t.hash_hex;
+    rec.user = "admin";
+    rec.role = "admin";
+    rec.kind = "user";
+    rec.created_at_ms = now_();
+    tokens_[rec.id] = rec;
+    b.PutToken(rec);
+  }
+  ARBITER_RETURN_IF_ERROR(store_->Write(std::move(b)));
+  return t.token;
+}
+
+// --- Authentication and access --------------------------------------------------------------
+
+Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
+  std::string id;
+  std::string secret;
+  if (!ParseToken(bearer, &id, &secret)) {
+    return Status(StatusCode::kUnauthenticated, "missing or malformed bearer token");
+  }
+  const std::string hash = HashSecret(secret);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tokens_.find(id);
+  if (it == tokens_.end() || it->second.revoked || !SecureEquals(it->second.hash_hex, hash) ||
+      (it->second.expires_at_ms > 0 && it->second.expires_at_ms < now_())) {
+    return Status(StatusCode::kUnauthenticated, "invalid, revoked or expired token");
+  }
+  Principal p;
+  p.user = it->second.user;
+  p.tenant = it->second.tenant;
+  p.role = ParseRole(it->second.role).value_or(Role::kViewer);
+  p.token_id = id;
+  return p;
+}
+
+bool ControlPlane::CanReadTenantLocked(const Principal& p, const std::string& tenant) const {
+  return p.role == Role::kAdmin || (p.role != Role::kNode && p.tenant == tenant);
+}
+
+const api::UserConfig* ControlPlane::FindUserLocked(const std::string& name) const {
+  for (const api::UserConfig& u : config_.users) {
+    if (u.name == name) return &u;
+  }
+  return nullptr;
+}
+
+Status ControlPlane::CanActOnJobLocked(const Principal& p, const JobEntry& j) const {
+  if (p.role == Role::kAdmin) return Status::Ok();
+  if (p.tenant != j.spec.tenant)
+    return NotFoundError(fmt::format("job {} not found", j.spec.id.value()));
+  if (p.role == Role::kTenantAdmin) return Status::Ok();
+  if (p.role == Role::kMember && p.user == j.spec.user) return Status::Ok();
+  return Forbidden(fmt::format("{} {} may read job {} but not act on it (owned by {})",
+                               RoleName(p.role), p.user, j.spec.id.value(), j.spec.user));
+}
+
+void ControlPlane::Audit(const Principal& p, std::string action, std::string target,
+                         std::string result) {
+  store::WriteBatch b;
+  b.AppendAudit({0, now_(), p.user.empty() ? "anonymous" : p.user, std::move(action),
+                 std::move(target), std::move(result), "{}"});
+  store_->WriteAsync(std::move(b));  // audit of the call; not waited for
+}
+
+// --- Configuration ----------------------------------------------------------------------------
+
+Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal& p,
+                                                                 const api::ClusterConfig& c,
+                                                                 bool dry_run) {
+  if (p.role != Role::kAdmin) return Forbidden("only admins may change the configuration");
+  std::shared_future<Status> done;
+  std::vector<api::ConfigChange> diff;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    diff = api::DiffConfig(config_, c);
+    // Validate by compiling the desired state before anything changes.
+    api::ClusterConfig old = config_;
+    auto old_nodes = nodes_;
+    config_ = c;
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      it = it->second.from_config ? nodes_.erase(it) : std::next(it);
+    }
+    for (const Node& n : config_.nodes) nodes_[n.name] = NodeEntry{n, true, 0};
+    Status st = CompileLocked();
+    if (!st.ok() || dry_run) {
+      config_ = std::move(old);
+      nodes_ = std::move(old_nodes);
+      Status back = CompileLocked();
+      if (!st.ok()) return st;
+      ARBITER_RETURN_IF_ERROR(back);
+      return diff;
+    }
+    store::WriteBatch b;
+    ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b));
+    for (const api::UserConfig& u : config_.users) b.PutUser({u.name, u.tenant, u.role, now_()});
+    b.AppendAudit({0, now_(), p.user, "config.apply", "config",
+                   fmt::format("ok: {} changes", diff.size()), "{}"});
+    done = store_->WriteAsync(std::move(b));
+    PushEventLocked("config", {{"changes", diff.size()}});
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return diff;
+}
+
+// --- Jobs ------------------------------------------------------------------------------------
+
+store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
+  store::JobRecord r;
+  r.id = j.spec.id.value();
+  r.tenant = j.spec.tenant;
+  r.queue = j.spec.queue;
+  r.user = j.spec.user;
+  r.name = j.spec.name;
+  r.type = std::string(JobTypeName(j.spec.type));
+  r.state = std::string(JobStateName(j.state));
+  r.spec_json = api::JobSpecToJson(j.spec).dump();
+  json placement = json::array();
+  for (const PlacedTask& t : j.placement) {
+    placement.push_back({{"node", t.node},
+                         {"gpu_indices", t.gpu_indices},
+                         {"gpu_milli", t.gpu_milli},
+                         {"gpu_memory_mib", t.gpu_memory_mib},
+                         {"cpu_milli", t.cpu_milli},
+                         {"memory_mib", t.memory_mib}});
+  }
+  json s = {{"state", r.state},
+            {"reason", j.reason},
+            {"updated_at", j.updated_at},
+            {"started_at", j.started_at},
+            {"finished_at", j.finished_at},
+            {"exit_code", j.exit_code ? json(*j.exit_code) : json(nullptr)},
+            {"restarts", j.restarts},
+            {"preemptions", j.preemptions},
+            {"not_before", j.not_before},
+            {"gpu_model", j.gpu_model},
+            {"preempted_queues", j.preempted_queues},
+            {"stopping", j.stopping},
+            {"stop_cause", j.stop_cause},
+            {"task_state", j.task_state},
+            {"task_exit", j.task_exit},
+            {"placement", placement}};
+  r.status_json = s.dump();
+  r.idempotency_key = j.idempotency_key;
+  r.submitted_at_ms = j.spec.submit_time;
+  r.updated_at_ms = j.updated_at;
+  return r;
+}
+
+json ControlPlane::JobJsonLocked(const JobEntry& j) const {
+  json out = api::JobSpecToJson(j.spec);
+  out["id"] = j.spec.id.value();
+  out["tenant"] = j.spec.tenant;
+  out["user"] = j.spec.user;
+  out["state"] = std::string(JobStateName(j.state));
+  out["reason"] = j.reason;
+  out["submitted_at"] = TimeJson(j.spec.submit_time);
+  out["started_at"] = TimeJson(j.started_at);
+  out["finished_at"] = TimeJson(j.finished_at);
+  out["exit_code"] = j.exit_code ? json(*j.exit_code) : json(nullptr);
+  out["restarts"] = j.restarts;
+  out["preemptions"] = j.preemptions;
+  if (j.stopping) out["stopping"] = j.stop_cause;
+  json placement = json::array();
+  for (const PlacedTask& t : j.placement) {
+    placement.push_back({{"node", t.node},
+                         {"gpus", t.gpu_indices},
+                         {"gpu_milli", t.gpu_milli},
+                         {"cpu_milli", t.cpu_milli},
+                         {"memory_mib", t.memory_mib}});
+  }
+  out["placement"] = placement;
+  if (!j.gpu_model.empty()) out["gpu_model"] = j.gpu_model;
+  if (j.verdict && j.state == JobState::kPending) {
+    out["pending"] = {
+        {"code", std::string(core::VerdictCodeName(j.verdict->code))},
+        {"message", j.verdict->message},
+        {"position", j.verdict->position},
+        {"estimated_start",
+         j.verdict->estimated_start ? TimeJson(*j.verdict->estimated_start) : json(nullptr)}};
+  }
+  return out;
+}
+
+void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string reason,
+                                          store::WriteBatch* b) {
+  const JobState from = j.state;
+  j.state = to;
+  j.reason = reason;
+  j.updated_at = now_();
+  b->PutJob(JobRecordLocked(j));
+  b->AppendJobEvent({0, j.spec.id.value(), j.updated_at, std::string(JobStateName(from)),
+                     std::string(JobStateName(to)), reason, "{}"});
+  PushEventLocked("job", {{"id", j.spec.id.value()},
+                          {"tenant", j.spec.tenant},
+                          {"from", JobStateName(from)},
+                          {"to", JobStateName(to)},
+                          {"reason", reason}});
+}
+
+Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std::string& idem_key,
+                                     bool* created) {
+  *created = false;
+  if (p.role == Role::kViewer || p.role == Role::kNode) {
+    return Forbidden(fmt::format("{}s may not submit jobs", RoleName(p.role)));
+  }
+  std::shared_future<Status> done;
+  json out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    const core::QuotaTree& tree = compiled_->tree;
+    QueueId q;
+    const bool found = tree.Find(spec.queue, &q) && !tree.node(q).is_tenant;
+    const std::string tenant = found ? tree.node(tree.node(q).tenant).name : "";
+    if (!found || (p.role != Role::kAdmin && tenant != p.tenant)) {
+      std::string usable;
+      for (size_t i = 1; i < tree.size(); ++i) {
+        const core::QuotaNode& n = tree.nodes()[i];
+        if (!n.is_leaf() || n.is_tenant) continue;
+        if (p.role != Role::kAdmin && tree.node(n.tenant).name != p.tenant) continue;
+        usable += (usable.empty() ? "" : ", ") + n.name;
+      }
+      return InvalidArgument("queue", fmt::format("queue {} not found; queues you can use: {}",
+                                                  spec.queue, usable.empty() ? "none" : usable));
+    }
+    if (!tree.node(q).is_leaf()) {
+      return InvalidArgument(
+          "queue", fmt::format("queue {} has child queues; submit to one of them", spec.queue));
+    }
+    if (!spec.priority_class.empty() && !compiled_->classes.count(spec.priority_class)) {
+      std::string known;
+      for (const auto& [name, pc] : compiled_->classes) known += (known.empty() ? "" : ", ") + name;
+      return InvalidArgument("priority_class",
+                             fmt::format("unknown priority class '{}'; known: {}",
+                                         spec.priority_class, known.empty() ? "none" : known));
+    }
+    for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
+      if (compiled_->cluster.FindModel(spec.gpu_models[i]) == core::kNoModel) {
+        return InvalidArgument(fmt::format("gpu_models[{}]", i),
+                               fmt::format("unknown GPU model '{}'", spec.gpu_models[i]));
+      }
+    }
+    spec.tenant = tenant;
+    spec.user = p.user;
+    if (!idem_key.empty()) {
+      auto it = idempotency_.find(tenant + "/" + p.user + "/" + idem_key);
+      if (it != idempotency_.end()) return JobJsonLocked(jobs_.at(it->second));
+    }
+    spec.id = JobId(next_job_id_++);
+    spec.submit_time = now_();
+    JobEntry j;
+    j.spec = std::move(spec);
+    j.idempotency_key = idem_key;
+    j.updated_at = j.spec.submit_time;
+    j.reason = "submitted";
+    const uint64_t id = j.spec.id.value();
+    if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
+    auto& entry = jobs_.emplace(id, std::move(j)).first->second;
+    store::WriteBatch b;
+    b.PutJob(JobRecordLocked(entry));
+    b.AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
+    b.AppendAudit(
+        {0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}"});
+    PushEventLocked(
+        "job",
+        {{"id", id}, {"tenant", tenant}, {"from", ""}, {"to", "pending"}, {"reason", "submitted"}});
+    out = JobJsonLocked(entry);
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  *created = true;
+  return out;
+}
+
+Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    return NotFoundError(fmt::format("job {} not found", id));
+  }
+  return JobJsonLocked(it->second);
+}
+
+Result<json> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list jobs");
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  uint64_t last = 0;
+  bool more = false;
+  for (auto it = jobs_.upper_bound(f.after_id); it != jobs_.end(); ++it) {
+    const JobEntry& j = it->second;
+    if (!CanReadTenantLocked(p, j.spec.tenant)) continue;
+    if (!f.tenant.empty() && j.spec.tenant != f.tenant) continue;
+    if (!f.queue.empty() && j.spec.queue != f.queue) continue;
+    if (!f.user.empty() && j.spec.user != f.user) continue;
+    if (!f.state.empty() && JobStateName(j.state) != f.state) continue;
+    if (!f.type.empty() && JobTypeName(j.spec.type) != f.type) continue;
+    if (items.size() == f.limit) {
+      more = true;
+      break;
+    }
+    items.push_back(JobJsonLocked(j));
+    last = it->first;
+  }
+  json out = {{"items", items}};
+  out["next_cursor"] = more ? json(std::to_string(last)) : json(nullptr);
+  return out;
+}
+
+Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::string_view action) {
+  std::shared_future<Status> done;
+  json out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+      return NotFoundError(fmt::format("job {} not found", id));
+    }
+    JobEntry& j = it->second;
+    ARBITER_RETURN_IF_ERROR(CanActOnJobLocked(p, j));
+    store::WriteBatch b;
+    JobState to;
+    std::string reason = fmt::format("{} by {}", action, p.user);
+    if (action == "cancel") {
+      to = JobState::kCancelled;
+    } else if (action == "suspend") {
+      to = JobState::kSuspended;
+    } else if (action == "resume") {
+      if (j.state != JobState::kSuspended) {
+        return Status(StatusCode::kConflict,
+                      fmt::format("job {} is {}, not suspended", id, JobStateName(j.state)));
+      }
+      to = JobState::kPending;
+    } else if (action == "retry") {
+      if (j.state != JobState::kFailed && j.state != JobState::kCancelled &&
+          j.state != JobState::kTimedOut) {
+        return Status(StatusCode::kConflict,
+                      fmt::format("job {} is {}; only failed, cancelled or timed-out jobs can be "
+                                  "retried",
+                                  id, JobStateName(j.state)));
+      }
+      to = JobState::kRetryWait;
+    } else {
+      return NotFoundError(fmt::format("unknown action '{}'", action));
+    }
+    ARBITER_RETURN_IF_ERROR(CheckTransition(j.state, to));
+    if (HoldsResources(j.state) && (to == JobState::kCancelled || to == JobState::kSuspended)) {
+      // Resources are released when the agent reports the processes gone (node agents); until
+      // then nothing else is placed on them because the job stays in the running list.
+    }
+    if (to == JobState::kCancelled || to == JobState::kSuspended) {
+      const bool started =
+          std::any_of(j.task_state.begin(), j.task_state.end(), [](int32_t t) { return t == 1; });
+      if (started) {
+        j.stopping = true;  // the node stops the processes; the placement stays until it has
+        j.stop_cause = to == JobState::kCancelled ? "cancel" : "suspend";
+      } else {
+        j.placement.clear();
+        j.task_state.clear();
+      }
+      j.finished_at = to == JobState::kCancelled ? now_() : 0;
+    }
+    if (to == JobState::kRetryWait) {
+      j.not_before = now_();
+      j.exit_code.reset();
+      j.finished_at = 0;
+    }
+    RecordTransitionLocked(j, to, reason, &b);
+    b.AppendAudit(
+        {0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id), "ok", "{}"});
+    out = JobJsonLocked(j);
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return out;
+}
+
+Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+      return NotFoundError(fmt::format("job {} not found", id));
+    }
+  }
+  auto events = store_->JobEvents(id);
+  if (!events.ok()) return events.status();
+  json items = json::array();
+  for (const store::JobEventRecord& e : *events) {
+    items.push_back({{"at", Iso8601(e.at_ms)},
+                     {"from", e.from_state},
+                     {"to", e.to_state},
+                     {"reason", e.reason}});
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::WhyPending(const Principal& p, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    return NotFoundError(fmt::format("job {} not found", id));
+  }
+  const JobEntry& j = it->second;
+  json out = {{"id", id}, {"state", std::string(JobStateName(j.state))}};
+  if (j.state != JobState::kPending) {
+    out["message"] = fmt::format("job {} is {}: {}", id, JobStateName(j.state), j.reason);
+  } else if (!j.verdict) {
+    out["message"] = "waiting for the next scheduling cycle";
+  } else {
+    out["code"] = std::string(core::VerdictCodeName(j.verdict->code));
+    out["message"] = j.verdict->message;
+    out["position"] = j.verdict->position;
+    out["estimated_start"] =
+        j.verdict->estimated_start ? TimeJson(*j.verdict->estimated_start) : json(nullptr);
+  }
+  return out;
+}
+
+// --- Tenants, queues, users, tokens, classes, nodes ----------------------------------------------
+
+namespace {
+
+// A quota vector in API units: GPUs and CPUs as (decimal) counts, memory in MiB; unlimited omitted.
+json QuotaJson(const core::QuotaTree& tree, const core::QuotaVec& v, bool skip_unlimited) {
+  json out = json::object();
+  for (int d = 0; d < tree.num_dims(); ++d) {
+    if (skip_unlimited && v[d] >= core::kUnlimited) continue;
+    if (d == core::kDimMemory) {
+      out["memory_mib"] = v[d];
+    } else {
+      out[tree.DimName(d)] = static_cast<double>(v[d]) / 1000.0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<json> ControlPlane::ListTenants(const Principal& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const api::TenantConfig& t : config_.tenants) {
+    if (!CanReadTenantLocked(p, t.name)) continue;
+    json item = {{"name", t.name}};
+    json queues = json::array();
+    for (const QueueSpec& q : t.queues) {
+      if (!q.is_tenant) queues.push_back(q.name);
+    }
+    item["queues"] = queues;
+    if (t.budget) {
+      item["budget"] = {{"gpu_hours", t.budget->gpu_hours},
+                        {"period", t.budget->period},
+                        {"on_exhausted", t.budget->on_exhausted}};
+    }
+    items.push_back(item);
+  }
+  return json{{"items", items}};
+}
+
+json ControlPlane::QueueJsonLocked(size_t index) const {
+  const core::QuotaTree& tree = compiled_->tree;
+  const core::QuotaNode& n = tree.nodes()[index];
+  core::QuotaState usage(tree, compiled_->cluster.capacity());
+  size_t pending = 0;
+  size_t running = 0;
+  for (const auto& [id, j] : jobs_) {
+    QueueId q;
+    if (!tree.Find(j.spec.queue, &q)) continue;
+    bool below = false;
+    for (QueueId a = q;; a = tree.node(a).parent) {
+      if (a.value() == index) below = true;
+      if (a == core::QuotaTree::kRoot) break;
+    }
+    if (j.holds_capacity()) {
+      const GpuModelId m = compiled_->cluster.FindModel(j.gpu_model);
+      usage.Add(q, core::JobQuotaRequest(j.spec.resources, j.spec.tasks, m));
+      running += below ? 1 : 0;
+    } else if (j.state == JobState::kPending && below) {
+      ++pending;
+    }
+  }
+  const QueueId id(static_cast<uint32_t>(index));
+  core::QuotaVec borrowed;
+  for (int d = 0; d < tree.num_dims(); ++d) borrowed[d] = usage.Borrowed(id, d);
+  json out = {{"name", n.name},
+              {"tenant", tree.node(n.tenant).name},
+              {"parent", n.parent == core::QuotaTree::kRoot ? "" : tree.node(n.parent).name},
+              {"is_tenant", n.is_tenant},
+              {"weight", n.weight},
+              {"guaranteed", QuotaJson(tree, n.guaranteed, true)},
+              {"max", QuotaJson(tree, n.max, true)},
+              {"lending_limit", QuotaJson(tree, n.lending_limit, true)},
+              {"usage", QuotaJson(tree, usage.usage(id), false)},
+              {"borrowed", QuotaJson(tree, borrowed, false)},
+              {"pending", pending},
+              {"running", running},
+              {"default_walltime_seconds", n.default_walltime_seconds}};
+  return out;
+}
+
+Result<json> ControlPlane::ListQueues(const Principal& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+  json items = json::array();
+  const core::QuotaTree& tree = compiled_->tree;
+  for (size_t i = 1; i < tree.size(); ++i) {
+    const core::QuotaNode& n = tree.nodes()[i];
+    if (n.is_tenant || !CanReadTenantLocked(p, tree.node(n.tenant).name)) continue;
+    items.push_back(QueueJsonLocked(i));
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::GetQueue(const Principal& p, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+  QueueId q;
+  const core::QuotaTree& tree = compiled_->tree;
+  if (!tree.Find(name, &q) || tree.node(q).is_tenant ||
+      !CanReadTenantLocked(p, tree.node(tree.node(q).tenant).name)) {
+    return NotFoundError(fmt::format("queue {} not found", name));
+  }
+  return QueueJsonLocked(q.value());
+}
+
+Result<json> ControlPlane::ListUsers(const Principal& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const api::UserConfig& u : config_.users) {
+    if (!CanReadTenantLocked(p, u.tenant)) continue;
+    items.push_back({{"name", u.name}, {"tenant", u.tenant}, {"role", u.role}});
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig& u) {
+  if (p.role != Role::kAdmin && !(p.role == Role::kTenantAdmin && p.tenant == u.tenant)) {
+    return Forbidden("only admins, or tenant admins of the user's tenant, may create users");
+  }
+  if (!IsValidName(u.name)) {
+    return InvalidArgument("name", fmt::format("'{}' is not a valid user name", u.name));
+  }
+  const auto role = ParseRole(u.role);
+  if (!role || *role == Role::kNode || (*role == Role::kAdmin && p.role != Role::kAdmin)) {
+    return InvalidArgument("role", fmt::format("role '{}' is not allowed here; use tenant-admin, "
+                                               "member or viewer",
+                                               u.role));
+  }
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool tenant_found = false;
+    for (const api::TenantConfig& t : config_.tenants) tenant_found |= t.name == u.tenant;
+    if (!tenant_found && *role != Role::kAdmin) {
+      return InvalidArgument("tenant", fmt::format("tenant {} not found", u.tenant));
+    }
+    if (FindUserLocked(u.name) != nullptr) {
+      return Status(StatusCode::kAlreadyExists, fmt::format("user {} already exists", u.name));
+    }
+    config_.users.push_back(u);
+    store::WriteBatch b;
+    ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b));
+    b.PutUser({u.name, u.tenant, u.role, now_()});
+    b.AppendAudit({0, now_(), p.user, "user.create", "user/" + u.name, "ok", "{}"});
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return json{{"name", u.name}, {"tenant", u.tenant}, {"role", u.role}};
+}
+
+Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& user,
+                                       std::optional<Role> role) {
+  NewToken t = GenerateToken();
+  std::shared_future<Status> done;
+  store::TokenRecord rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const api::UserConfig* u = FindUserLocked(user);
+    const bool self = user == p.user;
+    if (u == nullptr && !(self && p.role == Role::kAdmin)) {
+      return NotFoundError(fmt::format("user {} not found", user));
+    }
+    const std::string tenant = u != nullptr ? u->tenant : "";
+    Role user_role = u != nullptr ? ParseRole(u->role).value_or(Role::kViewer) : Role::kAdmin;
+    const bool allowed =
+        p.role == Role::kAdmin || self ||
+        (p.role == Role::kTenantAdmin && p.tenant == tenant && user_role != Role::kAdmin);
+    if (!allowed) return Forbidden(fmt::format("{} may not create tokens for {}", p.user, user));
+    if (role) {
+      // Node tokens (agents) are made by admins only; other tokens never exceed the user's role.
+      if (*role == Role::kNode && p.role != Role::kAdmin) {
+        return Forbidden("only admins may create node tokens");
+      }
+      if (*role != Role::kNode && static_cast<int>(*role) < static_cast<int>(user_role)) {
+        return InvalidArgument(
+            "role", fmt::format("a token cannot exceed its user's role ({})", RoleName(user_role)));
+      }
+      user_role = *role;
+    }
+    rec.id = t.id;
+    rec.hash_hex = t.hash_hex;
+    rec.user = user;
+    rec.tenant = tenant;
+    rec.role = std::string(RoleName(user_role));
+    rec.kind = user_role == Role::kNode ? "node" : "user";
+    rec.created_at_ms = now_();
+    tokens_[rec.id] = rec;
+    store::WriteBatch b;
+    b.PutToken(rec);
+    b.AppendAudit({0, now_(), p.user, "token.create", "user/" + user, "ok", "{}"});
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return json{{"token", t.token},
+              {"id", rec.id},
+              {"user", rec.user},
+              {"role", rec.role},
+              {"tenant", rec.tenant}};
+}
+
+Result<json> ControlPlane::ListPriorityClasses(const Principal&) {
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const PriorityClass& pc : config_.priority_classes) {
+    items.push_back({{"name", pc.name},
+                     {"value", pc.value},
+                     {"preemptible", pc.preemptible},
+                     {"min_runtime_seconds", pc.min_runtime_seconds},
+                     {"grace_period_seconds", pc.grace_period_seconds},
+                     {"preempts_anywhere", pc.preempts_anywhere}});
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::ListNodes(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list nodes");
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const auto& [name, e] : nodes_) {
+    json n = NodeToJson(e.node);
+    n["source"] = e.from_config ? "config" : "agent";
+    n["last_heartbeat"] = TimeJson(e.last_heartbeat);
+    items.push_back(n);
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read nodes");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
+  json n = NodeToJson(it->second.node);
+  n["source"] = it->second.from_config ? "config" : "agent";
+  json jobs = json::array();
+  for (const auto& [id, j] : jobs_) {
+    if (!HoldsResources(j.state)) continue;
+    for (const PlacedTask& t : j.placement) {
+      if (t.node == name && CanReadTenantLocked(p, j.spec.tenant)) jobs.push_back(id);
+    }
+  }
+  n["jobs"] = jobs;
+  return n;
+}
+
+Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& name,
+                                      std::string_view action) {
+  if (p.role != Role::kAdmin) return Forbidden("only admins may cordon, drain or uncordon nodes");
+  std::shared_future<Status> done;
+  json out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
+    NodeState to;
+    if (action == "cordon") {
+      to = NodeState::kCordoned;
+    } else if (action == "drain") {
+      to = NodeState::kDraining;
+    } else if (action == "uncordon") {
+      to = NodeState::kReady;
+    } else {
+      return NotFoundError(fmt::format("unknown node action '{}'", action));
+    }
+    if (it->second.node.state == NodeState::kDown && to == NodeState::kReady) {
+      return Status(StatusCode::kConflict,
+                    fmt::format("node {} is down; it becomes ready when its agent reports", name));
+    }
+    it->second.node.state = to;
+    dirty_ = true;
+    store::WriteBatch b;
+    b.PutNode({name, NodeToJson(it->second.node).dump(), std::string(NodeStateName(to)), now_()});
+    b.AppendAudit({0, now_(), p.user, fmt::format("node.{}", action), "node/" + name, "ok", "{}"});
+    PushEventLocked("node", {{"name", name}, {"state", NodeStateName(to)}});
+    out = NodeToJson(it->second.node);
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return out;
+}
+
+// --- Events ---------------------------------------------------------------------------------
+
+void ControlPlane::PushEventLocked(std::string kind, json data) {
+  events_.push_back({++event_seq_, std::move(kind), std::move(data)});
+  while (events_.size() > kMaxEvents) events_.pop_front();
+  events_cv_.notify_all();
+}
+
+uint64_t ControlPlane::last_event_seq() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return event_seq_;
+}
+
+void ControlPlane::WakeAll() { events_cv_.notify_all(); }
+
+std::vector<ServerEvent> ControlPlane::EventsAfter(uint64_t seq, int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  events_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return event_seq_ > seq; });
+  std::vector<ServerEvent> out;
+  for (const ServerEvent& e : events_) {
+    if (e.seq > seq) out.push_back(e);
+  }
+  return out;
+}
+
+// --- Scheduling -------------------------------------------------------------------------------
+
+Result<size_t> ControlPlane::RunSchedulingCycle() {
+  const auto t0 = std::chrono::steady_clock::now();
+  core::CycleInput in;
+  std::vector<core::PendingJob> pending;
+  std::vector<uint64_t> pending_ids;
+  std::vector<core::RunningJob> running;
+  std::vector<core::Constraints> constraints(1);
+  std::vector<core::Nomination> nominations;
+  std::shared_ptr<Compiled> compiled;
+  std::shared_future<Status> promoted;
+  const TimeMs now = now_();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    compiled = compiled_;
+    const core::Cluster& cluster = compiled->cluster;
+    const core::QuotaTree& tree = compiled->tree;
+    store::WriteBatch b;
+    for (auto& [id, j] : jobs_) {
+      if (j.state == JobState::kRetryWait && j.not_before <= now) {
+        RecordTransitionLocked(j, JobState::kPending, "retry backoff over", &b);
+      }
+      const PriorityClass* pc = nullptr;
+      auto pit = compiled->classes.find(j.spec.priority_class);
+      if (pit != compiled->classes.end()) pc = &pit->second;
+      QueueId q;
+      if (!tree.Find(j.spec.queue, &q)) continue;
+      if (j.state == JobState::kPending || j.state == JobState::kRetryWait) {
+        core::PendingJob p;
+        p.id = j.spec.id;
+        p.queue = q;
+        p.priority = pc != nullptr ? pc->value : 0;
+        p.preemptible = j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
+        p.preempts_anywhere = pc != nullptr && pc->preempts_anywhere;
+        p.distinct_nodes = j.spec.distinct_nodes;
+        p.type = j.spec.type;
+        p.tasks = j.spec.tasks;
+        p.resources = j.spec.resources;
+        for (const std::string& m : j.spec.gpu_models) p.models.push_back(cluster.FindModel(m));
+        if (!j.spec.node_selector.empty() || !j.spec.tolerations.empty()) {
+          constraints.push_back(cluster.MakeConstraints(j.spec.node_selector, j.spec.tolerations));
+          p.constraints = static_cast<uint32_t>(constraints.size() - 1);
+        }
+        p.walltime = SecondsToMs(j.spec.walltime_seconds);
+        p.submit_time = j.spec.submit_time;
+        p.not_before = j.not_before;
+        pending.push_back(std::move(p));
+        pending_ids.push_back(id);
+      } else if (j.holds_capacity() && !j.placement.empty()) {
+        core::RunningJob r;
+        r.id = j.spec.id;
+        r.queue = q;
+        r.priority = pc != nullptr ? pc->value : 0;
+        r.preemptible = j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
+        r.model = cluster.FindModel(j.gpu_model);
+        r.resources = j.spec.resources;
+        r.start_time = j.started_at > 0 ? j.started_at : j.updated_at;
+        r.walltime = SecondsToMs(j.spec.walltime_seconds);
+        if (pc != nullptr) {
+          r.min_runtime = SecondsToMs(pc->min_runtime_seconds);
+          r.grace_period = SecondsToMs(pc->grace_period_seconds);
+        }
+        if (j.spec.grace_period_seconds) r.grace_period = SecondsToMs(*j.spec.grace_period_seconds);
+        r.terminating = j.state == JobState::kPreempting || j.stopping;
+        for (const std::string& name : j.preempted_queues) {
+          QueueId pq;
+          if (tree.Find(name, &pq)) r.preempted_queues.push_back(pq);
+        }
+        bool mapped = true;
+        for (const PlacedTask& t : j.placement) {
+          core::TaskPlacement tp;
+          if (!cluster.FindNode(t.node, &tp.node)) {
+            mapped = false;
+            break;
+          }
+          const core::NodeInfo& info = cluster.node(tp.node);
+          for (size_t g = 0; g < t.gpu_indices.size(); ++g) {
+            for (uint16_t s = 0; s < info.gpu_count; ++s) {
+              if (cluster.gpus()[info.gpu_begin + s].index != t.gpu_indices[g]) continue;
+              tp.gpus.push_back({s, static_cast<int16_t>(t.gpu_milli[g]),
+                                 g < t.gpu_memory_mib.size() ? t.gpu_memory_mib[g] : 0});
+            }
+          }
+          tp.cpu_milli = t.cpu_milli;
+          tp.memory_mib = t.memory_mib;
+          r.tasks.push_back(std::move(tp));
+        }
+        if (mapped && !r.tasks.empty()) running.push_back(std::move(r));
+      }
+    }
+    nominations = nominations_;
+    if (!b.empty()) promoted = store_->WriteAsync(std::move(b));
+  }
+  if (promoted.valid()) ARBITER_RETURN_IF_ERROR(promoted.get());
+
+  in.cluster = &compiled->cluster;
+  in.tree = &compiled->tree;
+  in.running = &running;
+  in.pending = &pending;
+  in.constraints = &constraints;
+  in.nominations = &nominations;
+  in.now = now;
+  core::CycleResult result = core::RunCycle(in, *compiled->profile);
+
+  std::shared_future<Status> done;
+  size_t admitted = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.cycles;
+    stats_.last_cycle_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (compiled != compiled_) return size_t{0};  // configuration changed meanwhile: next cycle
+    store::WriteBatch b;
+    ApplyCycleLocked(in, result, pending_ids, &b);
+    admitted = result.admissions.size();
+    stats_.admissions += admitted;
+    if (!b.empty()) done = store_->WriteAsync(std::move(b));
+  }
+  if (done.valid()) ARBITER_RETURN_IF_ERROR(done.get());
+  return admitted;
+}
+
+void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::CycleResult& r,
+                                    const std::vector<uint64_t>& pending_ids,
+                                    store::WriteBatch* b) {
+  (void)pending_ids;
+  const core::Cluster& cluster = *in.cluster;
+  const core::QuotaTree& tree = *in.tree;
+  for (const core::Admission& a : r.admissions) {
+    auto it = jobs_.find(a.job.value());
+    if (it == jobs_.end() || it->second.state != JobState::kPending) continue;
+    JobEntry& j = it->second;
+    j.placement.clear();
+    for (const core::TaskPlacement& t : a.tasks) {
+      const core::NodeInfo& info = cluster.node(t.node);
+      PlacedTask p;
+      p.node = info.name;
+      for (const core::GpuShare& g : t.gpus) {
+        p.gpu_indices.push_back(cluster.gpus()[info.gpu_begin + g.slot].index);
+        p.gpu_milli.push_back(g.milli);
+        p.gpu_memory_mib.push_back(g.memory_mib);
+      }
+      p.cpu_milli = t.cpu_milli;
+      p.memory_mib = t.memory_mib;
+      j.placement.push_back(std::move(p));
+    }
+    j.gpu_model = a.model == core::kNoModel ? "" : cluster.models()[a.model.value()].name;
+    j.verdict.reset();
+    j.task_state.assign(j.placement.size(), 0);
+    j.task_exit.assign(j.placement.size(), 0);
+    j.stopping = false;
+    j.stop_cause.clear();
+    std::string reason = a.borrowing() ? "admitted on borrowed capacity" : "admitted";
+    if (a.best_effort) reason += " at best-effort priority (budget spent)";
+    RecordTransitionLocked(j, JobState::kAdmitted, reason, b);
+    std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == a.job; });
+  }
+  for (const core::PreemptionDecision& d : r.preemptions) {
+    std::vector<std::string> victim_queues;
+    for (QueueId q : d.victim_queues) victim_queues.push_back(tree.node(q).name);
+    for (JobId v : d.victims) {
+      auto it = jobs_.find(v.value());
+      if (it == jobs_.end() || !HoldsResources(it->second.state)) continue;
+      it->second.stopping = true;
+      it->second.stop_cause = "preempt";
+      RecordTransitionLocked(it->second, JobState::kPreempting,
+                             fmt::format("preempted by job {} ({})", d.preemptor.value(),
+                                         core::PreemptionReasonName(d.reason)),
+                             b);
+    }
+    auto p = jobs_.find(d.preemptor.value());
+    if (p != jobs_.end()) {
+      for (const std::string& q : victim_queues) {
+        if (std::find(p->second.preempted_queues.begin(), p->second.preempted_queues.end(), q) ==
+            p->second.preempted_queues.end()) {
+          p->second.preempted_queues.push_back(q);
+        }
+      }
+    }
+    nominations_.push_back({d.preemptor, d.victims});
+  }
+  for (JobId id : r.finished_nominations) {
+    std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == id; });
+  }
+  for (const core::Verdict& v : r.verdicts) {
+    auto it = jobs_.find(v.job.value());
+    if (it != jobs_.end()) it->second.verdict = v;
+  }
+}
+
+// --- Execution --------------------------------------------------------------------------------
+
+Status ControlPlane::RegisterNode(const Node& node) {
+  ARBITER_RETURN_IF_ERROR(ValidateNode(node, "node"));
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(node.name);
+    if (it != nodes_.end() && it->second.from_config) {
+      it->second.last_heartbeat = now_();
+      return Status::Ok();  // configured statically: the config is the truth
+    }
+    NodeEntry e{node, false, now_()};
+    if (it != nodes_.end() && it->second.node.state != NodeState::kDown) {
+      e.node.state = it->second.node.state;  // keep cordoned/draining
+    }
+    nodes_[node.name] = e;
+    dirty_ = true;
+    store::WriteBatch b;
+    b.PutNode(
+        {node.name, NodeToJson(e.node).dump(), std::string(NodeStateName(e.node.state)), now_()});
+    PushEventLocked("node", {{"name", node.name}, {"state", NodeStateName(e.node.state)}});
+    done = store_->WriteAsync(std::move(b));
+  }
+  return done.get();
+}
+
+std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TaskAssignment> out;
+  for (auto& [id, j] : jobs_) {
+    if (!j.holds_capacity() || j.placement.empty()) continue;
+    const bool stop = j.stopping || j.state == JobState::kPreempting;
+    for (size_t t = 0; t < j.placement.size(); ++t) {
+      if (j.placement[t].node != node) continue;
+      if (t < j.task_state.size() && j.task_state[t] == 2) continue;  // already exited
+      TaskAssignment a;
+      a.job = id;
+      a.task = static_cast<int32_t>(t);
+      a.run = !stop;
+      auto pc = compiled_->classes.find(j.spec.priority_class);
+      a.grace_ms = SecondsToMs(j.spec.grace_period_seconds.value_or(
+          pc != compiled_->classes.end() ? pc->second.grace_period_seconds : 30));
+      a.deadline = j.spec.walltime_seconds > 0 && j.started_at > 0
+                       ? j.started_at + SecondsToMs(j.spec.walltime_seconds)
+                       : 0;
+      a.spec = j.spec;
+      a.gpus = j.placement[t].gpu_indices;
+      a.restarts = j.restarts + j.preemptions;
+      a.master_node = j.placement[0].node;
+      a.started = t < j.task_state.size() && j.task_state[t] == 1;
+      out.push_back(std::move(a));
+    }
+  }
+  return out;
+}
+
+void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task) {
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return;
+    JobEntry& j = it->second;
+    if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    j.task_state[static_cast<size_t>(task)] = 1;
+    store::WriteBatch b;
+    if (j.state == JobState::kAdmitted)
+      RecordTransitionLocked(j, JobState::kStarting, "dispatched", &b);
+    const bool all =
+        std::all_of(j.task_state.begin(), j.task_state.end(), [](int32_t s) { return s >= 1; });
+    if (all && j.state == JobState::kStarting) {
+      j.started_at = now_();
+      RecordTransitionLocked(j, JobState::kRunning, "all tasks started", &b);
+    } else {
+      b.PutJob(JobRecordLocked(j));
+    }
+    done = store_->WriteAsync(std::move(b));
+  }
+  done.get();
+}
+
+void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, int32_t exit_code, bool timed_out) {
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return;
+    JobEntry& j = it->second;
+    if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    j.task_state[static_cast<size_t>(task)] = 2;
+    j.task_exit[static_cast<size_t>(task)] = exit_code;
+    store::WriteBatch b;
+    if (!j.stopping && timed_out) {
+      j.stopping = true;
+      j.stop_cause = "timeout";
+    } else if (!j.stopping && exit_code != 0) {
+      // One failed task fails its gang: the others are stopped.
+      j.stopping = true;
+      j.stop_cause = "failed";
+      j.exit_code = exit_code;
+    }
+    const bool all = std::all_of(j.task_state.begin(), j.task_state.end(),
+                                 [](int32_t s) { return s == 2 || s == 0; });
+    if (all) {
+      FinishExecutionLocked(j, &b);
+    } else {
+      b.PutJob(JobRecordLocked(j));
+    }
+    done = store_->WriteAsync(std::move(b));
+  }
+  done.get();
+}
+
+void ControlPlane::ReportTaskLost(uint64_t job, int32_t task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return;
+    if (!it->second.stopping) {
+      it->second.stopping = true;
+      it->second.stop_cause = "lost";
+    }
+  }
+  ReportTaskExited(job, task, 137, false);
+}
+
+// Every task is gone: decide the job's next state from why it stopped.
+void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
+  const std::string cause = j.stop_cause;
+  j.placement.clear();
+  j.task_state.clear();
+  j.stopping = false;
+  j.stop_cause.clear();
+  const TimeMs now = now_();
+  if (j.state == JobState::kCancelled || j.state == JobState::kSuspended) {
+    b->PutJob(JobRecordLocked(j));  // already in its final or held state; resources now free
+    return;
+  }
+  if (cause == "preempt" || j.state == JobState::kPreempting) {
+    ++j.preemptions;
+    RecordTransitionLocked(j, JobState::kPreempted, "stopped for a preemption", b);
+    RecordTransitionLocked(j, JobState::kPending, "requeued after preemption", b);
+    return;
+  }
+  if (j.state == JobState::kAdmitted)
+    RecordTransitionLocked(j, JobState::kStarting, "dispatched", b);
+  j.finished_at = now;
+  if (cause == "lost") {
+    RecordTransitionLocked(j, JobState::kLost, "its processes are gone (node restarted or down)",
+                           b);
+    if (j.restarts < j.spec.retry.max_retries) {
+      ++j.restarts;
+      const int64_t backoff = RetryBackoffSeconds(j.spec.retry, j.restarts);
+      j.not_before = now + SecondsToMs(backoff);
+      j.finished_at = 0;
+      RecordTransitionLocked(
+          j, JobState::kRetryWait,
+          fmt::format("retry {} of {} in {} s", j.restarts, j.spec.retry.max_retries, backoff), b);
+    } else {
+      RecordTransitionLocked(j, JobState::kFailed, "lost, and no retries left", b);
+    }
+    return;
+  }
+  if (cause == "timeout") {
+    RecordTransitionLocked(j, JobState::kTimedOut,
+                           fmt::format("walltime of {} s reached", j.spec.walltime_seconds), b);
+    return;
+  }
+  int32_t code = 0;
+  for (int32_t c : j.task_exit) {
+    if (c != 0) {
+      code = c;
+      break;
+    }
+  }
+  if (!j.exit_code || code != 0) j.exit_code = code;
+  if (code == 0 && cause.empty()) {
+    RecordTransitionLocked(j, JobState::kSucceeded, "all tasks exited 0", b);
+    return;
+  }
+  RecordTransitionLocked(j, JobState::kFailed, fmt::format("a task exited with code {}", code), b);
+  if (ShouldRetry(j.spec.retry, j.restarts, code)) {
+    ++j.restarts;
+    const int64_t backoff = RetryBackoffSeconds(j.spec.retry, j.restarts);
+    j.not_before = now + SecondsToMs(backoff);
+    j.finished_at = 0;
+    RecordTransitionLocked(
+        j, JobState::kRetryWait,
+        fmt::format("retry {} of {} in {} s", j.restarts, j.spec.retry.max_retries, backoff), b);
+  }
+}
+
+}  // namespace arbiter::server

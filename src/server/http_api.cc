@@ -1,0 +1,419 @@
+#include "server/http_api.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <functional>
+#include <regex>
+
+#include "api/config_codec.h"
+#include "api/errors.h"
+#include "api/job_codec.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+
+namespace {
+
+void SendError(httplib::Response& res, const Status& st) {
+  res.status = api::HttpStatusFor(st.code());
+  res.set_content(api::ErrorBody(st).dump(), "application/json");
+}
+
+void SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+std::string Bearer(const httplib::Request& req) {
+  const std::string h = req.get_header_value("Authorization");
+  if (h.rfind("Bearer ", 0) == 0) return h.substr(7);
+  return "";
+}
+
+Result<uint64_t> ParseId(const std::string& s, const char* field) {
+  if (s.empty() || s.size() > 19) return InvalidArgument(field, "must be a job id");
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return InvalidArgument(field, "must be a job id");
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+Result<json> ParseBody(const httplib::Request& req) {
+  try {
+    return json::parse(req.body);
+  } catch (const std::exception& e) {
+    return InvalidArgument("", fmt::format("the body is not valid JSON: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
+    : cp_(cp), options_(options), http_(std::make_unique<httplib::Server>()) {
+  const size_t threads = options_.threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(api::kMaxBodyBytes);
+  http_->set_keep_alive_max_count(100000);
+  // Small request/response pairs on keep-alive connections: without TCP_NODELAY, Nagle's algorithm
+  // and delayed ACKs add ~40 ms to each exchange.
+  http_->set_tcp_nodelay(true);
+  Register();
+}
+
+HttpApi::~HttpApi() { Stop(); }
+
+Result<int> HttpApi::Bind(const std::string& host, int port) {
+  int bound = port;
+  if (port == 0) {
+    bound = http_->bind_to_any_port(host);
+  } else if (!http_->bind_to_port(host, port)) {
+    bound = -1;
+  }
+  if (bound <= 0) {
+    return Status(StatusCode::kUnavailable, fmt::format("cannot listen on {}:{}", host, port));
+  }
+  return bound;
+}
+
+void HttpApi::Serve() { http_->listen_after_bind(); }
+
+void HttpApi::Stop() {
+  if (stopping_.exchange(true)) return;
+  cp_->WakeAll();
+  http_->stop();
+}
+
+bool HttpApi::AllowRate(const std::string& token_id) {
+  if (options_.rate_limit_per_second <= 0) return true;
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::lock_guard<std::mutex> lock(rate_mu_);
+  Bucket& b = buckets_[token_id];
+  const double burst = options_.rate_limit_per_second * 2;
+  if (b.last_ns == 0) b.tokens = burst;
+  b.tokens = std::min(burst, b.tokens + static_cast<double>(now - b.last_ns) * 1e-9 *
+                                            options_.rate_limit_per_second);
+  b.last_ns = now;
+  if (b.tokens < 1) return false;
+  b.tokens -= 1;
+  return true;
+}
+
+void HttpApi::Register() {
+  using Handler =
+      std::function<void(const Principal&, const httplib::Request&, httplib::Response&)>;
+  // Every authenticated route: token check, rate limit, then the handler.
+  auto route = [this](const char* method, std::string path, std::string regex, std::string summary,
+                      Handler h) {
+    route_info_.push_back({method, path, summary});
+    auto wrapped = [this, h, method](const httplib::Request& req, httplib::Response& res) {
+      auto p = cp_->Authenticate(Bearer(req));
+      if (!p.ok()) {
+        SendError(res, p.status());
+        return;
+      }
+      if (!AllowRate(p->token_id)) {
+        SendError(res, Status(StatusCode::kResourceExhausted,
+                              "rate limit exceeded for this token; retry shortly"));
+        res.set_header("Retry-After", "1");
+        return;
+      }
+      h(*p, req, res);
+      if (std::string_view(method) != "GET" && res.status == 403) {
+        cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
+      }
+    };
+    const std::string m = method;
+    if (m == "GET") http_->Get(regex, wrapped);
+    if (m == "POST") http_->Post(regex, wrapped);
+    if (m == "PUT") http_->Put(regex, wrapped);
+    if (m == "DELETE") http_->Delete(regex, wrapped);
+  };
+  auto reply = [](httplib::Response& res, const Result<json>& r, int ok_status = 200) {
+    if (!r.ok()) {
+      SendError(res, r.status());
+    } else {
+      SendJson(res, ok_status, *r);
+    }
+  };
+
+  route_info_.push_back({"GET", "/healthz", "Liveness: the process serves requests"});
+  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"status", "ok"}});
+  });
+  route_info_.push_back({"GET", "/readyz", "Readiness: the store is open and the state loaded"});
+  http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ready = cp_->ready() && !stopping_;
+    SendJson(res, ready ? 200 : 503, {{"status", ready ? "ready" : "not ready"}});
+  });
+  route_info_.push_back({"GET", "/api/v1/openapi.json", "This document"});
+  http_->Get("/api/v1/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, OpenApi());
+  });
+
+  route("GET", "/api/v1/whoami", "/api/v1/whoami", "The caller's user, tenant and role",
+        [](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          SendJson(
+              res, 200,
+              {{"user", p.user}, {"tenant", p.tenant}, {"role", std::string(RoleName(p.role))}});
+        });
+
+  // Jobs.
+  route("POST", "/api/v1/jobs", "/api/v1/jobs", "Submit a job (Idempotency-Key header honoured)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto spec = api::ParseJobSubmission(req.body);
+          if (!spec.ok()) return SendError(res, spec.status());
+          bool created = false;
+          auto r = cp_->SubmitJob(p, std::move(spec).value(),
+                                  req.get_header_value("Idempotency-Key"), &created);
+          if (!r.ok()) return SendError(res, r.status());
+          res.set_header("Location", fmt::format("/api/v1/jobs/{}", (*r)["id"].get<uint64_t>()));
+          SendJson(res, created ? 201 : 200, *r);
+        });
+  route("GET", "/api/v1/jobs", "/api/v1/jobs",
+        "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          JobFilter f;
+          f.tenant = req.get_param_value("tenant");
+          f.queue = req.get_param_value("queue");
+          f.state = req.get_param_value("state");
+          f.user = req.get_param_value("user");
+          f.type = req.get_param_value("type");
+          if (!f.state.empty() && !ParseJobState(f.state)) {
+            return SendError(res,
+                             InvalidArgument("state", fmt::format("unknown state '{}'", f.state)));
+          }
+          if (req.has_param("cursor")) {
+            auto c = ParseId(req.get_param_value("cursor"), "cursor");
+            if (!c.ok()) return SendError(res, c.status());
+            f.after_id = *c;
+          }
+          if (req.has_param("limit")) {
+            auto l = ParseId(req.get_param_value("limit"), "limit");
+            if (!l.ok() || *l < 1 || *l > 1000) {
+              return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
+            }
+            f.limit = *l;
+          }
+          reply(res, cp_->ListJobs(p, f));
+        });
+  route("GET", "/api/v1/jobs/{id}", R"(/api/v1/jobs/(\d+))", "Get a job",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          reply(res, cp_->GetJob(p, *id));
+        });
+  route("GET", "/api/v1/jobs/{id}/events", R"(/api/v1/jobs/(\d+)/events)",
+        "A job's history of state changes with reasons",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          reply(res, cp_->JobEvents(p, *id));
+        });
+  route("GET", "/api/v1/jobs/{id}/why", R"(/api/v1/jobs/(\d+)/why)",
+        "Why a job is pending: verdict code, message, position, estimated start",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          reply(res, cp_->WhyPending(p, *id));
+        });
+  for (const char* action : {"cancel", "suspend", "resume", "retry"}) {
+    route("POST", fmt::format("/api/v1/jobs/{{id}}/{}", action),
+          fmt::format(R"(/api/v1/jobs/(\d+)/{})", action), fmt::format("{} a job", action),
+          [this, reply, action](const Principal& p, const httplib::Request& req,
+                                httplib::Response& res) {
+            auto id = ParseId(req.matches[1], "id");
+            if (!id.ok()) return SendError(res, id.status());
+            reply(res, cp_->JobAction(p, *id, action));
+          });
+  }
+
+  // Tenants, queues, users, tokens, priority classes.
+  route("GET", "/api/v1/tenants", "/api/v1/tenants", "List tenants",
+        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          reply(res, cp_->ListTenants(p));
+        });
+  route("GET", "/api/v1/queues", "/api/v1/queues",
+        "List queues with live usage: guaranteed, max, usage, borrowed, pending and running",
+        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          reply(res, cp_->ListQueues(p));
+        });
+  route("GET", "/api/v1/queues/{name}", R"(/api/v1/queues/([a-z0-9][a-z0-9-]*))", "Get a queue",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          reply(res, cp_->GetQueue(p, req.matches[1]));
+        });
+  route("GET", "/api/v1/users", "/api/v1/users", "List users",
+        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          reply(res, cp_->ListUsers(p));
+        });
+  route("POST", "/api/v1/users", "/api/v1/users", "Create a user {name, tenant, role}",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto body = ParseBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          api::UserConfig u;
+          for (auto& [k, v] : body->items()) {
+            if (k != "name" && k != "tenant" && k != "role") {
+              return SendError(res,
+                               InvalidArgument(k, "unknown field; allowed: name, tenant, role"));
+            }
+            if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
+          }
+          u.name = body->value("name", "");
+          u.tenant = body->value("tenant", p.tenant);
+          u.role = body->value("role", "member");
+          reply(res, cp_->CreateUser(p, u), 201);
+        });
+  route("POST", "/api/v1/tokens", "/api/v1/tokens",
+        "Create a token {user, role?}; the plain token is in the response only",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto body = ParseBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
+          for (auto& [k, v] : body->items()) {
+            if (k != "user" && k != "role") {
+              return SendError(res, InvalidArgument(k, "unknown field; allowed: user, role"));
+            }
+            if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
+          }
+          std::optional<Role> role;
+          if (body->contains("role")) {
+            role = ParseRole((*body)["role"].get<std::string>());
+            if (!role) return SendError(res, InvalidArgument("role", "unknown role"));
+          }
+          reply(res, cp_->CreateToken(p, body->value("user", p.user), role), 201);
+        });
+  route("GET", "/api/v1/priority-classes", "/api/v1/priority-classes", "List priority classes",
+        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          reply(res, cp_->ListPriorityClasses(p));
+        });
+
+  // Nodes.
+  route("GET", "/api/v1/nodes", "/api/v1/nodes", "List nodes",
+        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          reply(res, cp_->ListNodes(p));
+        });
+  route("GET", "/api/v1/nodes/{name}", R"(/api/v1/nodes/([A-Za-z0-9._-]+))",
+        "Get a node and the jobs on it",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          reply(res, cp_->GetNode(p, req.matches[1]));
+        });
+  for (const char* action : {"cordon", "drain", "uncordon"}) {
+    route("POST", fmt::format("/api/v1/nodes/{{name}}/{}", action),
+          fmt::format(R"(/api/v1/nodes/([A-Za-z0-9._-]+)/{})", action),
+          fmt::format("{} a node", action),
+          [this, reply, action](const Principal& p, const httplib::Request& req,
+                                httplib::Response& res) {
+            reply(res, cp_->NodeAction(p, req.matches[1], action));
+          });
+  }
+
+  // Configuration.
+  route(
+      "PUT", "/api/v1/config", "/api/v1/config",
+      "Make the server match a YAML configuration; ?dry_run=true returns the diff only",
+      [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+        auto c = api::ParseConfigYaml(req.body);
+        if (!c.ok()) return SendError(res, c.status());
+        const bool dry = req.get_param_value("dry_run") == "true";
+        auto diff = cp_->ApplyConfig(p, *c, dry);
+        if (!diff.ok()) return SendError(res, diff.status());
+        json changes = json::array();
+        for (const api::ConfigChange& ch : *diff) {
+          changes.push_back(
+              {{"kind", ch.kind}, {"name", ch.name}, {"action", ch.action}, {"detail", ch.detail}});
+        }
+        SendJson(res, 200, {{"dry_run", dry}, {"changes", changes}});
+      });
+  route("GET", "/api/v1/config", "/api/v1/config", "The configuration as YAML",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          if (p.role != Role::kAdmin) {
+            return SendError(res, Status(StatusCode::kPermissionDenied,
+                                         "only admins may read the configuration"));
+          }
+          res.set_content(cp_->ConfigYaml(), "application/yaml");
+        });
+
+  // Server-sent events.
+  route("GET", "/api/v1/events", "/api/v1/events",
+        "Server-sent events of job and node changes (since=SEQ to resume)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          uint64_t since = cp_->last_event_seq();
+          if (req.has_param("since")) {
+            auto s = ParseId(req.get_param_value("since"), "since");
+            if (!s.ok()) return SendError(res, s.status());
+            since = *s;
+          }
+          auto seq = std::make_shared<uint64_t>(since);
+          const Principal who = p;
+          res.set_header("Cache-Control", "no-cache");
+          res.set_chunked_content_provider(
+              "text/event-stream", [this, seq, who](size_t, httplib::DataSink& sink) {
+                if (stopping_) return false;
+                for (const ServerEvent& e : cp_->EventsAfter(*seq, 1000)) {
+                  *seq = e.seq;
+                  const std::string tenant = e.data.value("tenant", "");
+                  if (who.role != Role::kAdmin && !tenant.empty() && tenant != who.tenant) {
+                    continue;
+                  }
+                  const std::string msg =
+                      fmt::format("id: {}\nevent: {}\ndata: {}\n\n", e.seq, e.kind, e.data.dump());
+                  if (!sink.write(msg.data(), msg.size())) return false;
+                }
+                const std::string ping = ": keep-alive\n\n";
+                return sink.write(ping.data(), ping.size()) && !stopping_;
+              });
+        });
+
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      SendError(res, Status(StatusCode::kNotFound,
+                            fmt::format("no route for {} {}", req.method, req.path)));
+    } else if (res.status == 413) {
+      SendError(res, InvalidArgument(
+                         "", fmt::format("the body is larger than {} bytes", api::kMaxBodyBytes)));
+      res.status = 413;
+    } else {
+      res.set_content(
+          api::ErrorBody(Status(StatusCode::kInvalidArgument, fmt::format("HTTP {}", res.status)))
+              .dump(),
+          "application/json");
+    }
+  });
+}
+
+json HttpApi::OpenApi() const {
+  json paths = json::object();
+  for (const RouteInfo& r : route_info_) {
+    std::string m = r.method;
+    std::transform(m.begin(), m.end(), m.begin(), ::tolower);
+    json op = {
+        {"summary", r.summary},
+        {"responses",
+         {{"200", {{"description", "OK"}}},
+          {"4XX", {{"description", "Error: {\"error\": {\"code\", \"message\", \"field\"}}"}}}}}};
+    if (r.path != "/healthz" && r.path != "/readyz" && r.path != "/api/v1/openapi.json") {
+      op["security"] = json::array({{{"bearer", json::array()}}});
+    }
+    json params = json::array();
+    for (const char* name : {"id", "name"}) {
+      if (r.path.find(std::string("{") + name + "}") != std::string::npos) {
+        params.push_back(
+            {{"name", name}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}});
+      }
+    }
+    if (!params.empty()) op["parameters"] = params;
+    paths[r.path][m] = op;
+  }
+  return {
+      {"openapi", "3.0.3"},
+      {"info", {{"title", "Arbiter API"}, {"version", "v1"}}},
+      {"components", {{"securitySchemes", {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}}}}},
+      {"paths", paths}};
+}
+
+}  // namespace arbiter::server

@@ -1,0 +1,73 @@
+// HttpApi: the REST API (/api/v1, JSON) over cpp-httplib, routed to the ControlPlane.
+//
+// One route table drives both the server and the OpenAPI document (/api/v1/openapi.json), so the
+// document always lists exactly the routes that exist. Every error is an HTTP 4xx/5xx with a body
+// {"error": {"code", "message", "field"}}.
+//
+// Threads: cpp-httplib's pool serves requests; handlers only call ControlPlane (thread-safe).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/result.h"
+#include "server/control_plane.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace arbiter::server {
+
+struct HttpOptions {
+  // Each keep-alive connection holds a worker while open: size for the expected clients.
+  size_t threads = 64;
+  // Per-token requests per second (token bucket, burst = 2 s worth); 0: unlimited.
+  double rate_limit_per_second = 2000;
+};
+
+class HttpApi {
+ public:
+  HttpApi(ControlPlane* cp, HttpOptions options);
+  ~HttpApi();
+
+  // Binds host:port (0: any free port) and returns the port.
+  Result<int> Bind(const std::string& host, int port);
+  // Serves until Stop(); call after Bind.
+  void Serve();
+  void Stop();
+
+  // The OpenAPI 3 document of every route.
+  nlohmann::json OpenApi() const;
+
+  struct RouteInfo {
+    std::string method;
+    std::string path;  // OpenAPI form: /api/v1/jobs/{id}
+    std::string summary;
+  };
+  const std::vector<RouteInfo>& routes() const { return route_info_; }
+
+ private:
+  void Register();
+  bool AllowRate(const std::string& token_id);
+
+  ControlPlane* cp_;
+  HttpOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+  std::vector<RouteInfo> route_info_;
+  std::atomic<bool> stopping_{false};
+  struct Bucket {
+    double tokens = 0;
+    int64_t last_ns = 0;
+  };
+  std::mutex rate_mu_;
+  std::unordered_map<std::string, Bucket> buckets_;
+};
+
+}  // namespace arbiter::server

@@ -1,0 +1,226 @@
+#include "server/server_command.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "api/config_codec.h"
+#include "server/control_plane.h"
+#include "server/http_api.h"
+#include "server/local_executor.h"
+#include "store/sqlite/sqlite_store.h"
+
+namespace arbiter::server {
+
+namespace {
+
+TimeMs WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool SplitHostPort(const std::string& listen, std::string* host, int* port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = listen.substr(0, colon);
+  try {
+    *port = std::stoi(listen.substr(colon + 1));
+  } catch (...) {
+    return false;
+  }
+  return *port >= 0 && *port <= 65535 && !host->empty();
+}
+
+Status WriteSecretFile(const std::string& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return {StatusCode::kUnavailable, fmt::format("cannot write {}", path)};
+  const std::string line = content + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::fchmod(fd, 0600);
+  ::fsync(fd);
+  ::close(fd);
+  return ok ? Status::Ok() : Status(StatusCode::kUnavailable, fmt::format("cannot write {}", path));
+}
+
+void SetupLogging(const std::string& format) {
+  auto logger = spdlog::stderr_logger_mt("arbiter");
+  if (format == "json") {
+    logger->set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":"%v"})",
+        spdlog::pattern_time_type::utc);
+  } else {
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+  }
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace
+
+int RunServer(const ServerOptions& o) {
+  if (o.log_format != "text" && o.log_format != "json") {
+    std::fprintf(stderr, "arbiter server: --log-format must be text or json, got '%s'\n",
+                 o.log_format.c_str());
+    return 2;
+  }
+  SetupLogging(o.log_format);
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(o.listen, &host, &port)) {
+    spdlog::error("--listen: expected HOST:PORT, got '{}'", o.listen);
+    return 2;
+  }
+  if (::mkdir(o.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::error("--data-dir: cannot create {}: {}", o.data_dir, std::strerror(errno));
+    return 1;
+  }
+  // Signals are handled by one thread with sigwait; block them everywhere else.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto store = store::OpenSqliteStore(o.data_dir + "/arbiter.db");
+  if (!store.ok()) {
+    spdlog::error("cannot open the store in {}: {}", o.data_dir, store.status().ToString());
+    return 1;
+  }
+  ControlPlane cp(store->get(), WallClockMs);
+  if (Status st = cp.Load(); !st.ok()) {
+    spdlog::error("cannot load the state: {}", st.ToString());
+    return 1;
+  }
+  if (!o.config_file.empty()) {
+    std::ifstream in(o.config_file);
+    if (!in) {
+      spdlog::error("--config: cannot read {}", o.config_file);
+      return 2;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto config = api::ParseConfigYaml(text.str());
+    if (!config.ok()) {
+      spdlog::error("--config {}: {}", o.config_file, config.status().ToString());
+      return 2;
+    }
+    Principal admin{"admin", "", Role::kAdmin, ""};
+    auto diff = cp.ApplyConfig(admin, *config, false);
+    if (!diff.ok()) {
+      spdlog::error("--config {}: {}", o.config_file, diff.status().ToString());
+      return 2;
+    }
+    spdlog::info("applied {} ({} changes)", o.config_file, diff->size());
+  }
+  auto token = cp.BootstrapAdmin();
+  if (!token.ok()) {
+    spdlog::error("cannot create the admin token: {}", token.status().ToString());
+    return 1;
+  }
+  if (!token->empty()) {
+    const std::string path = o.data_dir + "/admin.token";
+    if (Status st = WriteSecretFile(path, *token); !st.ok()) {
+      spdlog::error("{}", st.ToString());
+      return 1;
+    }
+    std::printf("admin token (shown once, also in %s): %s\n", path.c_str(), token->c_str());
+  }
+
+  std::unique_ptr<LocalExecutor> executor;
+  if (!o.local_node.empty()) {
+    auto nodes = cp.ListNodes(Principal{"admin", "", Role::kAdmin, ""});
+    bool configured = false;
+    for (const auto& n : (*nodes)["items"]) configured |= n["name"] == o.local_node;
+    if (!configured) {
+      Node n;
+      n.name = o.local_node;
+      n.cpu_milli = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
+      n.memory_mib = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                     static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / (1024 * 1024);
+      const std::string model = cp.FirstGpuModel();
+      for (int g = 0; g < o.fake_gpus && !model.empty(); ++g) {
+        n.gpus.push_back({g, model, 0, true, g * 2 / std::max(1, o.fake_gpus)});
+      }
+      if (Status st = cp.RegisterNode(n); !st.ok()) {
+        spdlog::error("--local-node: {}", st.ToString());
+        return 1;
+      }
+      spdlog::info("built-in node {}: {} CPUs, {} MiB, {} fake GPUs of {}", n.name,
+                   n.cpu_milli / 1000, n.memory_mib, n.gpus.size(), model);
+    }
+    executor = std::make_unique<LocalExecutor>(&cp, o.local_node, o.data_dir, WallClockMs);
+    executor->Start();
+  }
+
+  HttpOptions http_options;
+  http_options.rate_limit_per_second = o.rate_limit;
+  http_options.threads = static_cast<size_t>(o.http_threads);
+  HttpApi api(&cp, http_options);
+  auto bound = api.Bind(host, port);
+  if (!bound.ok()) {
+    spdlog::error("{}", bound.status().ToString());
+    return 1;
+  }
+  std::printf("arbiter server listening on http://%s:%d\n", host.c_str(), *bound);
+  std::fflush(stdout);
+  spdlog::info("API at http://{}:{}/api/v1 (OpenAPI: /api/v1/openapi.json), data in {}", host,
+               *bound, o.data_dir);
+
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop = false;
+  std::thread scheduler([&] {
+    std::unique_lock<std::mutex> lock(stop_mu);
+    while (!stop) {
+      lock.unlock();
+      auto r = cp.RunSchedulingCycle();
+      if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
+      lock.lock();
+      // A cycle over a deep backlog may take a while: keep scheduling under ~20% of the time, so
+      // that the API stays responsive (wait at least 4x the last cycle).
+      const auto last = std::chrono::duration<double>(cp.stats().last_cycle_seconds * 4);
+      const auto wait = std::max<std::chrono::duration<double>>(
+          std::chrono::milliseconds(o.cycle_interval_ms), last);
+      stop_cv.wait_for(lock, wait, [&] { return stop; });
+    }
+  });
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGTERM || sig == SIGINT) spdlog::info("signal {}: shutting down", sig);
+    {
+      std::lock_guard<std::mutex> lock(stop_mu);
+      stop = true;
+    }
+    stop_cv.notify_all();
+    api.Stop();
+  });
+
+  api.Serve();  // returns after Stop
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stop = true;
+  }
+  stop_cv.notify_all();
+  scheduler.join();
+  if (executor) executor->Stop(true);
+  // Wake the signal thread if Serve ended for another reason.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  (*store)->Close();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace arbiter::server

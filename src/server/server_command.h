@@ -1,0 +1,26 @@
+// `arbiter server`: the control plane a platform team runs on its head node.
+#pragma once
+
+#include <string>
+
+namespace arbiter::server {
+
+struct ServerOptions {
+  std::string data_dir = "data";
+  std::string listen = "127.0.0.1:8080";
+  std::string config_file;          // applied at start when given
+  std::string log_format = "text";  // or "json"
+  int cycle_interval_ms = 200;
+  double rate_limit = 2000;  // requests per second per token; 0: unlimited
+  int http_threads = 64;
+  // The built-in node: run the tasks placed on this node as local processes. A node of that name
+  // in the configuration is used as it is; otherwise one is registered with this machine's CPUs
+  // and memory and `fake_gpus` GPUs of the first configured model.
+  std::string local_node;
+  int fake_gpus = 8;
+};
+
+// Runs until SIGTERM or SIGINT; returns the process exit code.
+int RunServer(const ServerOptions& options);
+
+}  // namespace arbiter::server

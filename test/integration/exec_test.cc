@@ -1,0 +1,162 @@
+// Integration tests of execution on the built-in node: real processes, real signals.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "server_process.h"
+
+namespace arbiter::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kConfig = R"(
+gpu_models:
+  - {name: A100-80G, memory_mib: 81920}
+priority_classes:
+  - {name: critical, value: 1000, preemptible: false}
+  - {name: best-effort, value: 0, preemptible: true, min_runtime_seconds: 0, grace_period_seconds: 5}
+tenants:
+  - name: lab
+    queues:
+      - {name: lab-q, guaranteed: {gpu: 8}}
+nodes:
+  - {name: box, cpu_milli: 32000, memory_mib: 65536, gpus: {count: 8, model: A100-80G, nvlink_domains: 2}}
+)";
+
+class ExecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    {
+      std::ofstream f(dir_.path() + "/cluster.yaml");
+      f << kConfig;
+    }
+    ASSERT_TRUE(server_.Start(dir_.path(),
+                              {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box"}))
+        << server_.output();
+    admin_ = server_.Client(server_.admin_token());
+  }
+
+  uint64_t Submit(json body) {
+    body["queue"] = "lab-q";
+    auto r = admin_->Post("/api/v1/jobs", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no response");
+    return r ? json::parse(r->body)["id"].get<uint64_t>() : 0;
+  }
+
+  json Get(uint64_t id) {
+    auto r = admin_->Get(fmt::format("/api/v1/jobs/{}", id));
+    return r ? json::parse(r->body) : json();
+  }
+
+  // Polls (bounded, 50 ms apart) until the job is in `state`; returns the job.
+  json WaitFor(uint64_t id, const std::string& state, int max_polls = 200) {
+    json j;
+    for (int i = 0; i < max_polls; ++i) {
+      j = Get(id);
+      if (j["state"] == state) return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << id << " never became " << state << ": " << j.dump();
+    return j;
+  }
+
+  std::string Output(uint64_t id, int task = 0) {
+    std::ifstream f(fmt::format("{}/jobs/{}/task-{}.out", dir_.path(), id, task));
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+
+  TempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<httplib::Client> admin_;
+};
+
+TEST_F(ExecTest, TaskSeesItsGpusAndIdentity) {
+  const uint64_t id =
+      Submit({{"command", {"sh", "-c", "env | sort"}}, {"resources", {{"gpus", 4}}}});
+  WaitFor(id, "succeeded");
+  const std::string out = Output(id);
+  EXPECT_NE(out.find("CUDA_VISIBLE_DEVICES=0,1,2,3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("NVIDIA_VISIBLE_DEVICES=0,1,2,3\n"), std::string::npos);
+  EXPECT_NE(out.find(fmt::format("ARBITER_JOB_ID={}\n", id)), std::string::npos);
+  EXPECT_NE(out.find("ARBITER_TASK_INDEX=0\n"), std::string::npos);
+  EXPECT_NE(out.find("ARBITER_NODE_NAME=box\n"), std::string::npos);
+  EXPECT_NE(out.find("ARBITER_RESTART_COUNT=0\n"), std::string::npos);
+  EXPECT_NE(out.find("WORLD_SIZE=1\n"), std::string::npos);
+  EXPECT_NE(out.find("ARBITER_CHECKPOINT_DIR="), std::string::npos);
+  EXPECT_EQ(Get(id)["exit_code"], 0);
+}
+
+TEST_F(ExecTest, FailureRetriesWithBackoffThenFails) {
+  const uint64_t id =
+      Submit({{"command", {"sh", "-c", "echo try $ARBITER_RESTART_COUNT; exit 7"}},
+              {"resources", {{"gpus", 1}}},
+              {"retry", {{"max_retries", 2}, {"backoff_seconds", 0}, {"backoff_cap_seconds", 0}}}});
+  json j;
+  for (int i = 0; i < 200; ++i) {
+    j = Get(id);
+    if (j["state"] == "failed" && j["restarts"] == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(j["state"], "failed");
+  EXPECT_EQ(j["restarts"], 2);
+  EXPECT_EQ(j["exit_code"], 7);
+  EXPECT_EQ(Output(id), "try 0\ntry 1\ntry 2\n");
+}
+
+TEST_F(ExecTest, CancelStopsTheProcessGroupAndFreesTheGpus) {
+  const uint64_t id = Submit(
+      {{"command", {"sh", "-c", "sleep 60 & sleep 60; wait"}}, {"resources", {{"gpus", 8}}}});
+  WaitFor(id, "running");
+  auto r = admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
+  ASSERT_EQ(r->status, 200);
+  // The GPUs are free again once the processes are gone: a new 8-GPU job runs.
+  const uint64_t next = Submit({{"command", {"true"}}, {"resources", {{"gpus", 8}}}});
+  WaitFor(next, "succeeded");
+  EXPECT_EQ(Get(id)["state"], "cancelled");
+}
+
+TEST_F(ExecTest, WalltimeEndsAJobAsTimedOut) {
+  const uint64_t id = Submit({{"command", {"sleep", "60"}},
+                              {"walltime_seconds", 1},
+                              {"resources", {{"gpus", 1}}},
+                              {"grace_period_seconds", 1}});
+  const json j = WaitFor(id, "timed-out", 200);
+  EXPECT_NE(j["reason"].get<std::string>().find("walltime"), std::string::npos);
+}
+
+// A preemptible job holding all GPUs gets SIGTERM when a higher-priority job arrives, saves a
+// checkpoint, the new job runs, then the first resumes from its checkpoint with
+// ARBITER_RESTART_COUNT=1 and succeeds.
+TEST_F(ExecTest, PreemptedJobCheckpointsAndResumes) {
+  const char* script =
+      "if [ -f \"$ARBITER_CHECKPOINT_DIR/ckpt\" ]; then "
+      "  echo \"resumed from $(cat $ARBITER_CHECKPOINT_DIR/ckpt) restart=$ARBITER_RESTART_COUNT\";"
+      "  exit 0; fi; "
+      "trap 'echo step-42 > \"$ARBITER_CHECKPOINT_DIR/ckpt\"; exit 0' TERM; "
+      "echo started; while true; do sleep 0.1; done";
+  const uint64_t low = Submit({{"command", {"sh", "-c", script}},
+                               {"priority_class", "best-effort"},
+                               {"resources", {{"gpus", 8}}}});
+  WaitFor(low, "running");
+  const uint64_t high = Submit({{"command", {"sh", "-c", "sleep 0.5"}},
+                                {"priority_class", "critical"},
+                                {"resources", {{"gpus", 8}}}});
+  WaitFor(high, "succeeded");
+  const json j = WaitFor(low, "succeeded");
+  EXPECT_EQ(j["preemptions"], 1);
+  EXPECT_EQ(Output(low), "started\nresumed from step-42 restart=1\n");
+  auto events = json::parse(admin_->Get(fmt::format("/api/v1/jobs/{}/events", low))->body);
+  std::vector<std::string> to;
+  for (const json& e : events["items"]) to.push_back(e["to"]);
+  EXPECT_NE(std::find(to.begin(), to.end(), "preempting"), to.end());
+  EXPECT_NE(std::find(to.begin(), to.end(), "preempted"), to.end());
+}
+
+}  // namespace
+}  // namespace arbiter::testing

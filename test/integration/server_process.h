@@ -1,0 +1,122 @@
+// ServerProcess: the real `arbiter server` binary in a child process, on a loopback port chosen by
+// the kernel (--listen 127.0.0.1:0), with its data in a temporary folder. Nothing outlives the
+// test: the destructor kills the child and removes the folder.
+#pragma once
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace arbiter::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "arbiter-test-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class ServerProcess {
+ public:
+  // Starts the server; `extra` are more flags. Fails the test (returns false) if it does not say
+  // where it listens within 20 s.
+  bool Start(const std::string& data_dir, std::vector<std::string> extra = {}) {
+    int out[2];
+    if (pipe(out) != 0) return false;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      close(out[1]);
+      std::vector<std::string> args = {
+          ARBITER_BINARY, "server",      "--data-dir",          data_dir,
+          "--listen",     "127.0.0.1:0", "--cycle-interval-ms", "50"};
+      for (auto& e : extra) args.push_back(e);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    out_fd_ = out[0];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    std::string buf;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_fd_, POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char c[512];
+      const ssize_t n = read(out_fd_, c, sizeof(c));
+      if (n <= 0) return false;
+      buf.append(c, static_cast<size_t>(n));
+      const size_t at = buf.find("listening on http://127.0.0.1:");
+      if (at != std::string::npos) {
+        const size_t eol = buf.find('\n', at);
+        if (eol == std::string::npos) continue;
+        port_ = std::stoi(buf.substr(at + 30, eol - at - 30));
+        output_ = buf;
+        std::ifstream tok(data_dir + "/admin.token");
+        if (tok) std::getline(tok, admin_token_);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  ~ServerProcess() { Kill(SIGKILL); }
+
+  // Sends `sig` and waits for the child; returns its wait status.
+  int Kill(int sig) {
+    if (pid_ <= 0) return 0;
+    ::kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    if (out_fd_ >= 0) close(out_fd_);
+    out_fd_ = -1;
+    return status;
+  }
+
+  int port() const { return port_; }
+  const std::string& admin_token() const { return admin_token_; }
+  const std::string& output() const { return output_; }
+
+  std::unique_ptr<httplib::Client> Client(const std::string& token) const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    c->set_connection_timeout(5);
+    c->set_read_timeout(10);
+    c->set_tcp_nodelay(true);
+    if (!token.empty()) c->set_bearer_token_auth(token);
+    return c;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int port_ = 0;
+  std::string admin_token_;
+  std::string output_;
+};
+
+}  // namespace arbiter::testing

@@ -1,0 +1,333 @@
+// Integration tests of `arbiter server`: the real binary, a real SQLite file, real HTTP on
+// loopback.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "server_process.h"
+
+namespace arbiter::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kConfig = R"(
+gpu_models:
+  - {name: A100-80G, memory_mib: 81920, price_per_hour: 2.5}
+priority_classes:
+  - {name: critical, value: 1000, preemptible: false}
+  - {name: normal, value: 100, preemptible: true}
+  - {name: best-effort, value: 0, preemptible: true, min_runtime_seconds: 0}
+tenants:
+  - name: vision
+    queues:
+      - name: vision-train
+        guaranteed: {gpu: 8}
+        max: {gpu: 16}
+        allowed_types: [training, fine-tuning, experiment]
+      - name: vision-dev
+        guaranteed: {gpu: 0}
+  - name: speech
+    queues:
+      - name: speech-train
+        guaranteed: {gpu: 8}
+users:
+  - {name: alice, tenant: vision, role: member}
+  - {name: bob, tenant: vision, role: member}
+  - {name: vic, tenant: vision, role: viewer}
+  - {name: tina, tenant: vision, role: tenant-admin}
+  - {name: sam, tenant: speech, role: member}
+nodes:
+  - {name: gpu-01, cpu_milli: 128000, memory_mib: 1048576, rack: r1, gpus: {count: 8, model: A100-80G}}
+  - {name: gpu-02, cpu_milli: 128000, memory_mib: 1048576, rack: r1, gpus: {count: 8, model: A100-80G}}
+)";
+
+json Parse(const httplib::Result& r) {
+  if (!r) return json();
+  try {
+    return json::parse(r->body);
+  } catch (...) {
+    return json();
+  }
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start(dir_.path())) << server_.output();
+    ASSERT_FALSE(server_.admin_token().empty());
+    admin_ = server_.Client(server_.admin_token());
+    auto r = admin_->Put("/api/v1/config", kConfig, "application/yaml");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    for (const char* user : {"alice", "bob", "vic", "tina", "sam"}) {
+      auto t = admin_->Post("/api/v1/tokens", json{{"user", user}}.dump(), "application/json");
+      ASSERT_TRUE(t);
+      ASSERT_EQ(t->status, 201) << t->body;
+      tokens_[user] = Parse(t)["token"].get<std::string>();
+    }
+  }
+
+  std::unique_ptr<httplib::Client> As(const std::string& user) {
+    return server_.Client(tokens_.at(user));
+  }
+
+  static std::string Job(const std::string& queue, int gpus = 1) {
+    return json{{"queue", queue},
+                {"command", {"sleep", "1"}},
+                {"resources", {{"gpus", gpus}, {"cpu_milli", 1000}, {"memory_mib", 1024}}}}
+        .dump();
+  }
+
+  TempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<httplib::Client> admin_;
+  std::map<std::string, std::string> tokens_;
+};
+
+TEST_F(ServerTest, AdminTokenIsWrittenOnceWithMode0600) {
+  struct stat st {};
+  ASSERT_EQ(stat((dir_.path() + "/admin.token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(server_.output().find("admin token"), std::string::npos);
+  auto r = server_.Client("")->Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ServerTest, MissingOrBadTokenIs401) {
+  auto r = server_.Client("")->Get("/api/v1/jobs");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Parse(r)["error"]["code"], "unauthenticated");
+  r = server_.Client("arb_0000_bogus")->Get("/api/v1/jobs");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+}
+
+TEST_F(ServerTest, SubmitGetAndIdempotency) {
+  auto alice = As("alice");
+  httplib::Headers h = {{"Idempotency-Key", "k-1"}};
+  auto r1 = alice->Post("/api/v1/jobs", h, Job("vision-train"), "application/json");
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1->status, 201) << r1->body;
+  const json j = Parse(r1);
+  EXPECT_EQ(j["tenant"], "vision");
+  EXPECT_EQ(j["user"], "alice");
+  EXPECT_EQ(j["state"], "pending");
+  auto r2 = alice->Post("/api/v1/jobs", h, Job("vision-train"), "application/json");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 200);
+  EXPECT_EQ(Parse(r2)["id"], j["id"]);
+  auto g = alice->Get(fmt::format("/api/v1/jobs/{}", j["id"].get<uint64_t>()));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->status, 200);
+}
+
+TEST_F(ServerTest, BadInputNamesTheField) {
+  auto alice = As("alice");
+  struct Case {
+    std::string body;
+    int status;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"{not json", 400, ""},
+      {R"({"queue": "vision-train", "command": ["x"], "resources": {"gpus": -2}})", 400,
+       "resources.gpus"},
+      {R"({"queue": "vision-train", "command": ["x"], "resources": {"gpus": "4"}})", 400,
+       "resources.gpus"},
+      {R"({"queue": "vision-train", "command": ["x"], "tenant": "speech"})", 400, "tenant"},
+      {R"({"queue": "nope", "command": ["x"]})", 400, "queue"},
+      {R"({"queue": "speech-train", "command": ["x"]})", 400, "queue"},
+      {R"({"queue": "vision-train", "command": ["x"], "priority_class": "ultra"})", 400,
+       "priority_class"},
+  };
+  for (const Case& c : cases) {
+    auto r = alice->Post("/api/v1/jobs", c.body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, c.status) << c.body << " -> " << r->body;
+    const json e = Parse(r)["error"];
+    EXPECT_EQ(e.value("field", ""), c.field) << c.body << " -> " << r->body;
+    EXPECT_FALSE(e.value("message", "").empty());
+  }
+  auto r =
+      alice->Post("/api/v1/jobs", R"({"queue": "nope", "command": ["x"]})", "application/json");
+  EXPECT_NE(
+      Parse(r)["error"]["message"].get<std::string>().find("queues you can use: vision-train"),
+      std::string::npos);
+}
+
+TEST_F(ServerTest, TenantsAreIsolated) {
+  auto r = As("alice")->Post("/api/v1/jobs", Job("vision-train"), "application/json");
+  ASSERT_EQ(r->status, 201);
+  const uint64_t id = Parse(r)["id"].get<uint64_t>();
+  const std::string path = fmt::format("/api/v1/jobs/{}", id);
+  EXPECT_EQ(As("sam")->Get(path)->status, 404);  // foreign tenant
+  EXPECT_EQ(As("sam")->Post(path + "/cancel", "", "application/json")->status, 404);
+  EXPECT_EQ(Parse(As("sam")->Get("/api/v1/jobs"))["items"].size(), 0u);
+  EXPECT_EQ(As("bob")->Get(path)->status, 200);  // same tenant reads
+  EXPECT_EQ(As("bob")->Post(path + "/cancel", "", "application/json")->status, 403);  // not his
+  EXPECT_EQ(As("vic")->Post("/api/v1/jobs", Job("vision-train"), "application/json")->status, 403);
+  EXPECT_EQ(As("tina")->Post(path + "/suspend", "", "application/json")->status, 200);
+  EXPECT_EQ(As("alice")->Put("/api/v1/config", kConfig, "application/yaml")->status, 403);
+  EXPECT_EQ(As("sam")->Get("/api/v1/queues/vision-train")->status, 404);
+  const json queues = Parse(As("sam")->Get("/api/v1/queues"));
+  ASSERT_EQ(queues["items"].size(), 1u);
+  EXPECT_EQ(queues["items"][0]["name"], "speech-train");
+}
+
+TEST_F(ServerTest, LifecycleTransitionsAreChecked) {
+  auto alice = As("alice");
+  auto r = alice->Post("/api/v1/jobs", Job("vision-train", 64), "application/json");  // never fits
+  ASSERT_EQ(r->status, 201);
+  const std::string path = fmt::format("/api/v1/jobs/{}", Parse(r)["id"].get<uint64_t>());
+  auto bad = alice->Post(path + "/resume", "", "application/json");
+  EXPECT_EQ(bad->status, 409);
+  EXPECT_EQ(Parse(bad)["error"]["code"], "conflict");
+  EXPECT_EQ(Parse(alice->Post(path + "/suspend", "", "application/json"))["state"], "suspended");
+  EXPECT_EQ(Parse(alice->Post(path + "/resume", "", "application/json"))["state"], "pending");
+  EXPECT_EQ(Parse(alice->Post(path + "/cancel", "", "application/json"))["state"], "cancelled");
+  EXPECT_EQ(alice->Post(path + "/cancel", "", "application/json")->status, 409);
+  EXPECT_EQ(Parse(alice->Post(path + "/retry", "", "application/json"))["state"], "retry-wait");
+  const json events = Parse(alice->Get(path + "/events"));
+  std::vector<std::string> to;
+  for (const json& e : events["items"]) to.push_back(e["to"]);
+  EXPECT_EQ(
+      to, (std::vector<std::string>{"pending", "suspended", "pending", "cancelled", "retry-wait"}));
+}
+
+TEST_F(ServerTest, SchedulerAdmitsAndExplains) {
+  auto alice = As("alice");
+  auto r = alice->Post("/api/v1/jobs", Job("vision-train", 4), "application/json");
+  ASSERT_EQ(r->status, 201);
+  const std::string path = fmt::format("/api/v1/jobs/{}", Parse(r)["id"].get<uint64_t>());
+  auto huge = alice->Post("/api/v1/jobs", Job("vision-dev", 12), "application/json");
+  auto over = alice->Post("/api/v1/jobs", Job("vision-train", 16), "application/json");
+  const std::string over_path = fmt::format("/api/v1/jobs/{}", Parse(over)["id"].get<uint64_t>());
+  const std::string huge_path = fmt::format("/api/v1/jobs/{}", Parse(huge)["id"].get<uint64_t>());
+  json j;
+  json why;
+  for (int i = 0; i < 100; ++i) {  // bounded: the scheduler runs every 50 ms
+    j = Parse(alice->Get(path));
+    why = Parse(alice->Get(huge_path + "/why"));
+    if (j["state"] == "admitted" && why.contains("code")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(j["state"], "admitted");
+  ASSERT_EQ(j["placement"].size(), 1u);
+  EXPECT_EQ(j["placement"][0]["gpus"].size(), 4u);
+  EXPECT_EQ(why["code"], "NoFeasibleNode");
+  EXPECT_NE(why["message"].get<std::string>().find(
+                "needs 12 GPUs of model A100-80G on one node: best node has 8 free"),
+            std::string::npos)
+      << why.dump();
+  const json over_why = Parse(alice->Get(over_path + "/why"));
+  EXPECT_EQ(over_why["code"], "QuotaExceeded");
+  EXPECT_EQ(over_why["message"],
+            "queue vision-train uses 4 of max 16 GPUs; this job needs 16 more");
+  EXPECT_EQ(over_why["position"], 2);
+  const json q = Parse(alice->Get("/api/v1/queues/vision-train"));
+  EXPECT_EQ(q["usage"]["gpu"], 4.0);
+  EXPECT_EQ(q["guaranteed"]["gpu"], 8.0);
+  EXPECT_EQ(q["max"]["gpu"], 16.0);
+  EXPECT_EQ(q["pending"], 1);
+  EXPECT_EQ(q["running"], 1);
+}
+
+TEST_F(ServerTest, OpenApiListsEveryRouteAndEveryRouteExists) {
+  const json doc = Parse(admin_->Get("/api/v1/openapi.json"));
+  ASSERT_EQ(doc["openapi"], "3.0.3");
+  size_t checked = 0;
+  for (auto& [path, ops] : doc["paths"].items()) {
+    for (auto& [method, op] : ops.items()) {
+      std::string concrete = path;
+      for (const auto& [param, value] :
+           std::vector<std::pair<std::string, std::string>>{{"{id}", "1"}, {"{name}", "gpu-01"}}) {
+        const size_t at = concrete.find(param);
+        if (at != std::string::npos) concrete.replace(at, param.size(), value);
+      }
+      if (concrete == "/api/v1/events") continue;  // a stream: checked elsewhere
+      httplib::Result r = method == "get"    ? admin_->Get(concrete)
+                          : method == "post" ? admin_->Post(concrete, "{}", "application/json")
+                          : method == "put"  ? admin_->Put(concrete, "{}", "application/json")
+                                             : admin_->Delete(concrete);
+      ASSERT_TRUE(r) << method << " " << concrete;
+      const json body = Parse(r);
+      const std::string msg =
+          body.is_object() && body.contains("error") ? body["error"].value("message", "") : "";
+      EXPECT_EQ(msg.find("no route for"), std::string::npos) << method << " " << concrete;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20u);
+  auto none = admin_->Get("/api/v1/nothing-here");
+  EXPECT_EQ(none->status, 404);
+  EXPECT_NE(Parse(none)["error"]["message"].get<std::string>().find("no route"), std::string::npos);
+}
+
+TEST_F(ServerTest, SigtermShutsDownCleanly) {
+  const int status = server_.Kill(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// 8 concurrent clients submit 5,000 jobs; the server is killed with -9 in the middle and
+// restarted: every job acknowledged with 201 is there, unchanged, and none exists twice.
+TEST_F(ServerTest, AcknowledgedSubmissionsSurviveKill9) {
+  std::mutex mu;
+  std::map<uint64_t, std::string> acked;  // id -> name
+  std::atomic<int> sent{0};
+  std::atomic<bool> killed{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      auto client = As("alice");
+      for (int i = 0; i < 625 && !killed; ++i) {
+        const std::string name = fmt::format("c{}-{}", c, i);
+        json body = json::parse(Job("vision-train"));
+        body["name"] = name;
+        auto r = client->Post("/api/v1/jobs", body.dump(), "application/json");
+        ++sent;
+        if (r && r->status == 201) {
+          std::lock_guard<std::mutex> lock(mu);
+          acked[Parse(r)["id"].get<uint64_t>()] = name;
+        }
+      }
+    });
+  }
+  while (sent < 2500) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  server_.Kill(SIGKILL);
+  killed = true;
+  for (auto& t : clients) t.join();
+  ASSERT_GT(acked.size(), 1000u);
+
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(dir_.path())) << again.output();
+  auto client = again.Client(tokens_.at("alice"));
+  std::map<uint64_t, std::string> found;
+  std::set<std::string> names;
+  std::string cursor;
+  for (int page = 0; page < 1000; ++page) {
+    const json list =
+        Parse(client->Get("/api/v1/jobs?limit=1000" + (cursor.empty() ? "" : "&cursor=" + cursor)));
+    for (const json& j : list["items"]) {
+      found[j["id"].get<uint64_t>()] = j["name"];
+      EXPECT_TRUE(names.insert(j["name"].get<std::string>()).second) << "twice: " << j["name"];
+    }
+    if (list["next_cursor"].is_null()) break;
+    cursor = list["next_cursor"].get<std::string>();
+  }
+  for (const auto& [id, name] : acked) {
+    auto it = found.find(id);
+    ASSERT_NE(it, found.end()) << "acknowledged job " << id << " lost";
+    EXPECT_EQ(it->second, name);
+  }
+}
+
+}  // namespace
+}  // namespace arbiter::testing
