@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "api/job_codec.h"
 
@@ -206,8 +207,74 @@ Status ControlPlane::CompileLocked() {
   return Status::Ok();
 }
 
-Status ControlPlane::PersistConfigLocked(store::WriteBatch* b) const {
+Status ControlPlane::PersistConfigLocked(store::WriteBatch* b,
+                                         const api::ClusterConfig* previous) const {
+  // The canonical YAML is what the server loads back; the tables hold the same objects one a row
+  // for queries and audits.
   b->PutKv({kConfigKey, api::DumpConfigYaml(config_)});
+  std::set<std::string> tenants, queues, classes, models;
+  for (const api::TenantConfig& t : config_.tenants) {
+    json spec = json::object();
+    if (t.budget) {
+      spec["budget"] = {{"gpu_hours", t.budget->gpu_hours},
+                        {"period", t.budget->period},
+                        {"on_exhausted", t.budget->on_exhausted}};
+    }
+    b->PutTenant({t.name, spec.dump(), now_()});
+    tenants.insert(t.name);
+    for (const QueueSpec& q : t.queues) {
+      if (q.is_tenant) continue;
+      json quota = json::object();
+      for (const auto& [key, lim] : q.quota) {
+        json l = json::object();
+        if (lim.guaranteed) l["guaranteed"] = *lim.guaranteed;
+        if (lim.max) l["max"] = *lim.max;
+        if (lim.lending_limit) l["lending_limit"] = *lim.lending_limit;
+        quota[key] = l;
+      }
+      b->PutQueue({q.name, t.name, q.parent,
+                   json{{"quota", quota},
+                        {"weight_milli", q.weight_milli},
+                        {"default_walltime_seconds", q.default_walltime_seconds},
+                        {"allowed_types", q.allowed_types}}
+                       .dump()});
+      queues.insert(q.name);
+    }
+  }
+  for (const PriorityClass& pc : config_.priority_classes) {
+    b->PutPriorityClass({pc.name, json{{"value", pc.value},
+                                       {"preemptible", pc.preemptible},
+                                       {"min_runtime_seconds", pc.min_runtime_seconds},
+                                       {"grace_period_seconds", pc.grace_period_seconds},
+                                       {"preempts_anywhere", pc.preempts_anywhere}}
+                                      .dump()});
+    classes.insert(pc.name);
+  }
+  for (const GpuModel& m : config_.gpu_models) {
+    b->PutGpuModel({m.name, json{{"memory_mib", m.memory_mib},
+                                 {"price_milli_per_hour", m.price_milli_per_hour}}
+                                .dump()});
+    models.insert(m.name);
+  }
+  if (previous != nullptr) {
+    for (const api::TenantConfig& t : previous->tenants) {
+      if (!tenants.count(t.name)) b->DeleteTenant(t.name);
+      for (const QueueSpec& q : t.queues) {
+        if (!q.is_tenant && !queues.count(q.name)) b->DeleteQueue(q.name);
+      }
+    }
+    for (const PriorityClass& pc : previous->priority_classes) {
+      if (!classes.count(pc.name)) b->DeletePriorityClass(pc.name);
+    }
+    for (const GpuModel& m : previous->gpu_models) {
+      if (!models.count(m.name)) b->DeleteGpuModel(m.name);
+    }
+    for (const api::UserConfig& u : previous->users) {
+      bool kept = false;
+      for (const api::UserConfig& n : config_.users) kept |= n.name == u.name;
+      if (!kept) b->DeleteUser(u.name);
+    }
+  }
   return Status::Ok();
 }
 
@@ -295,6 +362,30 @@ void ControlPlane::Audit(const Principal& p, std::string action, std::string tar
   store_->WriteAsync(std::move(b));  // audit of the call; not waited for
 }
 
+Result<json> ControlPlane::ListAudit(const Principal& p, uint64_t after, size_t limit) {
+  if (p.role != Role::kAdmin) return Forbidden("only admins may read the audit log");
+  // An empty batch is a barrier: every audit record enqueued before it is committed.
+  ARBITER_RETURN_IF_ERROR(store_->Write(store::WriteBatch()));
+  auto records = store_->Audit(after, limit + 1);
+  if (!records.ok()) return records.status();
+  json items = json::array();
+  for (const store::AuditRecord& r : *records) {
+    if (items.size() == limit) break;
+    json detail = json::parse(r.detail_json, nullptr, /*allow_exceptions=*/false);
+    items.push_back({{"seq", r.seq},
+                     {"at", Iso8601(r.at_ms)},
+                     {"actor", r.actor},
+                     {"action", r.action},
+                     {"target", r.target},
+                     {"result", r.result},
+                     {"detail", detail.is_discarded() ? json(r.detail_json) : detail}});
+  }
+  json out = {{"items", items}};
+  out["next_after"] =
+      records->size() > limit && !items.empty() ? json(items.back()["seq"]) : json(nullptr);
+  return out;
+}
+
 // --- Configuration ----------------------------------------------------------------------------
 
 Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal& p,
@@ -316,7 +407,7 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
     for (const Node& n : config_.nodes) nodes_[n.name] = NodeEntry{n, true, 0};
     Status st = CompileLocked();
     if (!st.ok() || dry_run) {
-      config_ = std::move(old);
+      config_ = old;
       nodes_ = std::move(old_nodes);
       Status back = CompileLocked();
       if (!st.ok()) return st;
@@ -324,7 +415,7 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
       return diff;
     }
     store::WriteBatch b;
-    ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b));
+    ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, &old));
     for (const api::UserConfig& u : config_.users) b.PutUser({u.name, u.tenant, u.role, now_()});
     b.AppendAudit({0, now_(), p.user, "config.apply", "config",
                    fmt::format("ok: {} changes", diff.size()), "{}"});
@@ -506,6 +597,7 @@ Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std
 }
 
 Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
@@ -541,6 +633,7 @@ Result<json> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
 }
 
 Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::string_view action) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not act on jobs");
   std::shared_future<Status> done;
   json out;
   {
@@ -609,6 +702,7 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
 }
 
 Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(id);
@@ -629,6 +723,7 @@ Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
 }
 
 Result<json> ControlPlane::WhyPending(const Principal& p, uint64_t id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
@@ -671,6 +766,7 @@ json QuotaJson(const core::QuotaTree& tree, const core::QuotaVec& v, bool skip_u
 }  // namespace
 
 Result<json> ControlPlane::ListTenants(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list tenants");
   std::lock_guard<std::mutex> lock(mu_);
   json items = json::array();
   for (const api::TenantConfig& t : config_.tenants) {
@@ -733,6 +829,7 @@ json ControlPlane::QueueJsonLocked(size_t index) const {
 }
 
 Result<json> ControlPlane::ListQueues(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read queues");
   std::lock_guard<std::mutex> lock(mu_);
   if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
   json items = json::array();
@@ -746,6 +843,7 @@ Result<json> ControlPlane::ListQueues(const Principal& p) {
 }
 
 Result<json> ControlPlane::GetQueue(const Principal& p, const std::string& name) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read queues");
   std::lock_guard<std::mutex> lock(mu_);
   if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
   QueueId q;
@@ -758,6 +856,7 @@ Result<json> ControlPlane::GetQueue(const Principal& p, const std::string& name)
 }
 
 Result<json> ControlPlane::ListUsers(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list users");
   std::lock_guard<std::mutex> lock(mu_);
   json items = json::array();
   for (const api::UserConfig& u : config_.users) {
@@ -793,7 +892,7 @@ Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig&
     }
     config_.users.push_back(u);
     store::WriteBatch b;
-    ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b));
+    ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, nullptr));
     b.PutUser({u.name, u.tenant, u.role, now_()});
     b.AppendAudit({0, now_(), p.user, "user.create", "user/" + u.name, "ok", "{}"});
     done = store_->WriteAsync(std::move(b));
@@ -804,6 +903,9 @@ Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig&
 
 Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& user,
                                        std::optional<Role> role) {
+  if (p.role == Role::kViewer || p.role == Role::kNode) {
+    return Forbidden(fmt::format("{}s may not create tokens", RoleName(p.role)));
+  }
   NewToken t = GenerateToken();
   std::shared_future<Status> done;
   store::TokenRecord rec;
@@ -811,7 +913,9 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
     std::lock_guard<std::mutex> lock(mu_);
     const api::UserConfig* u = FindUserLocked(user);
     const bool self = user == p.user;
-    if (u == nullptr && !(self && p.role == Role::kAdmin)) {
+    // Another tenant's users do not exist for the caller (the same answer as for unknown ones).
+    if ((u == nullptr && !(self && p.role == Role::kAdmin)) ||
+        (u != nullptr && p.role != Role::kAdmin && u->tenant != p.tenant)) {
       return NotFoundError(fmt::format("user {} not found", user));
     }
     const std::string tenant = u != nullptr ? u->tenant : "";
@@ -830,6 +934,11 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
             "role", fmt::format("a token cannot exceed its user's role ({})", RoleName(user_role)));
       }
       user_role = *role;
+    }
+    // Nor does a token exceed the caller's own (a member's viewer token cannot mint member tokens).
+    if (p.role != Role::kAdmin && static_cast<int>(user_role) < static_cast<int>(p.role)) {
+      return Forbidden(fmt::format("a {} token cannot create a {} token; ask for role {} or lower",
+                                   RoleName(p.role), RoleName(user_role), RoleName(p.role)));
     }
     rec.id = t.id;
     rec.hash_hex = t.hash_hex;
@@ -852,7 +961,8 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
               {"tenant", rec.tenant}};
 }
 
-Result<json> ControlPlane::ListPriorityClasses(const Principal&) {
+Result<json> ControlPlane::ListPriorityClasses(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list priority classes");
   std::lock_guard<std::mutex> lock(mu_);
   json items = json::array();
   for (const PriorityClass& pc : config_.priority_classes) {
@@ -1280,6 +1390,33 @@ void ControlPlane::ReportTaskLost(uint64_t job, int32_t task) {
 // Every task is gone: decide the job's next state from why it stopped.
 void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
   const std::string cause = j.stop_cause;
+  // Metering: the interval during which each task held its resources, recorded exactly once,
+  // when the resources are released (cost from the model's price per GPU-hour).
+  const TimeMs held_since = j.started_at > 0 ? j.started_at : j.updated_at;
+  int64_t price = 0;
+  for (const GpuModel& m : config_.gpu_models) {
+    if (m.name == j.gpu_model) price = m.price_milli_per_hour;
+  }
+  for (size_t t = 0; t < j.placement.size(); ++t) {
+    const PlacedTask& p = j.placement[t];
+    store::UsageRecord u;
+    u.job_id = j.spec.id.value();
+    u.task = static_cast<int32_t>(t);
+    u.tenant = j.spec.tenant;
+    u.queue = j.spec.queue;
+    u.user = j.spec.user;
+    u.job_type = std::string(JobTypeName(j.spec.type));
+    u.gpu_model = j.gpu_model;
+    for (int32_t m : p.gpu_milli) u.gpu_milli += m;
+    for (int64_t m : p.gpu_memory_mib) u.gpu_memory_mib += m;
+    u.start_ms = held_since;
+    u.end_ms = std::max(held_since, now_());
+    // cost (millionths) = milli-GPU x ms x price (milli per GPU-hour) x 1000 / (1000 x 3.6e6)
+    __extension__ using I128 = __int128;
+    u.cost_micro = static_cast<int64_t>(static_cast<I128>(u.gpu_milli) * (u.end_ms - u.start_ms) *
+                                        price / 3600000);
+    b->AppendUsage(std::move(u));
+  }
   j.placement.clear();
   j.task_state.clear();
   j.stopping = false;

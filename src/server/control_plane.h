@@ -161,6 +161,10 @@ class ControlPlane {
 
   // Records a mutating call in the audit log (also for denied ones).
   void Audit(const Principal& p, std::string action, std::string target, std::string result);
+  // The audit log (admins): at most `limit` records with seq > `after`, oldest first, and
+  // next_after (the last seq, or null when there are no more). Every call answered before this one
+  // is in it: audit records are written without waiting, so this waits for them first.
+  Result<nlohmann::json> ListAudit(const Principal& p, uint64_t after, size_t limit);
 
   // One scheduling cycle: inputs copied under the lock, the core run without it, decisions applied
   // and persisted. Returns the number of admissions.
@@ -186,7 +190,8 @@ class ControlPlane {
   struct Compiled;
   // Each of these requires mu_.
   Status CompileLocked();
-  Status PersistConfigLocked(store::WriteBatch* b) const;
+  // `previous`: the configuration being replaced, to delete what is gone (may be null).
+  Status PersistConfigLocked(store::WriteBatch* b, const api::ClusterConfig* previous) const;
   void RecordTransitionLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b);
   store::JobRecord JobRecordLocked(const JobEntry& j) const;
   nlohmann::json JobJsonLocked(const JobEntry& j) const;

@@ -254,6 +254,7 @@ void HttpApi::Register() {
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           auto body = ParseBody(req);
           if (!body.ok()) return SendError(res, body.status());
+          if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
           api::UserConfig u;
           for (auto& [k, v] : body->items()) {
             if (k != "name" && k != "tenant" && k != "role") {
@@ -337,10 +338,36 @@ void HttpApi::Register() {
           res.set_content(cp_->ConfigYaml(), "application/yaml");
         });
 
+  // The audit log.
+  route("GET", "/api/v1/audit", "/api/v1/audit",
+        "The audit log (admins): records after=SEQ, at most limit (1-1000, default 100); "
+        "next_after resumes",
+        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          uint64_t after = 0;
+          size_t limit = 100;
+          if (req.has_param("after")) {
+            auto a = ParseId(req.get_param_value("after"), "after");
+            if (!a.ok()) return SendError(res, InvalidArgument("after", "must be a sequence number"));
+            after = *a;
+          }
+          if (req.has_param("limit")) {
+            auto l = ParseId(req.get_param_value("limit"), "limit");
+            if (!l.ok() || *l < 1 || *l > 1000) {
+              return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
+            }
+            limit = *l;
+          }
+          reply(res, cp_->ListAudit(p, after, limit));
+        });
+
   // Server-sent events.
   route("GET", "/api/v1/events", "/api/v1/events",
         "Server-sent events of job and node changes (since=SEQ to resume)",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          if (p.role == Role::kNode) {
+            return SendError(res, Status(StatusCode::kPermissionDenied,
+                                         "nodes may not read the event stream"));
+          }
           uint64_t since = cp_->last_event_seq();
           if (req.has_param("since")) {
             auto s = ParseId(req.get_param_value("since"), "since");
