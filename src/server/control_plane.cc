@@ -7,6 +7,7 @@
 #include <set>
 
 #include "api/job_codec.h"
+#include "core/budget/budget.h"
 
 namespace arbiter::server {
 
@@ -77,6 +78,22 @@ std::string Iso8601(TimeMs ms) {
 }
 
 json TimeJson(TimeMs ms) { return ms > 0 ? json(Iso8601(ms)) : json(nullptr); }
+
+// Start (UTC) of the budget period containing `now`: the day, the week (from Monday) or the month.
+TimeMs PeriodStart(const std::string& period, TimeMs now) {
+  const std::time_t s = now / 1000;
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  tm.tm_hour = 0;
+  tm.tm_min = 0;
+  tm.tm_sec = 0;
+  if (period == "week") {
+    tm.tm_mday -= (tm.tm_wday + 6) % 7;
+  } else if (period == "month") {
+    tm.tm_mday = 1;
+  }
+  return static_cast<TimeMs>(timegm(&tm)) * 1000;
+}
 
 }  // namespace
 
@@ -640,6 +657,11 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+      // Another tenant's job looks missing to the caller; the audit log says what it was.
+      if (it != jobs_.end()) {
+        Audit(p, fmt::format("job.{}", action), fmt::format("job/{}", id),
+              "denied: another tenant's job");
+      }
       return NotFoundError(fmt::format("job {} not found", id));
     }
     JobEntry& j = it->second;
@@ -913,9 +935,12 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
     std::lock_guard<std::mutex> lock(mu_);
     const api::UserConfig* u = FindUserLocked(user);
     const bool self = user == p.user;
+    if (u == nullptr && !(self && p.role == Role::kAdmin)) {
+      return NotFoundError(fmt::format("user {} not found", user));
+    }
     // Another tenant's users do not exist for the caller (the same answer as for unknown ones).
-    if ((u == nullptr && !(self && p.role == Role::kAdmin)) ||
-        (u != nullptr && p.role != Role::kAdmin && u->tenant != p.tenant)) {
+    if (u != nullptr && p.role != Role::kAdmin && u->tenant != p.tenant) {
+      Audit(p, "token.create", "user/" + user, "denied: another tenant's user");
       return NotFoundError(fmt::format("user {} not found", user));
     }
     const std::string tenant = u != nullptr ? u->tenant : "";
@@ -935,7 +960,7 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
       }
       user_role = *role;
     }
-    // Nor does a token exceed the caller's own (a member's viewer token cannot mint member tokens).
+    // Nor the caller's own: a tenant admin's member token cannot mint tenant-admin tokens.
     if (p.role != Role::kAdmin && static_cast<int>(user_role) < static_cast<int>(p.role)) {
       return Forbidden(fmt::format("a {} token cannot create a {} token; ask for role {} or lower",
                                    RoleName(p.role), RoleName(user_role), RoleName(p.role)));
@@ -1078,6 +1103,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
   std::vector<core::RunningJob> running;
   std::vector<core::Constraints> constraints(1);
   std::vector<core::Nomination> nominations;
+  std::vector<core::TenantBudget> budgets;
   std::shared_ptr<Compiled> compiled;
   std::shared_future<Status> promoted;
   const TimeMs now = now_();
@@ -1161,6 +1187,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
       }
     }
     nominations = nominations_;
+    budgets = BudgetsLocked(now);
     if (!b.empty()) promoted = store_->WriteAsync(std::move(b));
   }
   if (promoted.valid()) ARBITER_RETURN_IF_ERROR(promoted.get());
@@ -1171,6 +1198,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
   in.pending = &pending;
   in.constraints = &constraints;
   in.nominations = &nominations;
+  in.budgets = budgets.empty() ? nullptr : &budgets;
   in.now = now;
   core::CycleResult result = core::RunCycle(in, *compiled->profile);
 
@@ -1374,6 +1402,49 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, int32_t exit_cod
   done.get();
 }
 
+std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
+  const core::QuotaTree& tree = compiled_->tree;
+  std::vector<core::TenantBudget> out(tree.size());
+  bool any = false;
+  for (const api::TenantConfig& t : config_.tenants) {
+    if (!t.budget || t.budget->gpu_hours <= 0) continue;
+    QueueId id;
+    if (!tree.Find(t.name, &id)) continue;
+    any = true;
+    const TimeMs start = PeriodStart(t.budget->period, now);
+    auto& closed = closed_usage_[t.name];
+    if (closed.first != start) {
+      // A new period (or the first look since start): recount from the stored records.
+      closed = {start, 0};
+      auto records = store_->Usage(start, now);
+      if (records.ok()) {
+        for (const store::UsageRecord& u : *records) {
+          if (u.tenant == t.name) {
+            closed.second += u.gpu_milli * (u.end_ms - std::max(u.start_ms, start));
+          }
+        }
+      }
+    }
+    // Plus what running jobs have held so far in this period.
+    int64_t used = closed.second;
+    for (const auto& [jid, j] : jobs_) {
+      if (j.spec.tenant != t.name || !j.holds_capacity()) continue;
+      const TimeMs since = std::max(start, j.started_at > 0 ? j.started_at : j.updated_at);
+      for (const PlacedTask& p : j.placement) {
+        for (int32_t m : p.gpu_milli) used += m * std::max<TimeMs>(0, now - since);
+      }
+    }
+    core::TenantUsage u;
+    u.gpu_milli_ms = used;
+    core::TenantBudget& b = out[id.value()];
+    b.exhausted = core::BudgetSpent(u, t.budget->gpu_hours);
+    b.on_exhausted = t.budget->on_exhausted == "best-effort" ? core::BudgetPolicy::kBestEffort
+                                                             : core::BudgetPolicy::kBlock;
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 void ControlPlane::ReportTaskLost(uint64_t job, int32_t task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1415,6 +1486,9 @@ void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
     __extension__ using I128 = __int128;
     u.cost_micro = static_cast<int64_t>(static_cast<I128>(u.gpu_milli) * (u.end_ms - u.start_ms) *
                                         price / 3600000);
+    auto& closed = closed_usage_[u.tenant];
+    if (u.end_ms >= closed.first)
+      closed.second += u.gpu_milli * (u.end_ms - std::max(u.start_ms, closed.first));
     b->AppendUsage(std::move(u));
   }
   j.placement.clear();

@@ -201,6 +201,8 @@ class ControlPlane {
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);
+  // The budget state of every tenant, indexed by its QueueId in the compiled tree.
+  std::vector<core::TenantBudget> BudgetsLocked(TimeMs now);
   void ApplyCycleLocked(const core::CycleInput& in, const core::CycleResult& r,
                         const std::vector<uint64_t>& pending_ids, store::WriteBatch* b);
 
@@ -217,6 +219,9 @@ class ControlPlane {
   std::map<std::string, store::TokenRecord> tokens_;       // by id
   std::vector<core::Nomination> nominations_;
   uint64_t next_job_id_ = 1;
+  // Budgets: GPU time (milli-GPU x ms) of closed usage records per tenant since the start of the
+  // tenant's current period, and that period's start.
+  std::map<std::string, std::pair<TimeMs, int64_t>> closed_usage_;
 
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;
