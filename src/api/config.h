@@ -41,7 +41,27 @@ struct UserConfig {
   bool operator==(const UserConfig&) const = default;
 };
 
+struct ScoreWeightConfig {
+  std::string plugin;
+  int64_t weight = 1;
+  bool operator==(const ScoreWeightConfig&) const = default;
+};
+
+// Which placement profile the scheduler runs. A named policy ("default", "binpack", "spread",
+// "topology", "fgd", "bestfit", ...), or a custom profile when `scores` is given; `filters`,
+// `gpu_selector` and `nodes_to_score` refine either. The server validates the plugin names when
+// it loads the configuration (the plugins live in the core).
+struct SchedulerConfig {
+  std::string policy;                     // empty: "default"
+  std::vector<std::string> filters;       // empty: every built-in filter
+  std::vector<ScoreWeightConfig> scores;  // non-empty: a custom profile
+  std::string gpu_selector;               // empty: the policy's ("best-fit" or "fgd")
+  int64_t nodes_to_score = 0;             // 0: adaptive
+  bool operator==(const SchedulerConfig&) const = default;
+};
+
 struct ClusterConfig {
+  SchedulerConfig scheduler;
   std::vector<GpuModel> gpu_models;
   std::vector<PriorityClass> priority_classes;
   std::vector<TenantConfig> tenants;
@@ -51,7 +71,7 @@ struct ClusterConfig {
 
 // One difference between two configurations.
 struct ConfigChange {
-  std::string kind;    // gpu_model | priority_class | tenant | queue | user | node
+  std::string kind;    // scheduler | gpu_model | priority_class | tenant | queue | user | node
   std::string name;    // the object's name (queues: their own, unique across tenants)
   std::string action;  // create | update | delete
   // create: the object's settings ("memory_mib: 81920; price_per_hour: 2.5"); update: what

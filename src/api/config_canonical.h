@@ -13,6 +13,7 @@
 
 namespace arbiter::api {
 
+Value SchedulerValue(const SchedulerConfig& s);
 Value GpuModelValue(const GpuModel& g);
 Value PriorityClassValue(const PriorityClass& p);
 // A queue's own settings: no parent, no children.

@@ -58,7 +58,8 @@ class ConfigParser {
   Status Parse(const Value& root) {
     MappingReader m(root, "");
     ARBITER_RETURN_IF_ERROR(
-        m.Check({"gpu_models", "priority_classes", "tenants", "users", "nodes"}));
+        m.Check({"scheduler", "gpu_models", "priority_classes", "tenants", "users", "nodes"}));
+    if (const Value* v = m.Get("scheduler")) ARBITER_RETURN_IF_ERROR(Scheduler(*v));
     // References point from later sections to earlier ones, whatever the document order.
     if (const Value* v = m.Get("gpu_models")) ARBITER_RETURN_IF_ERROR(GpuModels(*v));
     if (const Value* v = m.Get("priority_classes")) ARBITER_RETURN_IF_ERROR(PriorityClasses(*v));
@@ -131,6 +132,42 @@ class ConfigParser {
           m.Milli("price_per_hour", 0, kMaxPriceMilli, &g.price_milli_per_hour));
       out_->gpu_models.push_back(std::move(g));
     }
+    return Status::Ok();
+  }
+
+  Status Scheduler(const Value& v) {
+    MappingReader m(v, "scheduler");
+    ARBITER_RETURN_IF_ERROR(
+        m.Check({"policy", "filters", "scores", "gpu_selector", "nodes_to_score"}));
+    SchedulerConfig& s = out_->scheduler;
+    ARBITER_RETURN_IF_ERROR(m.String("policy", 63, &s.policy));
+    if (!s.policy.empty() && !IsValidName(s.policy)) {
+      return ErrorAt(*m.Get("policy"), m.PathOf("policy"),
+                     fmt::format("{} is not a policy name", Quote(s.policy)));
+    }
+    if (const Value* f = m.Get("filters")) {
+      ARBITER_RETURN_IF_ERROR(ExpectSequence(*f, "scheduler.filters", 64));
+      for (size_t i = 0; i < f->items.size(); ++i) {
+        std::string name;
+        ARBITER_RETURN_IF_ERROR(
+            ReadString(f->items[i], IndexPath("scheduler.filters", i), 63, &name));
+        s.filters.push_back(std::move(name));
+      }
+    }
+    if (const Value* sc = m.Get("scores")) {
+      ARBITER_RETURN_IF_ERROR(ExpectSequence(*sc, "scheduler.scores", 64));
+      for (size_t i = 0; i < sc->items.size(); ++i) {
+        MappingReader w(sc->items[i], IndexPath("scheduler.scores", i));
+        ARBITER_RETURN_IF_ERROR(w.Check({"plugin", "weight"}));
+        ScoreWeightConfig c;
+        ARBITER_RETURN_IF_ERROR(w.Require("plugin"));
+        ARBITER_RETURN_IF_ERROR(w.String("plugin", 63, &c.plugin));
+        ARBITER_RETURN_IF_ERROR(w.Int("weight", 1, 1000, &c.weight));
+        s.scores.push_back(std::move(c));
+      }
+    }
+    ARBITER_RETURN_IF_ERROR(m.String("gpu_selector", 63, &s.gpu_selector));
+    ARBITER_RETURN_IF_ERROR(m.Int("nodes_to_score", 0, 1000000, &s.nodes_to_score));
     return Status::Ok();
   }
 

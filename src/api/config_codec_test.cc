@@ -475,3 +475,55 @@ TEST(DumpConfigYaml, EmptyConfig) {
 
 }  // namespace
 }  // namespace arbiter::api
+
+namespace arbiter::api {
+namespace {
+
+TEST(SchedulerConfig, ParsesDumpsAndDiffs) {
+  const char* yaml = R"(
+scheduler:
+  policy: fgd
+  filters: [node-state, gpu-model, gpu, cpu, memory]
+  scores: [{plugin: fgd, weight: 3}, {plugin: topology}]
+  gpu_selector: fgd
+  nodes_to_score: 200
+)";
+  auto c = ParseConfigYaml(yaml);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->scheduler.policy, "fgd");
+  ASSERT_EQ(c->scheduler.scores.size(), 2u);
+  EXPECT_EQ(c->scheduler.scores[0].weight, 3);
+  EXPECT_EQ(c->scheduler.scores[1].weight, 1);
+  EXPECT_EQ(c->scheduler.filters.size(), 5u);
+  EXPECT_EQ(c->scheduler.nodes_to_score, 200);
+  auto again = ParseConfigYaml(DumpConfigYaml(*c));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->scheduler, c->scheduler);
+  const auto changes = DiffConfig(ClusterConfig{}, *c);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].kind, "scheduler");
+  EXPECT_EQ(changes[0].action, "create");
+}
+
+TEST(SchedulerConfig, ErrorsNameTheField) {
+  struct Case {
+    const char* yaml;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"scheduler: {speed: 1}", "scheduler.speed"},
+      {"scheduler: {scores: [{weight: 2}]}", "scheduler.scores[0].plugin"},
+      {"scheduler: {scores: [{plugin: binpack, weight: 0}]}", "scheduler.scores[0].weight"},
+      {"scheduler: {nodes_to_score: -1}", "scheduler.nodes_to_score"},
+      {"scheduler: {filters: [{a: 1}]}", "scheduler.filters[0]"},
+      {"scheduler: {policy: Fast!}", "scheduler.policy"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseConfigYaml(c.yaml);
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().field(), c.field) << c.yaml << ": " << r.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace arbiter::api

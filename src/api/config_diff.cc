@@ -12,9 +12,9 @@ namespace arbiter::api {
 namespace {
 
 // Kinds in the order changes are listed.
-enum Kind { kGpuModel, kPriorityClass, kTenant, kQueue, kUser, kNode };
-constexpr const char* kKindNames[] = {"gpu_model", "priority_class", "tenant",
-                                      "queue",     "user",           "node"};
+enum Kind { kScheduler, kGpuModel, kPriorityClass, kTenant, kQueue, kUser, kNode };
+constexpr const char* kKindNames[] = {"scheduler", "gpu_model", "priority_class", "tenant", "queue",
+                                      "user",      "node"};
 
 using Fields = std::vector<std::pair<std::string, std::string>>;  // "guaranteed.gpu" -> "8"
 using Objects = std::map<std::pair<int, std::string>, Fields>;
@@ -53,6 +53,9 @@ void Add(Objects* objects, Kind kind, const std::string& name, const Value& v) {
 
 Objects Collect(const ClusterConfig& c) {
   Objects objects;
+  if (!(c.scheduler == SchedulerConfig{})) {
+    Add(&objects, kScheduler, "scheduler", SchedulerValue(c.scheduler));
+  }
   for (const GpuModel& g : c.gpu_models) Add(&objects, kGpuModel, g.name, GpuModelValue(g));
   for (const PriorityClass& p : c.priority_classes) {
     Add(&objects, kPriorityClass, p.name, PriorityClassValue(p));

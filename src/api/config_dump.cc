@@ -281,8 +281,29 @@ Value NodeValue(const Node& n, const std::vector<GpuModel>& models) {
   return v;
 }
 
+Value SchedulerValue(const SchedulerConfig& s) {
+  Value v = Value::Mapping();
+  if (!s.policy.empty()) v.Set("policy", Value::String(s.policy));
+  if (!s.filters.empty()) {
+    Value& list = v.Set("filters", Value::Sequence());
+    for (const std::string& f : s.filters) list.Add(Value::String(f));
+  }
+  if (!s.scores.empty()) {
+    Value& list = v.Set("scores", Value::Sequence());
+    for (const ScoreWeightConfig& w : s.scores) {
+      Value& e = list.Add(Value::Mapping());
+      e.Set("plugin", Value::String(w.plugin));
+      e.Set("weight", Int(w.weight));
+    }
+  }
+  if (!s.gpu_selector.empty()) v.Set("gpu_selector", Value::String(s.gpu_selector));
+  if (s.nodes_to_score != 0) v.Set("nodes_to_score", Int(s.nodes_to_score));
+  return v;
+}
+
 Value ConfigValue(const ClusterConfig& c) {
   Value root = Value::Mapping();
+  if (!(c.scheduler == SchedulerConfig{})) root.Set("scheduler", SchedulerValue(c.scheduler));
   if (!c.gpu_models.empty()) {
     Value& list = root.Set("gpu_models", Value::Sequence());
     for (const GpuModel& g : c.gpu_models) list.Add(GpuModelValue(g));

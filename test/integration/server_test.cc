@@ -331,3 +331,46 @@ TEST_F(ServerTest, AcknowledgedSubmissionsSurviveKill9) {
 
 }  // namespace
 }  // namespace arbiter::testing
+
+namespace arbiter::testing {
+namespace {
+
+// The placement profile is configuration: validated when loaded, and it changes placements.
+TEST_F(ServerTest, SchedulerProfileIsConfiguredAndValidated) {
+  const std::string bad = std::string(kConfig) + "scheduler: {scores: [{plugin: nope}]}\n";
+  auto r = admin_->Put("/api/v1/config", bad, "application/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(Parse(r)["error"]["field"], "scheduler.scores[0].plugin") << r->body;
+  const std::string unknown = std::string(kConfig) + "scheduler: {policy: fastest}\n";
+  r = admin_->Put("/api/v1/config", unknown, "application/yaml");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Parse(r)["error"]["field"], "scheduler.policy");
+
+  const std::string spread = std::string(kConfig) + "scheduler: {policy: spread}\n";
+  r = admin_->Put("/api/v1/config?dry_run=true", spread, "application/yaml");
+  ASSERT_EQ(r->status, 200);
+  const json diff = Parse(r)["changes"];
+  ASSERT_EQ(diff.size(), 1u) << diff.dump();
+  EXPECT_EQ(diff[0]["kind"], "scheduler");
+  ASSERT_EQ(admin_->Put("/api/v1/config", spread, "application/yaml")->status, 200);
+  auto alice = As("alice");
+  std::vector<std::string> paths;
+  for (int i = 0; i < 2; ++i) {
+    auto s = alice->Post("/api/v1/jobs", Job("vision-train", 1), "application/json");
+    paths.push_back(fmt::format("/api/v1/jobs/{}", Parse(s)["id"].get<uint64_t>()));
+  }
+  std::set<std::string> nodes;
+  for (int i = 0; i < 100 && nodes.size() < 2; ++i) {
+    nodes.clear();
+    for (const std::string& p : paths) {
+      const json j = Parse(alice->Get(p));
+      if (j["state"] == "admitted") nodes.insert(j["placement"][0]["node"].get<std::string>());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(nodes.size(), 2u) << "spread put both jobs on one node";
+}
+
+}  // namespace
+}  // namespace arbiter::testing
