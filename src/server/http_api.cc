@@ -58,6 +58,17 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
   const size_t threads = options_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(api::kMaxBodyBytes);
+  // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3), but
+  // cpp-httplib would wait for the connection to close to read one (curl -X POST waited for the
+  // read timeout, then got a 400): such requests are given "Content-Length: 0" first.
+  http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding") &&
+        (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+         req.method == "DELETE")) {
+      const_cast<httplib::Request&>(req).set_header("Content-Length", "0");  // not a const object
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   http_->set_keep_alive_max_count(100000);
   // Small request/response pairs on keep-alive connections: without TCP_NODELAY, Nagle's algorithm
   // and delayed ACKs add ~40 ms to each exchange.
@@ -127,10 +138,34 @@ void HttpApi::Register() {
         cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
       }
     };
+    // Bodies are read here, at most kMaxBodyBytes: cpp-httplib checks its limit against the
+    // Content-Length only, and would read a chunked body whole into memory.
+    auto with_body = [wrapped](const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader& read) {
+      std::string body;
+      bool too_large = false;
+      const bool ok = read([&](const char* data, size_t n) {
+        too_large = body.size() + n > api::kMaxBodyBytes;
+        if (!too_large) body.append(data, n);
+        return !too_large;
+      });
+      if (!ok) {
+        too_large = too_large || res.status == 413;
+        SendError(res,
+                  InvalidArgument("", too_large ? fmt::format("the body is larger than {} bytes",
+                                                              api::kMaxBodyBytes)
+                                                : "the body could not be read"));
+        res.status = too_large ? 413 : 400;
+        res.set_header("Connection", "close");
+        return;
+      }
+      const_cast<httplib::Request&>(req).body = std::move(body);  // cpp-httplib's non-const object
+      wrapped(req, res);
+    };
     const std::string m = method;
     if (m == "GET") http_->Get(regex, wrapped);
-    if (m == "POST") http_->Post(regex, wrapped);
-    if (m == "PUT") http_->Put(regex, wrapped);
+    if (m == "POST") http_->Post(regex, with_body);
+    if (m == "PUT") http_->Put(regex, with_body);
     if (m == "DELETE") http_->Delete(regex, wrapped);
   };
   auto reply = [](httplib::Response& res, const Result<json>& r, int ok_status = 200) {
@@ -347,7 +382,8 @@ void HttpApi::Register() {
           size_t limit = 100;
           if (req.has_param("after")) {
             auto a = ParseId(req.get_param_value("after"), "after");
-            if (!a.ok()) return SendError(res, InvalidArgument("after", "must be a sequence number"));
+            if (!a.ok())
+              return SendError(res, InvalidArgument("after", "must be a sequence number"));
             after = *a;
           }
           if (req.has_param("limit")) {
@@ -365,8 +401,8 @@ void HttpApi::Register() {
         "Server-sent events of job and node changes (since=SEQ to resume)",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           if (p.role == Role::kNode) {
-            return SendError(res, Status(StatusCode::kPermissionDenied,
-                                         "nodes may not read the event stream"));
+            return SendError(
+                res, Status(StatusCode::kPermissionDenied, "nodes may not read the event stream"));
           }
           uint64_t since = cp_->last_event_seq();
           if (req.has_param("since")) {

@@ -1,0 +1,467 @@
+// The access matrix: every route of /api/v1/openapi.json against every kind of caller, with the
+// expected HTTP status written out per (route, caller). A route missing from the table fails the
+// test, and so does a table row for a route that no longer exists.
+//
+// The rules: admins may do everything; a tenant admin its tenant's queues, users and jobs; a
+// member submits to its tenant's queues, reads its tenant's jobs and acts on its own only (403 on
+// the others'); a viewer reads its tenant only (403 on every mutation); node tokens may use none
+// of these routes but whoami (403); another tenant's objects answer 404, exactly like missing ones,
+// and never appear in lists; no token is 401. Denied mutations are in the audit log.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "tenant_server.h"
+
+namespace arbiter::testing {
+namespace {
+
+using nlohmann::json;
+
+enum Caller : size_t {
+  kNone,
+  kAdmin,
+  kTenantAdmin,
+  kMember,
+  kOwner,
+  kViewer,
+  kNode,
+  kTenantNode,
+  kForeign,
+  kCallers
+};
+
+struct CallerInfo {
+  const char* name;
+  const char* key;    // TenantServer token key; "" for none
+  const char* actor;  // the user the audit log names
+};
+
+constexpr std::array<CallerInfo, kCallers> kCallerInfo = {{
+    {"no token", "", ""},
+    {"admin", "admin", "admin"},
+    {"tenant-admin", "tina", "tina"},
+    {"member", "alice", "alice"},  // a vision member who does not own the job
+    {"owner", "bob", "bob"},       // the vision member who submitted the job
+    {"viewer", "vic", "vic"},
+    {"node", "node", "admin"},                // node token of the admin user
+    {"node@vision", "node@vision", "alice"},  // node token of a vision member
+    {"foreign", "sam", "sam"},                // a member of speech
+}};
+
+// Job routes act on a pending job of bob's in vision-train; {name} is vision-train for queues and
+// gpu-01 for nodes. Bodies: POST /jobs a job for vision-train, POST /users a new vision member,
+// POST /tokens {"user": "bob"}, PUT /config the same configuration again.
+struct Row {
+  const char* route;
+  std::array<int, kCallers> status;
+};
+
+// clang-format off
+const Row kMatrix[] = {
+    //                                     none admin t-adm member owner viewer node n@vis foreign
+    {"GET /healthz",                      {200,  200,  200,  200,  200,  200,  200,  200,  200}},
+    {"GET /readyz",                       {200,  200,  200,  200,  200,  200,  200,  200,  200}},
+    {"GET /api/v1/openapi.json",          {200,  200,  200,  200,  200,  200,  200,  200,  200}},
+    {"GET /api/v1/whoami",                {401,  200,  200,  200,  200,  200,  200,  200,  200}},
+    // A foreign queue is "not found" like a missing one; the queue is a body field, hence 400.
+    {"POST /api/v1/jobs",                 {401,  201,  201,  201,  201,  403,  403,  403,  400}},
+    {"GET /api/v1/jobs",                  {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/jobs/{id}",             {401,  200,  200,  200,  200,  200,  403,  403,  404}},
+    {"GET /api/v1/jobs/{id}/events",      {401,  200,  200,  200,  200,  200,  403,  403,  404}},
+    {"GET /api/v1/jobs/{id}/why",         {401,  200,  200,  200,  200,  200,  403,  403,  404}},
+    {"POST /api/v1/jobs/{id}/cancel",     {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/jobs/{id}/suspend",    {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/jobs/{id}/resume",     {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/jobs/{id}/retry",      {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"GET /api/v1/tenants",               {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/queues",                {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/queues/{name}",         {401,  200,  200,  200,  200,  200,  403,  403,  404}},
+    {"GET /api/v1/users",                 {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"POST /api/v1/users",                {401,  201,  201,  403,  403,  403,  403,  403,  403}},
+    // bob may make his own tokens; a foreign tenant's caller does not see that bob exists.
+    {"POST /api/v1/tokens",               {401,  201,  201,  403,  201,  403,  403,  403,  404}},
+    {"GET /api/v1/priority-classes",      {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/nodes",                 {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/nodes/{name}",          {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"POST /api/v1/nodes/{name}/cordon",  {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"POST /api/v1/nodes/{name}/drain",   {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"POST /api/v1/nodes/{name}/uncordon",{401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"PUT /api/v1/config",                {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"GET /api/v1/config",                {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"GET /api/v1/audit",                 {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"GET /api/v1/events",                {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+};
+// clang-format on
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+struct Call {
+  std::string method;
+  std::string path;
+  std::string body{};
+  std::string type = "application/json";
+};
+
+struct Reply {
+  int status = -1;  // -1: no response
+  std::string body;
+};
+
+// Sends `call`. The event stream is cut off as soon as its status line is in.
+Reply Send(httplib::Client& c, const Call& call) {
+  Reply out;
+  if (call.path == "/api/v1/events") {
+    c.Get(
+        call.path, httplib::Headers{},
+        [&](const httplib::Response& res) {
+          out.status = res.status;
+          return false;
+        },
+        [](const char*, size_t) { return false; });
+    return out;
+  }
+  httplib::Result r = call.method == "GET"    ? c.Get(call.path)
+                      : call.method == "POST" ? c.Post(call.path, call.body, call.type.c_str())
+                      : call.method == "PUT"  ? c.Put(call.path, call.body, call.type.c_str())
+                                              : c.Delete(call.path);
+  if (r) {
+    out.status = r->status;
+    out.body = r->body;
+  }
+  return out;
+}
+
+// (actor, action, target) of a denied call in the audit log.
+using AuditKey = std::tuple<std::string, std::string, std::string>;
+
+class AccessMatrixTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.Start()); }
+
+  // The concrete call for `route` ("METHOD /path/{param}"): fresh objects where it acts on one.
+  Call Prepare(const std::string& method, const std::string& route) {
+    Call call{method, route, ""};
+    const size_t id_at = route.find("{id}");
+    if (id_at != std::string::npos) {
+      const uint64_t id = server_.Submit("bob");
+      call.path.replace(id_at, 4, std::to_string(id));
+      const std::string job = fmt::format("/api/v1/jobs/{}", id);
+      auto bob = server_.As("bob");
+      if (route.ends_with("/resume")) {
+        EXPECT_EQ(bob->Post(job + "/suspend", "", "application/json")->status, 200);
+      } else if (route.ends_with("/retry")) {
+        EXPECT_EQ(bob->Post(job + "/cancel", "", "application/json")->status, 200);
+      }
+      job_of_path_[call.path] = id;
+    }
+    const size_t name_at = call.path.find("{name}");
+    if (name_at != std::string::npos) {
+      call.path.replace(name_at, 6,
+                        route.starts_with("/api/v1/queues") ? "vision-train" : "gpu-01");
+    }
+    if (method == "POST" && route == "/api/v1/jobs") call.body = JobBody("vision-train");
+    if (method == "POST" && route == "/api/v1/users") {
+      call.body = json{{"name", fmt::format("user-{}", ++users_)}, {"tenant", "vision"}}.dump();
+    }
+    if (method == "POST" && route == "/api/v1/tokens") call.body = json{{"user", "bob"}}.dump();
+    if (method == "PUT" && route == "/api/v1/config") {
+      call.body = kTenantConfig;
+      call.type = "application/yaml";
+    }
+    return call;
+  }
+
+  // Every record of the audit log, read page by page (bounded).
+  std::vector<json> AuditLog() {
+    std::vector<json> out;
+    auto admin = server_.As("admin");
+    uint64_t after = 0;
+    for (int page = 0; page < 1000; ++page) {
+      auto r = admin->Get(fmt::format("/api/v1/audit?after={}&limit=50", after));
+      EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+      if (!r || r->status != 200) break;
+      const json body = BodyJson(r);
+      EXPECT_LE(body["items"].size(), 50u);
+      for (const json& item : body["items"]) {
+        EXPECT_GT(item["seq"].get<uint64_t>(), after) << "out of order: " << item.dump();
+        after = item["seq"].get<uint64_t>();
+        out.push_back(item);
+      }
+      if (body["next_after"].is_null()) break;
+      EXPECT_EQ(body["next_after"].get<uint64_t>(), after);
+    }
+    return out;
+  }
+
+  TenantServer server_;
+  std::map<std::string, uint64_t> job_of_path_;
+  int users_ = 0;
+};
+
+TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
+  std::map<std::string, const Row*> table;
+  for (const Row& row : kMatrix) {
+    EXPECT_TRUE(table.emplace(row.route, &row).second) << "twice in the table: " << row.route;
+  }
+  const json doc = BodyJson(server_.As("")->Get("/api/v1/openapi.json"));
+  ASSERT_TRUE(doc.contains("paths")) << doc.dump();
+
+  std::set<std::string> documented;
+  std::multiset<AuditKey> expected_denials;
+  size_t cells = 0;
+  for (auto& [route, ops] : doc["paths"].items()) {
+    for (auto& [lower_method, op] : ops.items()) {
+      const std::string method = Upper(lower_method);
+      const std::string key = fmt::format("{} {}", method, route);
+      documented.insert(key);
+      auto it = table.find(key);
+      if (it == table.end()) {
+        ADD_FAILURE() << "route " << key << " has no row in the access matrix";
+        continue;
+      }
+      const bool needs_token = op.contains("security");
+      for (size_t c = 0; c < kCallers; ++c) {
+        const int want = it->second->status[c];
+        EXPECT_EQ(want == 401, c == kNone && needs_token) << key << ": 401 iff no token";
+        const Call call = Prepare(method, route);
+        auto client = server_.As(kCallerInfo[c].key);
+        const Reply got = Send(*client, call);
+        ++cells;
+        EXPECT_EQ(got.status, want)
+            << key << " (" << call.path << ") as " << kCallerInfo[c].name << ": " << got.body;
+        if (want >= 400 && call.path != "/api/v1/events") {
+          const json e = json::parse(got.body, nullptr, false);
+          EXPECT_TRUE(e.is_object() && e.contains("error") &&
+                      !e["error"].value("code", "").empty() &&
+                      !e["error"].value("message", "").empty())
+              << key << " as " << kCallerInfo[c].name << ": not an error body: " << got.body;
+        }
+        if (c == kNone && want == 401) {  // a well-formed but unknown token is refused alike
+          auto bogus = server_.process().Client("arb_000000000000_" + std::string(48, '0'));
+          EXPECT_EQ(Send(*bogus, Prepare(method, route)).status, 401) << key << " bogus token";
+        }
+        if (method != "GET" && want == 403) {
+          expected_denials.insert(
+              {kCallerInfo[c].actor, fmt::format("{} {}", method, call.path), call.path});
+        }
+        if (method != "GET" && want == 404 && c == kForeign) {
+          // Refused because the object is another tenant's: the audit log says so.
+          if (job_of_path_.count(call.path)) {
+            const std::string verb = call.path.substr(call.path.rfind('/') + 1);
+            expected_denials.insert({"sam", fmt::format("job.{}", verb),
+                                     fmt::format("job/{}", job_of_path_.at(call.path))});
+          } else if (route == "/api/v1/tokens") {
+            expected_denials.insert({"sam", "token.create", "user/bob"});
+          } else {
+            ADD_FAILURE() << "no audit expectation for " << key << " as foreign";
+          }
+        }
+      }
+    }
+  }
+  for (const Row& row : kMatrix) {
+    EXPECT_TRUE(documented.count(row.route))
+        << "table row for an undocumented route: " << row.route;
+  }
+  EXPECT_EQ(cells, documented.size() * kCallers);
+  EXPECT_GE(documented.size(), 29u);
+
+  // Every denied mutation is in the audit log, with who tried it.
+  std::multiset<AuditKey> denied;
+  for (const json& a : AuditLog()) {
+    EXPECT_FALSE(a.value("at", "").empty()) << a.dump();
+    if (a["result"].get<std::string>().starts_with("denied")) {
+      denied.insert({a["actor"].get<std::string>(), a["action"].get<std::string>(),
+                     a["target"].get<std::string>()});
+    }
+  }
+  EXPECT_GT(expected_denials.size(), 50u);
+  for (const AuditKey& k : expected_denials) {
+    auto it = denied.find(k);
+    if (it == denied.end()) {
+      ADD_FAILURE() << "not in the audit log: " << std::get<0>(k) << " " << std::get<1>(k) << " "
+                    << std::get<2>(k);
+    } else {
+      denied.erase(it);
+    }
+  }
+}
+
+// A foreign tenant's object answers exactly like a missing one: same status, same error, the same
+// message but for the name.
+TEST_F(AccessMatrixTest, ForeignObjectsLookMissing) {
+  auto sam = server_.As("sam");
+  auto tina = server_.As("tina");
+  struct Probe {
+    std::string what;
+    Reply existing, missing;
+    std::string existing_name, missing_name;
+  };
+  std::vector<Probe> probes;
+  const uint64_t id = server_.Submit("bob");
+  const uint64_t missing = id + 1000;
+  for (const char* suffix : {"", "/events", "/why"}) {
+    probes.push_back({fmt::format("GET /api/v1/jobs/{{id}}{}", suffix),
+                      Send(*sam, {"GET", fmt::format("/api/v1/jobs/{}{}", id, suffix)}),
+                      Send(*sam, {"GET", fmt::format("/api/v1/jobs/{}{}", missing, suffix)}),
+                      std::to_string(id), std::to_string(missing)});
+  }
+  for (const char* action : {"cancel", "suspend", "resume", "retry"}) {
+    probes.push_back({fmt::format("POST /api/v1/jobs/{{id}}/{}", action),
+                      Send(*sam, {"POST", fmt::format("/api/v1/jobs/{}/{}", id, action)}),
+                      Send(*sam, {"POST", fmt::format("/api/v1/jobs/{}/{}", missing, action)}),
+                      std::to_string(id), std::to_string(missing)});
+  }
+  probes.push_back({"GET /api/v1/queues/{name}", Send(*sam, {"GET", "/api/v1/queues/vision-train"}),
+                    Send(*sam, {"GET", "/api/v1/queues/no-such-queue"}), "vision-train",
+                    "no-such-queue"});
+  probes.push_back({"POST /api/v1/jobs",
+                    Send(*sam, {"POST", "/api/v1/jobs", JobBody("vision-train")}),
+                    Send(*sam, {"POST", "/api/v1/jobs", JobBody("no-such-queue")}), "vision-train",
+                    "no-such-queue"});
+  probes.push_back(
+      {"POST /api/v1/tokens", Send(*sam, {"POST", "/api/v1/tokens", json{{"user", "bob"}}.dump()}),
+       Send(*sam, {"POST", "/api/v1/tokens", json{{"user", "nobody"}}.dump()}), "bob", "nobody"});
+  probes.push_back({"POST /api/v1/tokens (tenant admin)",
+                    Send(*tina, {"POST", "/api/v1/tokens", json{{"user", "sam"}}.dump()}),
+                    Send(*tina, {"POST", "/api/v1/tokens", json{{"user", "nobody"}}.dump()}), "sam",
+                    "nobody"});
+  probes.push_back(
+      {"POST /api/v1/users (tenant admin, other tenant)",
+       Send(*tina, {"POST", "/api/v1/users", json{{"name", "eve"}, {"tenant", "speech"}}.dump()}),
+       Send(*tina,
+            {"POST", "/api/v1/users", json{{"name", "eve"}, {"tenant", "no-such-tenant"}}.dump()}),
+       "speech", "no-such-tenant"});
+  for (const Probe& p : probes) {
+    EXPECT_GE(p.existing.status, 400) << p.what << ": " << p.existing.body;
+    EXPECT_EQ(p.existing.status, p.missing.status)
+        << p.what << ": " << p.existing.body << " vs " << p.missing.body;
+    json a = json::parse(p.existing.body, nullptr, false);
+    json b = json::parse(p.missing.body, nullptr, false);
+    ASSERT_TRUE(a.contains("error") && b.contains("error")) << p.what;
+    EXPECT_EQ(a["error"].value("code", ""), b["error"].value("code", "")) << p.what;
+    EXPECT_EQ(a["error"].value("field", ""), b["error"].value("field", "")) << p.what;
+    std::string ma = a["error"].value("message", "");
+    std::string mb = b["error"].value("message", "");
+    for (auto [m, name] : {std::pair{&ma, &p.existing_name}, std::pair{&mb, &p.missing_name}}) {
+      for (size_t at = m->find(*name); at != std::string::npos; at = m->find(*name, at)) {
+        m->replace(at, name->size(), "NAME");
+      }
+    }
+    EXPECT_EQ(ma, mb) << p.what;
+  }
+  // The job is untouched.
+  EXPECT_EQ(BodyJson(server_.As("bob")->Get(fmt::format("/api/v1/jobs/{}", id)))["state"],
+            "pending");
+}
+
+// Lists show the caller's tenant only: jobs (also when filtered by another tenant), queues,
+// tenants, users, and the jobs on a node.
+TEST_F(AccessMatrixTest, ListsNeverShowAnotherTenant) {
+  auto bob = server_.As("bob");
+  auto placed = bob->Post("/api/v1/jobs", JobBody("vision-train", 1), "application/json");
+  ASSERT_EQ(placed->status, 201) << placed->body;
+  const uint64_t vision_job = BodyJson(placed)["id"].get<uint64_t>();
+  const uint64_t speech_job = server_.Submit("sam", "speech-train");
+  json j;
+  for (int i = 0; i < 200; ++i) {  // bounded: a cycle every 50 ms
+    j = BodyJson(bob->Get(fmt::format("/api/v1/jobs/{}", vision_job)));
+    if (j["state"] == "admitted") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(j["state"], "admitted") << j.dump();
+
+  const std::map<std::string, std::string> tenant_of = {{"tina", "vision"}, {"alice", "vision"},
+                                                        {"bob", "vision"},  {"vic", "vision"},
+                                                        {"sam", "speech"},  {"admin", ""}};
+  for (const auto& [who, tenant] : tenant_of) {
+    SCOPED_TRACE(who);
+    auto c = server_.As(who);
+    std::set<uint64_t> jobs;
+    const json job_list = BodyJson(c->Get("/api/v1/jobs"));
+    for (const json& item : job_list["items"]) {
+      if (!tenant.empty()) {
+        EXPECT_EQ(item["tenant"], tenant) << item.dump();
+      }
+      jobs.insert(item["id"].get<uint64_t>());
+    }
+    EXPECT_EQ(jobs.count(vision_job), tenant != "speech" ? 1u : 0u);
+    EXPECT_EQ(jobs.count(speech_job), tenant != "vision" ? 1u : 0u);
+    const std::string other = tenant == "speech" ? "vision" : "speech";
+    if (!tenant.empty()) {
+      EXPECT_EQ(BodyJson(c->Get("/api/v1/jobs?tenant=" + other))["items"].size(), 0u);
+    }
+    std::set<std::string> tenants;
+    const json tenant_list = BodyJson(c->Get("/api/v1/tenants"));
+    for (const json& item : tenant_list["items"]) {
+      tenants.insert(item["name"].get<std::string>());
+    }
+    const std::set<std::string> want =
+        tenant.empty() ? std::set<std::string>{"speech", "vision"} : std::set<std::string>{tenant};
+    EXPECT_EQ(tenants, want);
+    for (const char* list : {"/api/v1/queues", "/api/v1/users"}) {
+      const json items = BodyJson(c->Get(list))["items"];
+      EXPECT_FALSE(items.empty()) << list;
+      for (const json& item : items) {
+        if (!tenant.empty()) {
+          EXPECT_EQ(item["tenant"], tenant) << list << ": " << item.dump();
+        }
+      }
+    }
+    const json node = BodyJson(c->Get("/api/v1/nodes/gpu-01"));
+    EXPECT_EQ(node["jobs"], tenant == "speech" ? json::array() : json::array({vision_job}))
+        << node.dump();
+  }
+}
+
+// A token never grants more than the token that made it: viewers and nodes make none, a tenant
+// admin's member token makes member tokens at most, and tenant admins only for their tenant.
+TEST_F(AccessMatrixTest, TokensNeverExceedTheirMaker) {
+  auto post = [&](const std::string& token, const json& body) {
+    return server_.process().Client(token)->Post("/api/v1/tokens", body.dump(), "application/json");
+  };
+  EXPECT_EQ(post(server_.token("vic"), {{"user", "vic"}})->status, 403);
+  EXPECT_EQ(post(server_.token("node@vision"), {{"user", "alice"}})->status, 403);
+  EXPECT_EQ(post(server_.token("node"), {{"user", "admin"}})->status, 403);
+  EXPECT_EQ(post(server_.token("tina"), {{"user", "alice"}, {"role", "node"}})->status, 403);
+
+  auto r = post(server_.token("tina"), {{"user", "tina"}, {"role", "member"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(BodyJson(r)["role"], "member");
+  const std::string tina_member = BodyJson(r)["token"];
+  EXPECT_EQ(post(tina_member, {{"user", "tina"}})->status, 403);  // would be tenant-admin
+  EXPECT_EQ(post(tina_member, {{"user", "tina"}, {"role", "tenant-admin"}})->status, 403);
+  EXPECT_EQ(post(tina_member, {{"user", "alice"}})->status, 403);  // members: own tokens only
+  r = post(tina_member, {{"user", "tina"}, {"role", "viewer"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(BodyJson(r)["role"], "viewer");
+
+  r = post(server_.token("alice"), {{"user", "alice"}, {"role", "viewer"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string alice_viewer = BodyJson(r)["token"];
+  EXPECT_EQ(post(alice_viewer, {{"user", "alice"}})->status, 403);
+  EXPECT_EQ(server_.process()
+                .Client(alice_viewer)
+                ->Post("/api/v1/jobs", JobBody("vision-train"), "application/json")
+                ->status,
+            403);
+  // A user's role still caps the tokens made for it.
+  EXPECT_EQ(post(server_.token("admin"), {{"user", "alice"}, {"role", "tenant-admin"}})->status,
+            400);
+  r = post(server_.token("tina"), {{"user", "alice"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(BodyJson(r)["role"], "member");
+}
+
+}  // namespace
+}  // namespace arbiter::testing
