@@ -107,8 +107,6 @@ struct ControlPlane::Compiled {
 
 ControlPlane::ControlPlane(store::Store* store, NowFn now) : store_(store), now_(std::move(now)) {}
 
-json ControlPlane::NodeJson(const Node& n) { return NodeToJson(n); }
-
 bool ControlPlane::ready() const {
   std::lock_guard<std::mutex> lock(mu_);
   return loaded_;
@@ -178,8 +176,6 @@ Status ControlPlane::Load() {
       j.stop_cause = s.value("stop_cause", "");
       j.task_state = s.value("task_state", std::vector<int32_t>{});
       j.task_exit = s.value("task_exit", std::vector<int32_t>{});
-      j.attempt = s.value("attempt", uint64_t{0});
-      j.task_nodes = s.value("task_nodes", std::vector<std::string>{});
       for (const json& t : s.value("placement", json::array())) {
         PlacedTask p;
         p.node = t.at("node").get<std::string>();
@@ -500,8 +496,6 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
             {"stop_cause", j.stop_cause},
             {"task_state", j.task_state},
             {"task_exit", j.task_exit},
-            {"attempt", j.attempt},
-            {"task_nodes", j.task_nodes},
             {"placement", placement}};
   r.status_json = s.dump();
   r.idempotency_key = j.idempotency_key;
@@ -1032,7 +1026,6 @@ Result<json> ControlPlane::ListNodes(const Principal& p) {
     json n = NodeToJson(e.node);
     n["source"] = e.from_config ? "config" : "agent";
     n["last_heartbeat"] = TimeJson(e.last_heartbeat);
-    if (!e.status.is_null()) n["status"] = e.status;
     items.push_back(n);
   }
   return json{{"items", items}};
@@ -1045,7 +1038,6 @@ Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) 
   if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
   json n = NodeToJson(it->second.node);
   n["source"] = it->second.from_config ? "config" : "agent";
-  if (!it->second.status.is_null()) n["status"] = it->second.status;
   json jobs = json::array();
   for (const auto& [id, j] : jobs_) {
     if (!HoldsResources(j.state)) continue;
@@ -1275,9 +1267,6 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
     j.task_exit.assign(j.placement.size(), 0);
     j.stopping = false;
     j.stop_cause.clear();
-    ++j.attempt;
-    j.task_nodes.clear();
-    for (const PlacedTask& t : j.placement) j.task_nodes.push_back(t.node);
     std::string reason = a.borrowing() ? "admitted on borrowed capacity" : "admitted";
     if (a.best_effort) reason += " at best-effort priority (budget spent)";
     RecordTransitionLocked(j, JobState::kAdmitted, reason, b);
@@ -1355,7 +1344,6 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
       TaskAssignment a;
       a.job = id;
       a.task = static_cast<int32_t>(t);
-      a.attempt = j.attempt;
       a.run = !stop;
       auto pc = compiled_->classes.find(j.spec.priority_class);
       a.grace_ms = SecondsToMs(j.spec.grace_period_seconds.value_or(
@@ -1374,7 +1362,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
   return out;
 }
 
-void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) {
+void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task) {
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1382,7 +1370,6 @@ void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attemp
     if (it == jobs_.end()) return;
     JobEntry& j = it->second;
     if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
-    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] != 0) return;  // applied
     j.task_state[static_cast<size_t>(task)] = 1;
     store::WriteBatch b;
     if (j.state == JobState::kAdmitted)
@@ -1400,8 +1387,7 @@ void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attemp
   done.get();
 }
 
-void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
-                                    bool timed_out) {
+void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, int32_t exit_code, bool timed_out) {
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1409,7 +1395,6 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt
     if (it == jobs_.end()) return;
     JobEntry& j = it->second;
     if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
-    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied
     j.task_state[static_cast<size_t>(task)] = 2;
     j.task_exit[static_cast<size_t>(task)] = exit_code;
     store::WriteBatch b;
@@ -1477,20 +1462,17 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
   return out;
 }
 
-void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {
+void ControlPlane::ReportTaskLost(uint64_t job, int32_t task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job);
     if (it == jobs_.end()) return;
-    JobEntry& j = it->second;
-    if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
-    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied
-    if (!j.stopping) {
-      j.stopping = true;
-      j.stop_cause = "lost";
+    if (!it->second.stopping) {
+      it->second.stopping = true;
+      it->second.stop_cause = "lost";
     }
   }
-  ReportTaskExited(job, task, attempt, 137, false);
+  ReportTaskExited(job, task, 137, false);
 }
 
 // Every task is gone: decide the job's next state from why it stopped.
