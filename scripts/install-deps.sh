@@ -9,6 +9,7 @@ PACKAGES=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libsqlite3-dev libssl-dev libcpp-httplib-dev zlib1g-dev libbrotli-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  chromium  # headless, for the test that loads the simulator's HTML report
 )
 
 # `install-deps.sh --fuzz` adds what `make fuzz` needs: clang and its libFuzzer/sanitizer runtimes.

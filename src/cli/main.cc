@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   inf->add_option("--json", inflate.json_path,
                   "Write the report as JSON to this file ('-': stdout)");
+  inf->add_option("--html", inflate.html_path,
+                  "Write a self-contained HTML report with charts to this file");
   inf->callback([&] { exit_code = arbiter::sim::RunInflateCommand(inflate); });
 
   arbiter::server::ServerOptions server;

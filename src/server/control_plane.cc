@@ -107,6 +107,8 @@ struct ControlPlane::Compiled {
 
 ControlPlane::ControlPlane(store::Store* store, NowFn now) : store_(store), now_(std::move(now)) {}
 
+json ControlPlane::NodeJson(const Node& n) { return NodeToJson(n); }
+
 bool ControlPlane::ready() const {
   std::lock_guard<std::mutex> lock(mu_);
   return loaded_;
@@ -140,7 +142,8 @@ Status ControlPlane::Load() {
     if (it != nodes_.end()) {
       it->second.node.state = n->state;
     } else {
-      nodes_[n->name] = NodeEntry{std::move(n).value(), false, r.updated_at_ms};
+      const std::string name = n->name;  // read before the move below (evaluated first)
+      nodes_[name] = NodeEntry{std::move(n).value(), false, r.updated_at_ms};
     }
   }
   for (const store::TokenRecord& t : state->tokens) tokens_[t.id] = t;
@@ -176,6 +179,8 @@ Status ControlPlane::Load() {
       j.stop_cause = s.value("stop_cause", "");
       j.task_state = s.value("task_state", std::vector<int32_t>{});
       j.task_exit = s.value("task_exit", std::vector<int32_t>{});
+      j.attempt = s.value("attempt", uint64_t{0});
+      j.task_nodes = s.value("task_nodes", std::vector<std::string>{});
       for (const json& t : s.value("placement", json::array())) {
         PlacedTask p;
         p.node = t.at("node").get<std::string>();
@@ -496,6 +501,8 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
             {"stop_cause", j.stop_cause},
             {"task_state", j.task_state},
             {"task_exit", j.task_exit},
+            {"attempt", j.attempt},
+            {"task_nodes", j.task_nodes},
             {"placement", placement}};
   r.status_json = s.dump();
   r.idempotency_key = j.idempotency_key;
@@ -1026,6 +1033,7 @@ Result<json> ControlPlane::ListNodes(const Principal& p) {
     json n = NodeToJson(e.node);
     n["source"] = e.from_config ? "config" : "agent";
     n["last_heartbeat"] = TimeJson(e.last_heartbeat);
+    if (!e.status.is_null()) n["status"] = e.status;
     items.push_back(n);
   }
   return json{{"items", items}};
@@ -1038,6 +1046,7 @@ Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) 
   if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
   json n = NodeToJson(it->second.node);
   n["source"] = it->second.from_config ? "config" : "agent";
+  if (!it->second.status.is_null()) n["status"] = it->second.status;
   json jobs = json::array();
   for (const auto& [id, j] : jobs_) {
     if (!HoldsResources(j.state)) continue;
@@ -1267,6 +1276,9 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
     j.task_exit.assign(j.placement.size(), 0);
     j.stopping = false;
     j.stop_cause.clear();
+    ++j.attempt;
+    j.task_nodes.clear();
+    for (const PlacedTask& t : j.placement) j.task_nodes.push_back(t.node);
     std::string reason = a.borrowing() ? "admitted on borrowed capacity" : "admitted";
     if (a.best_effort) reason += " at best-effort priority (budget spent)";
     RecordTransitionLocked(j, JobState::kAdmitted, reason, b);
@@ -1344,6 +1356,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
       TaskAssignment a;
       a.job = id;
       a.task = static_cast<int32_t>(t);
+      a.attempt = j.attempt;
       a.run = !stop;
       auto pc = compiled_->classes.find(j.spec.priority_class);
       a.grace_ms = SecondsToMs(j.spec.grace_period_seconds.value_or(
@@ -1362,7 +1375,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
   return out;
 }
 
-void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task) {
+void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) {
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1370,6 +1383,7 @@ void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task) {
     if (it == jobs_.end()) return;
     JobEntry& j = it->second;
     if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] != 0) return;  // applied
     j.task_state[static_cast<size_t>(task)] = 1;
     store::WriteBatch b;
     if (j.state == JobState::kAdmitted)
@@ -1387,7 +1401,8 @@ void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task) {
   done.get();
 }
 
-void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, int32_t exit_code, bool timed_out) {
+void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                                    bool timed_out) {
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1395,6 +1410,7 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, int32_t exit_cod
     if (it == jobs_.end()) return;
     JobEntry& j = it->second;
     if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied
     j.task_state[static_cast<size_t>(task)] = 2;
     j.task_exit[static_cast<size_t>(task)] = exit_code;
     store::WriteBatch b;
@@ -1462,17 +1478,20 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
   return out;
 }
 
-void ControlPlane::ReportTaskLost(uint64_t job, int32_t task) {
+void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job);
     if (it == jobs_.end()) return;
-    if (!it->second.stopping) {
-      it->second.stopping = true;
-      it->second.stop_cause = "lost";
+    JobEntry& j = it->second;
+    if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied
+    if (!j.stopping) {
+      j.stopping = true;
+      j.stop_cause = "lost";
     }
   }
-  ReportTaskExited(job, task, 137, false);
+  ReportTaskExited(job, task, attempt, 137, false);
 }
 
 // Every task is gone: decide the job's next state from why it stopped.

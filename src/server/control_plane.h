@@ -29,6 +29,7 @@
 #include "core/quota/quota_tree.h"
 #include "model/job.h"
 #include "server/auth.h"
+#include "server/execution_backend.h"
 #include "server/lifecycle.h"
 #include "store/store.h"
 
@@ -65,30 +66,36 @@ struct JobEntry {
   // Execution: processes may still run after a cancel, suspend, failure or preemption; until the
   // node reports them gone the job keeps its placement (nothing else is put on those GPUs).
   bool stopping = false;
-  std::string stop_cause;           // "cancel", "suspend", "preempt", "timeout", "failed"
-  std::vector<int32_t> task_state;  // per task: 0 not started, 1 running, 2 exited
-  std::vector<int32_t> task_exit;   // per task exit code
+  std::string stop_cause;               // "cancel", "suspend", "preempt", "timeout", "failed"
+  std::vector<int32_t> task_state;      // per task: 0 not started, 1 running, 2 exited
+  std::vector<int32_t> task_exit;       // per task exit code
+  uint64_t attempt = 0;                 // the run: grows at every admission
+  std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
   bool holds_capacity() const { return HoldsResources(state) || stopping; }
-};
-
-// What a node should do with one task.
-struct TaskAssignment {
-  uint64_t job = 0;
-  int32_t task = 0;
-  bool run = true;  // false: stop it (SIGTERM, grace, SIGKILL)
-  DurationMs grace_ms = 30000;
-  TimeMs deadline = 0;  // walltime end (0: none)
-  JobSpec spec;
-  std::vector<int32_t> gpus;  // CUDA indices
-  int32_t restarts = 0;
-  std::string master_node;  // node of task 0
-  bool started = false;     // the control plane already saw this task start
 };
 
 struct NodeEntry {
   Node node;
   bool from_config = false;
   TimeMs last_heartbeat = 0;
+  // Node agents (in memory: an agent registers again after a server restart).
+  bool agent_session = false;       // an agent registered this node since the server started
+  std::string agent_instance = {};  // its process
+  uint64_t acked_seq = 0;           // its last applied report
+  std::string address = {};         // for MASTER_ADDR
+  std::string log_url = {};         // http://host:port of its log port ("": none)
+  std::string log_token = {};       // bearer token for it
+  NodeState state_before_down = NodeState::kReady;
+  nlohmann::json status = nullptr;  // what it says about itself: cgroups, GPU discovery, telemetry
+};
+
+// Where a task's logs are (JobLogSource).
+struct LogSource {
+  std::string node;
+  uint64_t attempt = 0;
+  bool running = false;   // the task may still write to them
+  std::string agent_url;  // "" : the node is not run by an agent (the built-in node)
+  std::string agent_token;
 };
 
 struct JobFilter {
@@ -103,7 +110,7 @@ struct ServerEvent {
   nlohmann::json data;
 };
 
-class ControlPlane {
+class ControlPlane : public ExecutionBackend {
  public:
   ControlPlane(store::Store* store, NowFn now);
 
@@ -145,19 +152,32 @@ class ControlPlane {
   Result<nlohmann::json> NodeAction(const Principal& p, const std::string& name,
                                     std::string_view action);
 
-  // Execution (the built-in node and, later, remote agents).
+  // Execution (the built-in node, and node agents through the calls below).
   // Registers (or refreshes) a node reported by an agent; fails on invalid specs.
   Status RegisterNode(const Node& node);
-  // The tasks placed on `node` that should run or stop now.
-  std::vector<TaskAssignment> AssignmentsFor(const std::string& node);
-  // A task's process started.
-  void ReportTaskStarted(uint64_t job, int32_t task);
-  // A task's process ended with `exit_code` (128 + signal when killed); `timed_out` when the node
-  // stopped it at its walltime.
-  void ReportTaskExited(uint64_t job, int32_t task, int32_t exit_code, bool timed_out);
-  // A task's process is gone without an exit status (its node restarted, or went down): the job
-  // is lost, and retried by its policy.
-  void ReportTaskLost(uint64_t job, int32_t task);
+  // ExecutionBackend: reports about another attempt than the job's current one, and reports
+  // already applied, change nothing.
+  std::vector<TaskAssignment> AssignmentsFor(const std::string& node) override;
+  void ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) override;
+  void ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                        bool timed_out) override;
+  void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
+
+  // Node agents (control_plane_agents.cc); `p` must hold a node token. Registration validates
+  // and records the node (GPU model "" : the first configured model) and opens its session;
+  // `remote_addr` is the address the request came from.
+  Result<nlohmann::json> RegisterAgent(const Principal& p, AgentRegistration r,
+                                       const std::string& remote_addr);
+  // Applies telemetry and reports (those with seq at most the last applied one are skipped) and
+  // answers the node's assignments. FailedPrecondition when the node has no session (the server
+  // restarted, or another agent process registered it since): the agent registers again.
+  Result<nlohmann::json> Heartbeat(const Principal& p, const AgentHeartbeat& hb);
+  // Down detection: nodes registered by agents whose last heartbeat is older than `timeout`
+  // become down (a node event) and their tasks are reported lost. Configured nodes no agent
+  // registered for, and `builtin` (the --local-node), are exempt. Returns the nodes marked down.
+  std::vector<std::string> DetectDownNodes(DurationMs timeout, const std::string& builtin);
+  // Where the logs of task `task` of job `id` are: access as for reading the job.
+  Result<LogSource> JobLogSource(const Principal& p, uint64_t id, int32_t task);
 
   // Records a mutating call in the audit log (also for denied ones).
   void Audit(const Principal& p, std::string action, std::string target, std::string result);
@@ -188,6 +208,7 @@ class ControlPlane {
 
  private:
   struct Compiled;
+  static nlohmann::json NodeJson(const Node& n);  // the stored and listed form
   // Each of these requires mu_.
   Status CompileLocked();
   // `previous`: the configuration being replaced, to delete what is gone (may be null).
@@ -228,6 +249,7 @@ class ControlPlane {
 
   std::deque<ServerEvent> events_;
   uint64_t event_seq_ = 0;
+  TimeMs down_detection_since_ = 0;  // nodes loaded from the store count as heard of then
   Stats stats_;
 };
 

@@ -347,6 +347,8 @@ void HttpApi::Register() {
           });
   }
 
+  RegisterAgentRoutes(route);
+
   // Configuration.
   route(
       "PUT", "/api/v1/config", "/api/v1/config",

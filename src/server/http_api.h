@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,7 +22,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace arbiter::server {
 
@@ -30,6 +33,9 @@ struct HttpOptions {
   size_t threads = 64;
   // Per-token requests per second (token bucket, burst = 2 s worth); 0: unlimited.
   double rate_limit_per_second = 2000;
+  // The built-in node (--local-node) and its work folder, whose task logs the API reads directly.
+  std::string local_node;
+  std::string local_work_dir;
 };
 
 class HttpApi {
@@ -54,7 +60,21 @@ class HttpApi {
   const std::vector<RouteInfo>& routes() const { return route_info_; }
 
  private:
+  using RouteHandler =
+      std::function<void(const Principal&, const httplib::Request&, httplib::Response&)>;
+  using RouteFn = std::function<void(const char* method, std::string path, std::string regex,
+                                     std::string summary, RouteHandler handler)>;
   void Register();
+  // The node agents' routes and the logs route (http_agent_api.cc).
+  void RegisterAgentRoutes(const RouteFn& route);
+
+ public:
+  struct LogQuery;  // job, task, stream, follow
+
+ private:
+  void LocalLogs(const Principal& p, const LogQuery& q, httplib::Response& res);
+  void ProxyLogs(const Principal& p, const LogQuery& q, const LogSource& src,
+                 httplib::Response& res);
   bool AllowRate(const std::string& token_id);
 
   ControlPlane* cp_;

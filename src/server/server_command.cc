@@ -160,12 +160,15 @@ int RunServer(const ServerOptions& o) {
                    n.cpu_milli / 1000, n.memory_mib, n.gpus.size(), model);
     }
     executor = std::make_unique<LocalExecutor>(&cp, o.local_node, o.data_dir, WallClockMs);
+    executor->ReapLeftovers();
     executor->Start();
   }
 
   HttpOptions http_options;
   http_options.rate_limit_per_second = o.rate_limit;
   http_options.threads = static_cast<size_t>(o.http_threads);
+  http_options.local_node = o.local_node;
+  http_options.local_work_dir = o.data_dir;
   HttpApi api(&cp, http_options);
   auto bound = api.Bind(host, port);
   if (!bound.ok()) {
@@ -184,6 +187,10 @@ int RunServer(const ServerOptions& o) {
     std::unique_lock<std::mutex> lock(stop_mu);
     while (!stop) {
       lock.unlock();
+      for (const std::string& node : cp.DetectDownNodes(o.node_timeout_ms, o.local_node)) {
+        spdlog::warn("node {} is down: no heartbeat for {} ms; its tasks are lost", node,
+                     o.node_timeout_ms);
+      }
       auto r = cp.RunSchedulingCycle();
       if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
       lock.lock();

@@ -18,6 +18,8 @@ struct ServerOptions {
   // and memory and `fake_gpus` GPUs of the first configured model.
   std::string local_node;
   int fake_gpus = 8;
+  // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).
+  int node_timeout_ms = 6000;
 };
 
 // Runs until SIGTERM or SIGINT; returns the process exit code.

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +104,162 @@ nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
           {"runs", per_run}};
 }
 
+report::Report InflateHtmlReport(const InflateOptions& o, double cluster_gpus,
+                                 const std::vector<nlohmann::json>& results) {
+  report::Report r;
+  const std::string trace =
+      results.empty() ? Stem(o.pods_path) : results[0]["trace"].get<std::string>();
+  const std::string nodes =
+      results.empty() ? Stem(o.nodes_path) : results[0]["nodes"].get<std::string>();
+  r.title = fmt::format("Workload inflation: {} on {}", trace, nodes);
+  std::string cmd =
+      fmt::format("arbiter simulate inflate --nodes {} --pods {}", o.nodes_path, o.pods_path);
+  for (const std::string& p : o.policies) cmd += fmt::format(" --policy {}", p);
+  cmd += fmt::format(" --seeds {} --target {}", o.seeds, o.target);
+  r.subtitle = cmd;
+  const size_t seeds = results.empty() ? 0 : results[0]["seeds"].size();
+  r.notes.push_back(fmt::format(
+      "The tasks of the trace are shuffled, random copies are added until the GPU request reaches "
+      "{:.0f}% of the cluster's GPUs, and the tasks are placed one at a time into the empty "
+      "cluster "
+      "with no departures; a task that fits nowhere is dropped. GPU allocation is the allocated "
+      "share of all GPUs, demand the requested share (dropped tasks included), fragmentation the "
+      "idle GPU capacity that the typical tasks cannot use. Curves are the mean of {} seed{}.",
+      100.0 * o.target, seeds, seeds == 1 ? "" : "s"));
+  const std::string demand_label = "GPU demand (% of the cluster's GPUs)";
+  const int target_pct = static_cast<int>(std::floor(o.target * 100.0 + 1e-9));
+
+  // 1. Summary.
+  {
+    report::Section& s = r.sections.emplace_back();
+    s.title = "Summary";
+    report::Table t;
+    t.columns = {"policy",
+                 "GPU alloc % at 100% demand",
+                 fmt::format("GPU alloc % at {}%", target_pct),
+                 "unallocated GPUs at the end",
+                 "fragmentation % at 0",
+                 "tasks placed (mean)",
+                 "s per seed"};
+    for (const nlohmann::json& res : results) {
+      const nlohmann::json& curve = res["curve"];
+      const double end = curve.empty() ? 0.0 : curve.back()["alloc_pct"].get<double>();
+      double placed = 0;
+      double tasks = 0;
+      for (const nlohmann::json& run : res["runs"]) {
+        placed += run["placed"].get<double>();
+        tasks += run["tasks"].get<double>();
+      }
+      const auto n = static_cast<double>(std::max<size_t>(1, res["runs"].size()));
+      t.rows.push_back({res["policy"].get<std::string>(), FormatOrDash(res["alloc_pct_at_100"]),
+                        curve.empty() ? "-" : fmt::format("{:.2f}", end),
+                        fmt::format("{:.0f}", (100.0 - end) / 100.0 * cluster_gpus),
+                        FormatOrDash(res["frag_pct_at_0"]),
+                        fmt::format("{:.0f} of {:.0f}", placed / n, tasks / n),
+                        fmt::format("{:.2f}", res["seconds_per_seed"].get<double>())});
+    }
+    s.tables.push_back(std::move(t));
+  }
+  auto curve_chart = [&](const std::string& title, const char* key, const std::string& y_label,
+                         int from_pct) {
+    report::LineChart c;
+    c.title = title;
+    c.x_label = demand_label;
+    c.y_label = y_label;
+    for (const nlohmann::json& res : results) {
+      report::Series series{res["policy"].get<std::string>(), {}};
+      for (const nlohmann::json& p : res["curve"]) {
+        const int d = p["demand_pct"].get<int>();
+        if (d >= from_pct) series.points.emplace_back(d, p[key].get<double>());
+      }
+      c.series.push_back(std::move(series));
+    }
+    return c;
+  };
+  // 2. and 3. Allocation, whole range and near saturation.
+  {
+    report::Section& s = r.sections.emplace_back();
+    s.title = "GPU allocation against demand";
+    s.paragraphs.push_back(
+        "Up to the point where the cluster saturates every policy places every task; the curves "
+        "part where tasks start to fit nowhere.");
+    report::LineChart c = curve_chart("GPU allocation (mean over seeds)", "alloc_pct",
+                                      "GPUs allocated (% of all GPUs)", 0);
+    c.x_min = 0;
+    c.x_max = target_pct;
+    c.y_min = 0;
+    c.y_max = 100;
+    s.charts.emplace_back(std::move(c));
+  }
+  {
+    report::Section& s = r.sections.emplace_back();
+    const int from = std::min(80, target_pct);
+    s.title = fmt::format("GPU allocation from {}% demand", from);
+    s.paragraphs.push_back(
+        "The same curves from near saturation on: the gap between a curve and 100% is the GPU "
+        "capacity left unallocated.");
+    report::LineChart c = curve_chart("GPU allocation near saturation (mean over seeds)",
+                                      "alloc_pct", "GPUs allocated (% of all GPUs)", from);
+    c.x_min = from;
+    c.x_max = target_pct;
+    s.charts.emplace_back(std::move(c));
+  }
+  // 4. Fragmentation.
+  {
+    report::Section& s = r.sections.emplace_back();
+    s.title = "Fragmentation against demand";
+    s.paragraphs.push_back(
+        "Fragmentation ratio: the share of the idle GPU capacity that the typical tasks (the most "
+        "frequent task shapes, 95% of the trace) cannot use where it lies, weighted by how often "
+        "each shape occurs (the FGD paper's measure).");
+    report::LineChart c = curve_chart("Fragmentation of the idle GPUs (mean over seeds)",
+                                      "frag_pct", "fragmented share of idle GPUs (%)", 0);
+    c.x_min = 0;
+    c.x_max = target_pct;
+    c.y_from_zero = true;
+    s.charts.emplace_back(std::move(c));
+  }
+  // 5. Spread over seeds.
+  {
+    report::Section& s = r.sections.emplace_back();
+    s.title = "GPU allocation at the end, per seed";
+    s.paragraphs.push_back(fmt::format(
+        "The spread of the final allocation (at {:.0f}% demand) over the seeds: box from the first "
+        "to the third quartile, line at the median, dot at the mean, whiskers at the extremes.",
+        100.0 * o.target));
+    report::BoxChart c;
+    c.title = "Final GPU allocation over seeds";
+    c.x_label = "policy";
+    c.y_label = "GPUs allocated at the end (%)";
+    for (const nlohmann::json& res : results) {
+      std::vector<double> values;
+      for (const nlohmann::json& run : res["runs"])
+        values.push_back(run["alloc_pct_end"].get<double>());
+      c.boxes.push_back(report::Box::FromSamples(res["policy"].get<std::string>(), values));
+    }
+    s.charts.emplace_back(std::move(c));
+  }
+  // 6. Every run.
+  {
+    report::Section& s = r.sections.emplace_back();
+    s.title = "Runs";
+    report::Table t;
+    t.columns = {
+        "policy", "seed", "tasks", "placed", "demand % at the end", "GPU alloc % at the end", "s"};
+    for (const nlohmann::json& res : results) {
+      for (const nlohmann::json& run : res["runs"]) {
+        t.rows.push_back({res["policy"].get<std::string>(), run["seed"].dump(), run["tasks"].dump(),
+                          run["placed"].dump(),
+                          fmt::format("{:.2f}", run["demand_pct_end"].get<double>()),
+                          fmt::format("{:.2f}", run["alloc_pct_end"].get<double>()),
+                          fmt::format("{:.2f}", run["seconds"].get<double>())});
+      }
+    }
+    s.tables.push_back(std::move(t));
+  }
+  return r;
+}
+
 int RunInflateCommand(const InflateOptions& o) {
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "arbiter simulate inflate: %s\n", st.ToString().c_str());
@@ -150,6 +308,13 @@ int RunInflateCommand(const InflateOptions& o) {
         InflateReport(o.policies[p], Stem(o.pods_path), Stem(o.nodes_path), o.target, runs));
   }
 
+  if (!o.html_path.empty()) {
+    const double gpus = static_cast<double>(cluster->capacity()[core::kDimGpu]) / kMilliPerGpu;
+    const Status st = report::WriteHtml(
+        InflateHtmlReport(o, gpus, std::vector<nlohmann::json>(results.begin(), results.end())),
+        o.html_path);
+    if (!st.ok()) return fail(st);
+  }
   const nlohmann::json report =
       results.size() == 1 ? results[0] : nlohmann::json{{"results", results}};
   if (o.json_path == "-") {

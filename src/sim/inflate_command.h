@@ -2,12 +2,13 @@
 // or more placement profiles over a range of seeds, averaged, as a table or JSON.
 //
 //   arbiter simulate inflate --nodes NODES.csv --pods PODS.csv --policy fgd [--policy bestfit ...]
-//       --seeds 42-51 --target 1.3 [--json OUT.json]
+//       --seeds 42-51 --target 1.3 [--json OUT.json] [--html OUT.html]
 //
 // JSON, per policy: {"policy", "trace", "nodes", "seeds", "target", "alloc_pct_at_100",
 // "alloc_pct_at_130", "frag_pct_at_0", "curve": [{"demand_pct", "alloc_pct", "frag_pct"}, ...],
 // "runs": [per seed], "seconds_per_seed"}; several policies give {"results": [one per policy]}.
-// Progress goes to stderr.
+// --html writes a self-contained page (sim/report_html.h): a summary table, the allocation and
+// fragmentation curves per policy against the demand, the per-seed spread. Progress goes to stderr.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "common/result.h"
 #include "sim/inflate.h"
+#include "sim/report_html.h"
 
 namespace arbiter::sim {
 
@@ -28,6 +30,7 @@ struct InflateOptions {
   std::string seeds = "42-51";
   double target = 1.3;
   std::string json_path;  // empty: a table on stdout; "-": JSON on stdout
+  std::string html_path;  // empty: no HTML report
 };
 
 // "42-51", "42", "1,5,9" or a mix ("1-3,7"), in the order given.
@@ -37,6 +40,11 @@ Result<std::vector<uint64_t>> ParseSeeds(std::string_view text);
 nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
                              std::string_view nodes, double target,
                              const std::vector<InflateRun>& runs);
+
+// The HTML report of one command on a cluster of `cluster_gpus` GPUs: `results` holds one
+// InflateReport() per policy.
+report::Report InflateHtmlReport(const InflateOptions& options, double cluster_gpus,
+                                 const std::vector<nlohmann::json>& results);
 
 // Runs the command; returns the process exit code (0, or 2 on bad input).
 int RunInflateCommand(const InflateOptions& options);

@@ -1,0 +1,263 @@
+#include "agent/agent_client.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <random>
+
+#include "agent/backoff.h"
+#include "api/agent_codec.h"
+
+namespace arbiter::agent {
+
+using nlohmann::json;
+
+namespace {
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) out += fmt::format("{:02x}", rd() & 0xff);
+  return out;
+}
+
+StatusCode CodeForHttp(int status) {
+  switch (status) {
+    case 400:
+    case 413:
+      return StatusCode::kInvalidArgument;
+    case 401:
+      return StatusCode::kUnauthenticated;
+    case 403:
+      return StatusCode::kPermissionDenied;
+    case 404:
+      return StatusCode::kNotFound;
+    case 409:
+      return StatusCode::kFailedPrecondition;
+    case 429:
+      return StatusCode::kResourceExhausted;
+    default:
+      return status >= 500 ? StatusCode::kUnavailable : StatusCode::kInternal;
+  }
+}
+
+}  // namespace
+
+AgentClient::AgentClient(AgentClientOptions options, RegistrationFn registration,
+                         TelemetryFn telemetry)
+    : options_(std::move(options)),
+      registration_(std::move(registration)),
+      telemetry_(std::move(telemetry)),
+      instance_(RandomHex(8)) {}
+
+AgentClient::~AgentClient() { Stop(); }
+
+Status AgentClient::Post(const std::string& path, const std::string& body, DurationMs timeout_ms,
+                         std::string* answer) {
+  httplib::Client c(options_.server);
+  const auto seconds = static_cast<time_t>(timeout_ms / 1000);
+  const auto micros = static_cast<time_t>((timeout_ms % 1000) * 1000);
+  c.set_connection_timeout(seconds, micros);
+  c.set_read_timeout(seconds, micros);
+  c.set_write_timeout(seconds, micros);
+  c.set_tcp_nodelay(true);
+  c.set_bearer_token_auth(options_.token);
+  auto r = c.Post(path, body, "application/json");
+  if (!r) {
+    return {StatusCode::kUnavailable, fmt::format("cannot reach the server at {}: {}",
+                                                  options_.server, httplib::to_string(r.error()))};
+  }
+  if (r->status != 200) {
+    std::string message = r->body;
+    try {
+      message = json::parse(r->body).at("error").at("message").get<std::string>();
+    } catch (const std::exception&) {
+    }
+    return {CodeForHttp(r->status), fmt::format("HTTP {}: {}", r->status, message)};
+  }
+  *answer = std::move(r->body);
+  return Status::Ok();
+}
+
+Status AgentClient::Register() {
+  AgentRegistration reg = registration_();
+  reg.instance = instance_;
+  std::string answer;
+  Status st = Post("/api/v1/agent/register", api::AgentRegistrationToJson(reg).dump(),
+                   options_.request_timeout_ms, &answer);
+  if (!st.ok()) return st;
+  std::lock_guard<std::mutex> lock(mu_);
+  registered_ = true;
+  spdlog::info("registered node {} with {} ({} GPUs)", options_.node, options_.server,
+               reg.node.gpus.size());
+  return Status::Ok();
+}
+
+Status AgentClient::Beat() {
+  bool registered = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registered = registered_;
+  }
+  if (!registered) ARBITER_RETURN_IF_ERROR(Register());
+  AgentHeartbeat hb;
+  hb.node = options_.node;
+  hb.instance = instance_;
+  hb.gpus = telemetry_();
+  uint64_t last_sent = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = false;
+    hb.reports.assign(queue_.begin(), queue_.end());
+    if (!hb.reports.empty()) last_sent = hb.reports.back().seq;
+  }
+  std::string answer;
+  Status st = Post("/api/v1/agent/heartbeat", api::AgentHeartbeatToJson(hb).dump(),
+                   options_.request_timeout_ms, &answer);
+  if (st.code() == StatusCode::kFailedPrecondition) {
+    std::lock_guard<std::mutex> lock(mu_);
+    registered_ = false;  // the server restarted: register again, then deliver the reports
+    spdlog::info("the server has no session for {}: registering again", options_.node);
+  }
+  if (!st.ok()) return st;
+  std::vector<TaskAssignment> assignments;
+  uint64_t acked = 0;
+  try {
+    const json j = json::parse(answer);
+    acked = j.value("acked_seq", uint64_t{0});
+    const json& items = j.at("assignments");
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto a = api::ParseTaskAssignment(items[i], fmt::format("assignments[{}]", i));
+      if (!a.ok()) {
+        spdlog::error("ignoring an assignment the server sent: {}", a.status().ToString());
+        continue;
+      }
+      assignments.push_back(std::move(a).value());
+    }
+  } catch (const std::exception& e) {
+    return {StatusCode::kInternal, fmt::format("unreadable heartbeat answer: {}", e.what())};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  acked = std::min(acked, last_sent);
+  while (!queue_.empty() && queue_.front().seq <= acked) queue_.pop_front();
+  // A finished task stays filtered while any answer may still list it: until its report is
+  // acknowledged and the server stopped listing it.
+  std::set<TaskKey> listed;
+  for (const TaskAssignment& a : assignments) listed.insert({a.job, a.task, a.attempt});
+  std::set<TaskKey> unacked;
+  for (const TaskReport& r : queue_) unacked.insert({r.job, r.task, r.attempt});
+  for (auto it = finished_.begin(); it != finished_.end();) {
+    it = listed.count(*it) || unacked.count(*it) ? std::next(it) : finished_.erase(it);
+  }
+  assignments_ = std::move(assignments);
+  return Status::Ok();
+}
+
+void AgentClient::Loop() {
+  std::mt19937_64 rng(std::random_device{}());
+  int failures = 0;
+  bool registered_again = false;  // after a "no session" answer, registered once without delay
+  auto last_beat = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  while (!stop_) {
+    // Back-to-back beats for reports, but at most one every 50 ms (reports batch meanwhile).
+    const auto since = std::chrono::steady_clock::now() - last_beat;
+    if (since < std::chrono::milliseconds(50)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50) - since);
+    }
+    last_beat = std::chrono::steady_clock::now();
+    const Status st = Beat();
+    DurationMs wait = options_.heartbeat_ms;
+    bool wake_on_report = true;
+    if (st.ok()) {
+      if (failures > 0) {
+        spdlog::info("the server answers again after {} failed attempt{}; reports delivered",
+                     failures, failures == 1 ? "" : "s");
+      }
+      failures = 0;
+      registered_again = false;
+    } else if (st.code() == StatusCode::kFailedPrecondition && !registered_again) {
+      wait = 0;  // register again now
+      registered_again = true;
+    } else {
+      ++failures;
+      wait = RetryDelayMs(failures, options_.backoff_base_ms, options_.backoff_max_ms,
+                          std::uniform_real_distribution<double>(0, 1)(rng));
+      wake_on_report = false;
+      if (failures <= 3 || failures % 10 == 0) {
+        spdlog::warn(
+            "heartbeat failed ({} in a row): {}; retrying in {} ms ({} reports queued; "
+            "tasks keep running)",
+            failures, st.ToString(), wait, queued_reports());
+      }
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(wait),
+                 [&] { return stop_.load() || (wake_on_report && wake_); });
+  }
+}
+
+void AgentClient::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void AgentClient::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void AgentClient::Flush(DurationMs timeout_ms) {
+  if (queued_reports() == 0) return;
+  const DurationMs saved = options_.request_timeout_ms;
+  options_.request_timeout_ms = timeout_ms;
+  const Status st = Beat();
+  options_.request_timeout_ms = saved;
+  if (!st.ok()) {
+    spdlog::warn("could not deliver the last {} reports: {}", queued_reports(), st.ToString());
+  }
+}
+
+size_t AgentClient::queued_reports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+std::vector<TaskAssignment> AgentClient::AssignmentsFor(const std::string&) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TaskAssignment> out;
+  for (const TaskAssignment& a : assignments_) {
+    if (!finished_.count({a.job, a.task, a.attempt})) out.push_back(a);
+  }
+  return out;
+}
+
+void AgentClient::Enqueue(TaskReport r) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.seq = next_seq_++;
+    if (r.event != TaskEvent::kStarted) finished_.insert({r.job, r.task, r.attempt});
+    queue_.push_back(r);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+void AgentClient::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) {
+  Enqueue({0, job, task, attempt, TaskEvent::kStarted, 0, false});
+}
+
+void AgentClient::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                                   bool timed_out) {
+  Enqueue({0, job, task, attempt, TaskEvent::kExited, exit_code, timed_out});
+}
+
+void AgentClient::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {
+  Enqueue({0, job, task, attempt, TaskEvent::kLost, 0, false});
+}
+
+}  // namespace arbiter::agent

@@ -1,0 +1,100 @@
+// AgentClient: the node agent's link to the server, and the ExecutionBackend its LocalExecutor
+// runs against. One heartbeat thread registers the node, then every heartbeat sends telemetry and
+// the task reports not yet acknowledged, and receives the node's assignments.
+//
+// Reports are queued with increasing sequence numbers and dropped only once a heartbeat answer
+// acknowledges them; a heartbeat that fails is retried with the same reports (the server applies
+// each once). While the server is away, the executor keeps running what it runs against the last
+// assignments, and reports queue up; the heartbeat retries with exponential backoff (capped).
+// When the server answers that the node has no session (it restarted), the agent registers
+// again at once and delivers what queued meanwhile.
+//
+// A task reported exited or lost is not handed to the executor again even while older
+// assignments still list it (an answer that predates the report).
+//
+// Thread safety: all public calls are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "common/status.h"
+#include "model/execution.h"
+#include "server/execution_backend.h"
+
+namespace arbiter::agent {
+
+struct AgentClientOptions {
+  std::string server;  // http://host:port (or https://)
+  std::string token;   // a node token
+  std::string node;
+  DurationMs heartbeat_ms = 2000;
+  DurationMs backoff_base_ms = 250;
+  DurationMs backoff_max_ms = 10000;
+  DurationMs request_timeout_ms = 5000;
+};
+
+class AgentClient : public server::ExecutionBackend {
+ public:
+  // What to announce at each registration, and the telemetry of each heartbeat (both called on
+  // the heartbeat thread).
+  using RegistrationFn = std::function<AgentRegistration()>;
+  using TelemetryFn = std::function<std::vector<GpuTelemetry>()>;
+
+  AgentClient(AgentClientOptions options, RegistrationFn registration, TelemetryFn telemetry);
+  ~AgentClient() override;
+
+  // Registers the node once. A 4xx answer (bad token, invalid node) is returned as it is: the
+  // agent cannot fix it by retrying.
+  Status Register();
+  // One heartbeat (registering first when needed).
+  Status Beat();
+  // The heartbeat loop on its own thread.
+  void Start();
+  void Stop();
+  // At shutdown: one last heartbeat to deliver what is queued, within `timeout_ms`.
+  void Flush(DurationMs timeout_ms);
+
+  // ExecutionBackend (the executor's thread).
+  std::vector<TaskAssignment> AssignmentsFor(const std::string& node) override;
+  void ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) override;
+  void ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                        bool timed_out) override;
+  void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
+
+  const std::string& instance() const { return instance_; }
+  size_t queued_reports() const;
+
+ private:
+  using TaskKey = std::tuple<uint64_t, int32_t, uint64_t>;  // job, task, attempt
+  void Enqueue(TaskReport r);
+  void Loop();
+  Status Post(const std::string& path, const std::string& body, DurationMs timeout_ms,
+              std::string* answer);
+
+  AgentClientOptions options_;
+  RegistrationFn registration_;
+  TelemetryFn telemetry_;
+  std::string instance_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool registered_ = false;
+  bool wake_ = false;  // a report is waiting
+  std::deque<TaskReport> queue_;
+  uint64_t next_seq_ = 1;
+  std::vector<TaskAssignment> assignments_;  // from the last heartbeat answer
+  std::set<TaskKey> finished_;               // reported exited or lost
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace arbiter::agent

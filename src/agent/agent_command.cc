@@ -1,0 +1,296 @@
+#include "agent/agent_command.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "agent/agent_client.h"
+#include "agent/backoff.h"
+#include "agent/cgroups.h"
+#include "agent/gpu/fake_gpus.h"
+#include "agent/gpu/nvml.h"
+#include "agent/log_server.h"
+#include "model/node.h"
+#include "server/local_executor.h"
+
+#ifndef ARBITER_VERSION
+#define ARBITER_VERSION "dev"
+#endif
+
+namespace arbiter::agent {
+
+namespace {
+
+TimeMs WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void SetupLogging(const std::string& format) {
+  auto logger = spdlog::stderr_logger_mt("arbiter-agent");
+  if (format == "json") {
+    logger->set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":"%v"})",
+        spdlog::pattern_time_type::utc);
+  } else {
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+  }
+  spdlog::set_default_logger(logger);
+}
+
+Status SplitHostPort(const std::string& listen, std::string* host, int* port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("--listen", fmt::format("expected HOST:PORT, got '{}'", listen));
+  }
+  *host = listen.substr(0, colon);
+  try {
+    *port = std::stoi(listen.substr(colon + 1));
+  } catch (...) {
+    *port = -1;
+  }
+  if (*port < 0 || *port > 65535) {
+    return InvalidArgument("--listen", fmt::format("expected HOST:PORT, got '{}'", listen));
+  }
+  return Status::Ok();
+}
+
+Result<std::map<std::string, std::string>> ParseLabels(const std::string& text) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    const size_t eq = item.find('=');
+    if (eq == 0 || eq == std::string::npos || item.size() > 317) {
+      return InvalidArgument("--labels",
+                             fmt::format("expected KEY=VALUE[,KEY=VALUE], got '{}'", item));
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string RandomToken() {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < 24; ++i) out += fmt::format("{:02x}", rd() & 0xff);
+  return out;
+}
+
+// The permanent answers: retrying does not help.
+bool Permanent(const Status& st) {
+  return st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnauthenticated ||
+         st.code() == StatusCode::kPermissionDenied || st.code() == StatusCode::kNotFound;
+}
+
+Status Validate(const AgentOptions& o, std::string* token,
+                std::map<std::string, std::string>* labels) {
+  if (o.server.rfind("http://", 0) != 0 && o.server.rfind("https://", 0) != 0) {
+    return InvalidArgument("--server",
+                           fmt::format("expected http://HOST:PORT, got '{}'", o.server));
+  }
+  *token = o.token;
+  if (token->empty() && !o.token_file.empty()) {
+    std::ifstream f(o.token_file);
+    if (!f || !std::getline(f, *token)) {
+      return InvalidArgument("--token-file", fmt::format("cannot read {}", o.token_file));
+    }
+  }
+  if (token->empty()) {
+    return InvalidArgument("--token", "a node token is required (--token or --token-file)");
+  }
+  if (!IsValidHostName(o.name)) {
+    return InvalidArgument("--name", fmt::format("'{}' is not a valid node name", o.name));
+  }
+  if (o.fake_gpus < 0 || o.gpu_memory_mib < 0) {
+    return InvalidArgument("--fake-gpus", "must be >= 0");
+  }
+  auto parsed = ParseLabels(o.labels);
+  if (!parsed.ok()) return parsed.status();
+  *labels = std::move(parsed).value();
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunAgent(const AgentOptions& o) {
+  if (o.log_format != "text" && o.log_format != "json") {
+    std::fprintf(stderr, "arbiter agent: --log-format must be text or json\n");
+    return 2;
+  }
+  SetupLogging(o.log_format);
+  std::string token;
+  std::map<std::string, std::string> labels;
+  std::string listen_host;
+  int listen_port = 0;
+  Status valid = Validate(o, &token, &labels);
+  if (valid.ok()) valid = SplitHostPort(o.listen, &listen_host, &listen_port);
+  if (!valid.ok()) {
+    spdlog::error("{}", valid.ToString());
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.work_dir, ec);
+  if (ec) {
+    spdlog::error("--work-dir: cannot create {}: {}", o.work_dir, ec.message());
+    return 1;
+  }
+  // Signals are handled by one thread with sigwait; block them everywhere else.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // 1. GPUs: fake ones, else NVML; without NVML the node offers no GPUs, and says so.
+  std::unique_ptr<GpuDiscovery> gpus;
+  std::string gpu_status;
+  if (o.fake_gpus > 0) {
+    gpus = std::make_unique<FakeGpus>(o.fake_gpus, o.gpu_model, o.gpu_memory_mib,
+                                      o.work_dir + "/fake-gpu-faults");
+    gpu_status = gpus->Describe();
+  } else if (auto nvml = NvmlGpus::Load(o.nvml_library); nvml.ok()) {
+    gpus = std::move(nvml).value();
+    gpu_status = gpus->Describe();
+  } else {
+    gpu_status = fmt::format("unavailable: {}", nvml.status().message());
+    spdlog::warn("no GPUs: {}", nvml.status().message());
+  }
+  spdlog::info("GPUs: {}", gpu_status);
+
+  // 2. cgroup v2 limits where delegated.
+  std::string cgroup_status;
+  std::unique_ptr<CgroupLimits> limits = CgroupLimits::Setup(o.cgroup_root, &cgroup_status);
+  spdlog::info("cgroups: {}", cgroup_status);
+
+  // 3. The link to the server, the executor, the log port.
+  const std::string log_token = RandomToken();
+  int log_port = 0;
+  server::LocalExecutor* executor_ptr = nullptr;
+  auto registration = [&]() {
+    AgentRegistration r;
+    r.node.name = o.name;
+    r.node.cpu_milli = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
+    r.node.memory_mib = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / (1024 * 1024);
+    r.node.labels = labels;
+    if (auto it = labels.find("rack"); it != labels.end()) r.node.rack = it->second;
+    if (auto it = labels.find("block"); it != labels.end()) r.node.block = it->second;
+    for (const DiscoveredGpu& d : gpus ? gpus->Discover() : std::vector<DiscoveredGpu>{}) {
+      r.node.gpus.push_back({d.index, o.gpu_model.empty() ? d.model : o.gpu_model, d.memory_mib,
+                             d.healthy, d.nvlink_domain});
+    }
+    r.version = ARBITER_VERSION;
+    r.address = o.address;
+    r.log_host = listen_host;
+    r.log_port = log_port;
+    r.log_token = log_token;
+    r.status = {{"cgroups", cgroup_status}, {"gpu_discovery", gpu_status}};
+    return r;
+  };
+  auto telemetry = [&]() {
+    if (!gpus) return std::vector<GpuTelemetry>{};
+    return gpus->Sample(executor_ptr != nullptr ? executor_ptr->BusyGpus() : std::set<int32_t>{});
+  };
+  AgentClientOptions co;
+  co.server = o.server;
+  co.token = token;
+  co.node = o.name;
+  co.heartbeat_ms = o.heartbeat_ms;
+  co.backoff_max_ms = o.backoff_max_ms;
+  AgentClient client(co, registration, telemetry);
+  server::ExecutorOptions eo;
+  eo.die_with_executor = true;
+  eo.limits = limits.get();
+  server::LocalExecutor executor(&client, o.name, o.work_dir, WallClockMs, eo);
+  executor_ptr = &executor;
+  LogServer logs(o.work_dir, log_token,
+                 [&executor](uint64_t job, int32_t task) { return executor.Running(job, task); });
+  auto bound = logs.Start(listen_host, listen_port);
+  if (!bound.ok()) {
+    spdlog::error("{}", bound.status().ToString());
+    return 1;
+  }
+  log_port = *bound;
+
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop = false;
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: stopping the agent", sig);
+    {
+      std::lock_guard<std::mutex> lock(stop_mu);
+      stop = true;
+    }
+    stop_cv.notify_all();
+  });
+  auto wait_stop = [&](DurationMs ms) {
+    std::unique_lock<std::mutex> lock(stop_mu);
+    return stop_cv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stop; });
+  };
+
+  // 4. Tasks of an earlier run of this agent cannot be adopted: killed, reported lost.
+  executor.ReapLeftovers();
+
+  // 5. Register (the server may not be up yet: retry), then heartbeat and run.
+  int exit_code = 0;
+  std::mt19937_64 rng(std::random_device{}());
+  for (int attempt = 1;; ++attempt) {
+    const Status st = client.Register();
+    if (st.ok()) break;
+    if (Permanent(st)) {
+      spdlog::error("the server refused to register {}: {}", o.name, st.ToString());
+      exit_code = 1;
+      break;
+    }
+    const DurationMs delay = RetryDelayMs(attempt, co.backoff_base_ms, co.backoff_max_ms,
+                                          std::uniform_real_distribution<double>(0, 1)(rng));
+    spdlog::warn("cannot register yet: {}; retrying in {} ms", st.ToString(), delay);
+    if (wait_stop(delay)) break;
+  }
+  bool stopped = false;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stopped = stop;
+  }
+  if (exit_code == 0 && !stopped) {
+    std::printf("arbiter agent %s registered with %s; logs on %s:%d\n", o.name.c_str(),
+                o.server.c_str(), listen_host.c_str(), log_port);
+    std::fflush(stdout);
+    client.Start();
+    executor.Start();
+    std::unique_lock<std::mutex> lock(stop_mu);
+    stop_cv.wait(lock, [&] { return stop; });
+  }
+
+  // 6. Stop: tasks are killed and reported lost (a later agent could not adopt them), the
+  // reports delivered if the server answers.
+  executor.Stop(true);
+  client.Stop();
+  client.Flush(2000);
+  logs.Stop();
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  spdlog::info("stopped");
+  return exit_code;
+}
+
+}  // namespace arbiter::agent

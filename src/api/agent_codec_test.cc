@@ -1,0 +1,104 @@
+#include "api/agent_codec.h"
+
+#include <gtest/gtest.h>
+
+namespace arbiter::api {
+namespace {
+
+using nlohmann::json;
+
+TEST(AgentCodec, RegistrationRoundTrips) {
+  AgentRegistration r;
+  r.node.name = "gpu-07";
+  r.node.cpu_milli = 64000;
+  r.node.memory_mib = 515000;
+  r.node.labels = {{"rack", "r1"}};
+  r.node.rack = "r1";
+  r.node.gpus = {{0, "H100-80G", 81559, true, 0}, {1, "H100-80G", 81559, false, 0}};
+  r.instance = "abc";
+  r.version = "0.1.0";
+  r.log_host = "127.0.0.1";
+  r.log_port = 40123;
+  r.log_token = "secret";
+  r.status = {{"cgroups", "unavailable: v1"}};
+  auto back = ParseAgentRegistration(AgentRegistrationToJson(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->node.name, "gpu-07");
+  EXPECT_EQ(back->node.gpus.size(), 2u);
+  EXPECT_FALSE(back->node.gpus[1].healthy);
+  EXPECT_EQ(back->node.labels.at("rack"), "r1");
+  EXPECT_EQ(back->log_port, 40123);
+  EXPECT_EQ(back->status.at("cgroups"), "unavailable: v1");
+}
+
+TEST(AgentCodec, HeartbeatRoundTrips) {
+  AgentHeartbeat hb;
+  hb.node = "gpu-07";
+  hb.instance = "abc";
+  hb.gpus = {{0, "GPU-1", 97, 60211, 81559, true, ""}};
+  hb.reports = {{1, 41, 0, 2, TaskEvent::kStarted, 0, false},
+                {2, 41, 0, 2, TaskEvent::kExited, 3, true},
+                {3, 42, 1, 1, TaskEvent::kLost, 0, false}};
+  auto back = ParseAgentHeartbeat(AgentHeartbeatToJson(hb));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->reports.size(), 3u);
+  EXPECT_EQ(back->reports[1].event, TaskEvent::kExited);
+  EXPECT_EQ(back->reports[1].exit_code, 3);
+  EXPECT_TRUE(back->reports[1].timed_out);
+  EXPECT_EQ(back->reports[2].event, TaskEvent::kLost);
+  EXPECT_EQ(back->gpus[0].utilization_pct, 97);
+}
+
+TEST(AgentCodec, AssignmentRoundTrips) {
+  TaskAssignment a;
+  a.job = 41;
+  a.task = 1;
+  a.attempt = 2;
+  a.run = false;
+  a.grace_ms = 5000;
+  a.gpus = {4, 5};
+  a.master_node = "gpu-06";
+  a.master_addr = "10.0.0.6";
+  a.spec.tasks = 2;
+  a.spec.command = {"python", "train.py"};
+  a.spec.env = {{"A", "1"}};
+  a.spec.resources.cpu_milli = 16000;
+  auto back = ParseTaskAssignment(TaskAssignmentToJson(a), "a");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->attempt, 2u);
+  EXPECT_FALSE(back->run);
+  EXPECT_EQ(back->gpus, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(back->spec.command[1], "train.py");
+  EXPECT_EQ(back->spec.resources.cpu_milli, 16000);
+  EXPECT_EQ(back->master_addr, "10.0.0.6");
+}
+
+// Errors name the field.
+TEST(AgentCodec, ErrorsNameTheField) {
+  struct Case {
+    json body;
+    std::string field;
+  };
+  const json report = {{"seq", 1}, {"job", 1}, {"task", 0}, {"attempt", 1}, {"event", "started"}};
+  json bad_event = {{"name", "n"}, {"instance", "i"}, {"reports", {report, report}}};
+  bad_event["reports"][1]["event"] = "finished";
+  json bad_gpu = {{"name", "n"}, {"instance", "i"}, {"gpus", {{{"index", -1}}}}};
+  json no_code = {{"name", "n"}, {"instance", "i"}, {"reports", {report}}};
+  no_code["reports"][0]["event"] = "exited";
+  for (const Case& c : std::vector<Case>{{bad_event, "reports[1].event"},
+                                         {bad_gpu, "gpus[0].index"},
+                                         {no_code, "reports[0].exit_code"},
+                                         {json{{"name", "n"}}, "instance"},
+                                         {json::array(), ""}}) {
+    auto r = ParseAgentHeartbeat(c.body);
+    ASSERT_FALSE(r.ok()) << c.body.dump();
+    EXPECT_EQ(r.status().field(), c.field) << r.status().ToString();
+  }
+  auto reg = ParseAgentRegistration({{"name", "n"}, {"cpu_milli", "many"}});
+  ASSERT_FALSE(reg.ok());
+  EXPECT_EQ(reg.status().field(), "cpu_milli");
+  EXPECT_EQ(reg.status().message(), "must be an integer");
+}
+
+}  // namespace
+}  // namespace arbiter::api

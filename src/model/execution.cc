@@ -1,0 +1,27 @@
+#include "model/execution.h"
+
+namespace arbiter {
+
+std::string_view TaskEventName(TaskEvent e) {
+  switch (e) {
+    case TaskEvent::kStarted:
+      return "started";
+    case TaskEvent::kExited:
+      return "exited";
+    case TaskEvent::kLost:
+      return "lost";
+  }
+  return "unknown";
+}
+
+bool ParseTaskEvent(std::string_view s, TaskEvent* out) {
+  for (TaskEvent e : {TaskEvent::kStarted, TaskEvent::kExited, TaskEvent::kLost}) {
+    if (TaskEventName(e) == s) {
+      *out = e;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace arbiter

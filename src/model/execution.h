@@ -1,0 +1,86 @@
+// Execution on nodes as plain values: what a node should run or stop (TaskAssignment), what it
+// says happened (TaskReport), how its GPUs are doing (GpuTelemetry), and what a node agent
+// announces when it registers (AgentRegistration) and on every heartbeat (AgentHeartbeat).
+//
+// The same values travel in-process (the built-in node) and over HTTP (node agents; the JSON form
+// is in api/agent_codec.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/job.h"
+#include "model/node.h"
+#include "model/time.h"
+
+namespace arbiter {
+
+// What a node should do with one task of one run of a job.
+struct TaskAssignment {
+  uint64_t job = 0;
+  int32_t task = 0;
+  // Which run of the job this is (it grows at every admission): reports name it, so that a report
+  // about an earlier run never changes a later one.
+  uint64_t attempt = 0;
+  bool run = true;  // false: stop it (SIGTERM, grace, SIGKILL)
+  DurationMs grace_ms = 30000;
+  TimeMs deadline = 0;  // walltime end (0: none)
+  JobSpec spec;
+  std::vector<int32_t> gpus;  // CUDA indices
+  int32_t restarts = 0;
+  std::string master_node;  // node of task 0
+  std::string master_addr;  // its address as the tasks should use it ("": derived from the name)
+  bool started = false;     // the control plane already saw this task start
+};
+
+enum class TaskEvent { kStarted, kExited, kLost };
+
+std::string_view TaskEventName(TaskEvent e);  // "started", "exited", "lost"
+bool ParseTaskEvent(std::string_view s, TaskEvent* out);
+
+// Something that happened to a task on its node. Applying a report twice changes nothing.
+struct TaskReport {
+  uint64_t seq = 0;  // per agent process, increasing; 0 in-process
+  uint64_t job = 0;
+  int32_t task = 0;
+  uint64_t attempt = 0;
+  TaskEvent event = TaskEvent::kStarted;
+  int32_t exit_code = 0;   // kExited: the exit code (128 + signal when killed)
+  bool timed_out = false;  // kExited: stopped at its walltime
+};
+
+// One GPU's health and use at one moment.
+struct GpuTelemetry {
+  int32_t index = 0;
+  std::string uuid;
+  int32_t utilization_pct = 0;  // 0..100
+  int64_t memory_used_mib = 0;
+  int64_t memory_total_mib = 0;
+  bool healthy = true;
+  std::string health_reason;  // why not healthy ("uncorrected ECC errors: 3")
+};
+
+// What an agent announces when it (re)registers its node.
+struct AgentRegistration {
+  Node node;             // capacity, labels, rack/block, GPUs (model "" : the server's first model)
+  std::string instance;  // a random id of this agent process
+  std::string version;
+  std::string address;   // for MASTER_ADDR of gangs; "": the address the server sees
+  std::string log_host;  // the agent's log port; "" or 0.0.0.0: the address the server sees
+  int32_t log_port = 0;
+  std::string log_token;                      // the server's bearer token for that port
+  std::map<std::string, std::string> status;  // "cgroups", "gpu_discovery": readable states
+};
+
+// One heartbeat: telemetry, and the task reports since the last acknowledged one.
+struct AgentHeartbeat {
+  std::string node;
+  std::string instance;
+  std::vector<GpuTelemetry> gpus;
+  std::vector<TaskReport> reports;
+};
+
+}  // namespace arbiter

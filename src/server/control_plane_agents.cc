@@ -1,0 +1,294 @@
+// ControlPlane's side of node agents: registration, heartbeats (telemetry, task reports,
+// assignments), down detection, and where a task's logs are.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "api/agent_codec.h"
+#include "server/control_plane.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+
+namespace {
+
+Status Forbidden(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
+
+// host:port for a URL (IPv6 addresses in brackets).
+std::string HostPort(const std::string& host, int32_t port) {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                             : fmt::format("{}:{}", host, port);
+}
+
+using TaskKey = std::tuple<uint64_t, int32_t, uint64_t>;  // job, task, attempt
+
+}  // namespace
+
+Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r,
+                                         const std::string& remote_addr) {
+  if (p.role != Role::kNode) return Forbidden("only node tokens may register nodes");
+  std::shared_future<Status> done;
+  json out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    // GPU models: the agent names what it found (or nothing, for fake GPUs); the server must
+    // know the model, else the cluster cannot be compiled.
+    std::string known;
+    for (const GpuModel& m : config_.gpu_models) known += (known.empty() ? "" : ", ") + m.name;
+    for (size_t i = 0; i < r.node.gpus.size(); ++i) {
+      Gpu& g = r.node.gpus[i];
+      if (g.model.empty()) {
+        if (config_.gpu_models.empty()) {
+          return InvalidArgument(fmt::format("gpus[{}].model", i),
+                                 "no GPU model is configured on the server; configure one first");
+        }
+        g.model = config_.gpu_models.front().name;
+      }
+      const GpuModel* model = nullptr;
+      for (const GpuModel& m : config_.gpu_models) {
+        if (m.name == g.model) model = &m;
+      }
+      if (model == nullptr) {
+        return InvalidArgument(fmt::format("gpus[{}].model", i),
+                               fmt::format("unknown GPU model '{}'; configured: {} (start the "
+                                           "agent with --gpu-model to name the model)",
+                                           g.model, known.empty() ? "none" : known));
+      }
+      if (g.memory_mib == 0) g.memory_mib = model->memory_mib;
+    }
+    ARBITER_RETURN_IF_ERROR(ValidateNode(r.node, ""));
+    const TimeMs now = now_();
+    auto it = nodes_.find(r.node.name);
+    const bool existed = it != nodes_.end();
+    NodeEntry& e = nodes_[r.node.name];
+    const json before = existed ? NodeJson(e.node) : json();
+    const NodeState old_state = existed ? e.node.state : NodeState::kReady;
+    NodeState state = old_state;
+    if (state == NodeState::kDown) state = e.state_before_down;  // ready again, unless cordoned
+    if (!e.from_config) e.node = std::move(r.node);  // configured nodes: the config is the truth
+    e.node.state = state;
+    if (e.agent_session && e.agent_instance != r.instance) {
+      PushEventLocked("node", {{"name", e.node.name},
+                               {"state", NodeStateName(state)},
+                               {"reason", "another agent process registered this node"}});
+    }
+    e.agent_session = true;
+    e.agent_instance = r.instance;
+    e.acked_seq = 0;
+    e.address = r.address.empty() ? remote_addr : r.address;
+    const std::string log_host = r.log_host.empty() || r.log_host == "0.0.0.0" || r.log_host == "::"
+                                     ? remote_addr
+                                     : r.log_host;
+    e.log_url = r.log_port > 0 ? fmt::format("http://{}", HostPort(log_host, r.log_port)) : "";
+    e.log_token = r.log_token;
+    e.last_heartbeat = now;
+    json status = json::object();
+    for (const auto& [k, v] : r.status) status[k] = v;
+    status["agent"] = {{"instance", r.instance},
+                       {"version", r.version},
+                       {"address", e.address},
+                       {"log_url", e.log_url},
+                       {"registered_at", now}};
+    e.status = std::move(status);
+    const json after = NodeJson(e.node);
+    if (after != before) {
+      dirty_ = true;
+      store::WriteBatch b;
+      b.PutNode({e.node.name, after.dump(), std::string(NodeStateName(state)), now});
+      PushEventLocked(
+          "node", {{"name", e.node.name},
+                   {"state", NodeStateName(state)},
+                   {"reason", existed ? "its agent registered again" : "registered by its agent"}});
+      done = store_->WriteAsync(std::move(b));
+    }
+    out = {{"name", e.node.name}, {"state", std::string(NodeStateName(state))}};
+  }
+  if (done.valid()) ARBITER_RETURN_IF_ERROR(done.get());
+  return out;
+}
+
+Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& hb) {
+  if (p.role != Role::kNode) return Forbidden("only node tokens may send heartbeats");
+  std::vector<TaskReport> reports;
+  std::vector<TaskKey> lost;  // tasks on GPUs that turned unhealthy
+  uint64_t max_seq = 0;
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(hb.node);
+    if (it == nodes_.end() || !it->second.agent_session ||
+        it->second.agent_instance != hb.instance) {
+      return FailedPrecondition(fmt::format(
+          "node {} has no session for this agent (the server restarted, or another agent "
+          "registered the node): register again",
+          hb.node));
+    }
+    NodeEntry& e = it->second;
+    const TimeMs now = now_();
+    e.last_heartbeat = now;
+    bool changed = false;
+    std::string reason;
+    if (e.node.state == NodeState::kDown) {
+      e.node.state = e.state_before_down;
+      changed = true;
+      reason = "heartbeats again";
+    }
+    // Telemetry, and GPU health: an unhealthy GPU leaves scheduling (the snapshot skips it) and
+    // the tasks on it are lost.
+    json telemetry = json::array();
+    for (const GpuTelemetry& g : hb.gpus) {
+      telemetry.push_back(api::GpuTelemetryToJson(g));
+      for (Gpu& gpu : e.node.gpus) {
+        if (gpu.index != g.index || gpu.healthy == g.healthy) continue;
+        gpu.healthy = g.healthy;
+        changed = true;
+        reason = fmt::format("GPU {} is {}{}", g.index, g.healthy ? "healthy again" : "unhealthy",
+                             g.health_reason.empty() ? "" : ": " + g.health_reason);
+        if (g.healthy) continue;
+        for (const auto& [id, j] : jobs_) {
+          if (!j.holds_capacity()) continue;
+          for (size_t t = 0; t < j.placement.size(); ++t) {
+            const auto& idx = j.placement[t].gpu_indices;
+            if (j.placement[t].node == hb.node && t < j.task_state.size() && j.task_state[t] != 2 &&
+                std::find(idx.begin(), idx.end(), g.index) != idx.end()) {
+              lost.emplace_back(id, static_cast<int32_t>(t), j.attempt);
+            }
+          }
+        }
+      }
+    }
+    if (e.status.is_object()) {
+      e.status["gpus"] = std::move(telemetry);
+      e.status["last_heartbeat"] = now;
+    }
+    if (changed) {
+      dirty_ = true;
+      store::WriteBatch b;
+      b.PutNode(
+          {e.node.name, NodeJson(e.node).dump(), std::string(NodeStateName(e.node.state)), now});
+      PushEventLocked(
+          "node",
+          {{"name", e.node.name}, {"state", NodeStateName(e.node.state)}, {"reason", reason}});
+      done = store_->WriteAsync(std::move(b));
+    }
+    // Reports not applied yet, about tasks placed on this node.
+    for (const TaskReport& r : hb.reports) {
+      max_seq = std::max(max_seq, r.seq);
+      if (r.seq != 0 && r.seq <= e.acked_seq) continue;
+      auto j = jobs_.find(r.job);
+      if (j == jobs_.end() || r.task < 0) continue;
+      const auto t = static_cast<size_t>(r.task);
+      if (t < j->second.placement.size() && j->second.placement[t].node != hb.node) continue;
+      reports.push_back(r);
+    }
+  }
+  if (done.valid()) ARBITER_RETURN_IF_ERROR(done.get());
+  for (const TaskReport& r : reports) {
+    switch (r.event) {
+      case TaskEvent::kStarted:
+        ReportTaskStarted(r.job, r.task, r.attempt);
+        break;
+      case TaskEvent::kExited:
+        ReportTaskExited(r.job, r.task, r.attempt, r.exit_code, r.timed_out);
+        break;
+      case TaskEvent::kLost:
+        ReportTaskLost(r.job, r.task, r.attempt);
+        break;
+    }
+  }
+  for (const auto& [job, task, attempt] : lost) ReportTaskLost(job, task, attempt);
+  std::vector<TaskAssignment> assignments = AssignmentsFor(hb.node);
+  json items = json::array();
+  uint64_t acked = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(hb.node);
+    if (it != nodes_.end() && it->second.agent_instance == hb.instance) {
+      it->second.acked_seq = std::max(it->second.acked_seq, max_seq);
+      acked = it->second.acked_seq;
+    }
+    for (TaskAssignment& a : assignments) {
+      auto m = nodes_.find(a.master_node);
+      if (m != nodes_.end() && !m->second.address.empty()) a.master_addr = m->second.address;
+      items.push_back(api::TaskAssignmentToJson(a));
+    }
+  }
+  return json{{"acked_seq", acked}, {"assignments", items}};
+}
+
+std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
+                                                       const std::string& builtin) {
+  std::vector<std::string> down;
+  std::vector<TaskKey> lost;
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimeMs now = now_();
+    if (down_detection_since_ == 0) down_detection_since_ = now;
+    store::WriteBatch b;
+    for (auto& [name, e] : nodes_) {
+      if (name == builtin || (e.from_config && !e.agent_session)) continue;
+      if (e.node.state == NodeState::kDown) continue;
+      // Nodes loaded from the store were last heard of when this server started.
+      const TimeMs heard = std::max(e.last_heartbeat, down_detection_since_);
+      if (now - heard <= timeout) continue;
+      e.state_before_down = e.node.state;
+      e.node.state = NodeState::kDown;
+      dirty_ = true;
+      down.push_back(name);
+      const std::string reason = fmt::format("no heartbeat for {} ms", now - heard);
+      b.PutNode({name, NodeJson(e.node).dump(), "down", now});
+      PushEventLocked("node", {{"name", name}, {"state", "down"}, {"reason", reason}});
+      for (const auto& [id, j] : jobs_) {
+        if (!j.holds_capacity()) continue;
+        for (size_t t = 0; t < j.placement.size(); ++t) {
+          if (j.placement[t].node == name && t < j.task_state.size() && j.task_state[t] != 2) {
+            lost.emplace_back(id, static_cast<int32_t>(t), j.attempt);
+          }
+        }
+      }
+    }
+    if (!b.empty()) done = store_->WriteAsync(std::move(b));
+  }
+  if (done.valid()) (void)done.get();
+  for (const auto& [job, task, attempt] : lost) ReportTaskLost(job, task, attempt);
+  return down;
+}
+
+Result<LogSource> ControlPlane::JobLogSource(const Principal& p, uint64_t id, int32_t task) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    return NotFound(fmt::format("job {} not found", id));
+  }
+  const JobEntry& j = it->second;
+  if (task < 0 || task >= j.spec.tasks) {
+    return InvalidArgument(
+        "task", fmt::format("must be between 0 and {} (job {} has {} task{})", j.spec.tasks - 1, id,
+                            j.spec.tasks, j.spec.tasks == 1 ? "" : "s"));
+  }
+  const auto t = static_cast<size_t>(task);
+  LogSource src;
+  if (t < j.placement.size()) {
+    src.node = j.placement[t].node;
+  } else if (t < j.task_nodes.size()) {
+    src.node = j.task_nodes[t];
+  } else {
+    return NotFound(fmt::format("job {} has not run yet ({}): no logs", id, JobStateName(j.state)));
+  }
+  src.attempt = j.attempt;
+  src.running = j.holds_capacity() && t < j.placement.size() && t < j.task_state.size() &&
+                j.task_state[t] != 2;
+  auto n = nodes_.find(src.node);
+  if (n != nodes_.end() && !n->second.log_url.empty()) {
+    src.agent_url = n->second.log_url;
+    src.agent_token = n->second.log_token;
+  }
+  return src;
+}
+
+}  // namespace arbiter::server

@@ -1,0 +1,248 @@
+// The control plane's side of node agents, on a real SQLite store and a fake clock: reports are
+// idempotent and bound to their attempt, silent nodes go down and their jobs retry, unhealthy
+// GPUs leave scheduling.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "api/config_codec.h"
+#include "api/job_codec.h"
+#include "server/control_plane.h"
+#include "store/sqlite/sqlite_store.h"
+
+namespace arbiter::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kConfig = R"(
+gpu_models:
+  - {name: A100-80G, memory_mib: 81920}
+tenants:
+  - name: lab
+    queues:
+      - {name: lab-q, guaranteed: {gpu: 8}}
+)";
+
+class AgentsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "cp-agents-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+    auto store = store::OpenSqliteStore(dir_ + "/arbiter.db");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    cp_ = std::make_unique<ControlPlane>(store_.get(), [this] { return now_; });
+    ASSERT_TRUE(cp_->Load().ok());
+    auto config = api::ParseConfigYaml(kConfig);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    ASSERT_TRUE(cp_->ApplyConfig(admin_, *config, false).ok());
+  }
+  void TearDown() override {
+    cp_.reset();
+    store_->Close();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Register(const std::string& name, const std::string& instance, int gpus = 4) {
+    AgentRegistration r;
+    r.node.name = name;
+    r.node.cpu_milli = 32000;
+    r.node.memory_mib = 65536;
+    for (int g = 0; g < gpus; ++g) r.node.gpus.push_back({g, "", 0, true, 0});
+    r.instance = instance;
+    r.log_port = 4000;
+    r.log_token = "t";
+    auto out = cp_->RegisterAgent(node_, r, "10.0.0.9");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+  }
+
+  uint64_t Submit(json body) {
+    body["queue"] = "lab-q";
+    if (!body.contains("command")) body["command"] = {"true"};
+    auto spec = api::ParseJobSubmission(body.dump());
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    bool created = false;
+    auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return (*r)["id"].get<uint64_t>();
+  }
+
+  json Beat(const std::string& name, const std::string& instance,
+            std::vector<TaskReport> reports = {}, std::vector<GpuTelemetry> gpus = {}) {
+    AgentHeartbeat hb{name, instance, std::move(gpus), std::move(reports)};
+    auto r = cp_->Heartbeat(node_, hb);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : json();
+  }
+
+  std::string State(uint64_t id) { return (*cp_->GetJob(admin_, id))["state"]; }
+
+  int Count(uint64_t id, const std::string& to) {
+    int n = 0;
+    const json events = *cp_->JobEvents(admin_, id);  // kept: ranging over a temporary dangles
+    for (const json& e : events["items"]) n += e["to"] == to ? 1 : 0;
+    return n;
+  }
+
+  std::string dir_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<ControlPlane> cp_;
+  TimeMs now_ = 1'700'000'000'000;
+  Principal admin_{"admin", "", Role::kAdmin, "a"};
+  Principal node_{"admin", "", Role::kNode, "n"};
+};
+
+TEST_F(AgentsTest, RegistrationFillsTheModelAndNeedsANodeToken) {
+  Register("gpu-01", "i1");
+  const json n = *cp_->GetNode(admin_, "gpu-01");
+  EXPECT_EQ(n["gpus"].size(), 4u);
+  EXPECT_EQ(n["gpus"][0]["model"], "A100-80G");
+  EXPECT_EQ(n["gpus"][0]["memory_mib"], 81920);
+  EXPECT_EQ(n["status"]["agent"]["log_url"], "http://10.0.0.9:4000");
+  AgentRegistration r;
+  r.node.name = "gpu-02";
+  r.node.gpus = {{0, "H100", 0, true, 0}};
+  r.instance = "x";
+  auto bad = cp_->RegisterAgent(node_, r, "10.0.0.1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "gpus[0].model");
+  auto denied = cp_->RegisterAgent(admin_, r, "10.0.0.1");
+  EXPECT_EQ(denied.status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(AgentsTest, RepeatedReportsAreAppliedOnce) {
+  Register("gpu-01", "i1");
+  const uint64_t id = Submit({{"resources", {{"gpus", 2}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  json out = Beat("gpu-01", "i1");
+  ASSERT_EQ(out["assignments"].size(), 1u);
+  const uint64_t attempt = out["assignments"][0]["attempt"];
+  EXPECT_EQ(attempt, 1u);
+  EXPECT_EQ(out["assignments"][0]["master_addr"], "10.0.0.9");
+  const std::vector<TaskReport> reports = {{1, id, 0, attempt, TaskEvent::kStarted, 0, false},
+                                           {2, id, 0, attempt, TaskEvent::kExited, 0, false}};
+  out = Beat("gpu-01", "i1", reports);
+  EXPECT_EQ(out["acked_seq"], 2);
+  EXPECT_TRUE(out["assignments"].empty());
+  EXPECT_EQ(State(id), "succeeded");
+  // The answer was lost: the agent sends the same reports again; after a server restart (new
+  // session) they come with the same numbers and are checked against the job's state.
+  Beat("gpu-01", "i1", reports);
+  Register("gpu-01", "i1");
+  Beat("gpu-01", "i1", reports);
+  EXPECT_EQ(State(id), "succeeded");
+  EXPECT_EQ(Count(id, "running"), 1);
+  EXPECT_EQ(Count(id, "succeeded"), 1);
+}
+
+TEST_F(AgentsTest, ReportsOfAnEarlierAttemptChangeNothing) {
+  Register("gpu-01", "i1");
+  const uint64_t id = Submit(
+      {{"resources", {{"gpus", 1}}}, {"retry", {{"max_retries", 1}, {"backoff_seconds", 0}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  Beat("gpu-01", "i1",
+       {{1, id, 0, 1, TaskEvent::kStarted, 0, false}, {2, id, 0, 1, TaskEvent::kExited, 3, false}});
+  EXPECT_EQ(State(id), "retry-wait");
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());  // back to pending
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());  // admitted again: attempt 2
+  json out = Beat("gpu-01", "i1");
+  ASSERT_EQ(out["assignments"].size(), 1u);
+  EXPECT_EQ(out["assignments"][0]["attempt"], 2);
+  // A late copy of attempt 1's exit (another session, so not skipped by its number).
+  Register("gpu-01", "i2");
+  Beat("gpu-01", "i2", {{1, id, 0, 1, TaskEvent::kExited, 3, false}});
+  EXPECT_EQ(State(id), "admitted");
+}
+
+TEST_F(AgentsTest, ASilentNodeGoesDownAndItsJobRetriesElsewhere) {
+  Register("gpu-01", "i1");
+  Register("gpu-02", "i2");
+  const uint64_t id = Submit(
+      {{"resources", {{"gpus", 4}}}, {"retry", {{"max_retries", 1}, {"backoff_seconds", 0}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  const std::string first = (*cp_->GetJob(admin_, id))["placement"][0]["node"];
+  const std::string other = first == "gpu-01" ? "gpu-02" : "gpu-01";
+  const std::string first_instance = first == "gpu-01" ? "i1" : "i2";
+  const std::string other_instance = first == "gpu-01" ? "i2" : "i1";
+  Beat(first, first_instance, {{1, id, 0, 1, TaskEvent::kStarted, 0, false}});
+  EXPECT_EQ(State(id), "running");
+  EXPECT_TRUE(cp_->DetectDownNodes(6000, "").empty());
+  now_ += 4000;
+  Beat(other, other_instance);
+  now_ += 3000;  // `first` silent for 7 s, `other` for 3 s
+  EXPECT_EQ(cp_->DetectDownNodes(6000, ""), std::vector<std::string>{first});
+  EXPECT_EQ((*cp_->GetNode(admin_, first))["state"], "down");
+  EXPECT_EQ(State(id), "retry-wait");
+  EXPECT_EQ(Count(id, "lost"), 1);
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  EXPECT_EQ((*cp_->GetJob(admin_, id))["placement"][0]["node"], other);
+  // The agent is back: the node is ready again; the old task is not assigned to it any more.
+  json out = Beat(first, first_instance);
+  EXPECT_TRUE(out["assignments"].empty());
+  EXPECT_EQ((*cp_->GetNode(admin_, first))["state"], "ready");
+  // Exempt: the built-in node.
+  now_ += 60000;
+  EXPECT_EQ(cp_->DetectDownNodes(6000, first), std::vector<std::string>{other});
+}
+
+TEST_F(AgentsTest, HeartbeatWithoutSessionAsksToRegister) {
+  Register("gpu-01", "i1");
+  auto r = cp_->Heartbeat(node_, {"gpu-01", "someone-else", {}, {}});
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  r = cp_->Heartbeat(node_, {"gpu-09", "i1", {}, {}});
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  r = cp_->Heartbeat(admin_, {"gpu-01", "i1", {}, {}});
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(AgentsTest, AnUnhealthyGpuLosesItsTaskAndLeavesScheduling) {
+  Register("gpu-01", "i1", 2);
+  const uint64_t id = Submit({{"resources", {{"gpus", 1}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  const int gpu = (*cp_->GetJob(admin_, id))["placement"][0]["gpus"][0];
+  Beat("gpu-01", "i1", {{1, id, 0, 1, TaskEvent::kStarted, 0, false}});
+  GpuTelemetry bad;
+  bad.index = gpu;
+  bad.healthy = false;
+  bad.health_reason = "XID 79";
+  Beat("gpu-01", "i1", {}, {bad});
+  EXPECT_EQ(State(id), "failed");  // lost, no retries left
+  EXPECT_EQ(Count(id, "lost"), 1);
+  const json n = *cp_->GetNode(admin_, "gpu-01");
+  EXPECT_FALSE(n["gpus"][gpu]["healthy"].get<bool>());
+  EXPECT_EQ(n["status"]["gpus"][0]["health_reason"], "XID 79");
+  // Two 1-GPU jobs: only the healthy GPU is used.
+  const uint64_t a = Submit({{"resources", {{"gpus", 1}}}});
+  const uint64_t b = Submit({{"resources", {{"gpus", 1}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  EXPECT_EQ(State(a), "admitted");
+  EXPECT_EQ(State(b), "pending");
+  EXPECT_NE((*cp_->GetJob(admin_, a))["placement"][0]["gpus"][0], gpu);
+}
+
+TEST_F(AgentsTest, LogSourceFollowsTheTaskToItsNode) {
+  Register("gpu-01", "i1");
+  const uint64_t id = Submit({{"resources", {{"gpus", 1}}}});
+  auto pending = cp_->JobLogSource(admin_, id, 0);
+  EXPECT_EQ(pending.status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  auto src = cp_->JobLogSource(admin_, id, 0);
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(src->node, "gpu-01");
+  EXPECT_TRUE(src->running);
+  EXPECT_EQ(src->agent_url, "http://10.0.0.9:4000");
+  Beat("gpu-01", "i1",
+       {{1, id, 0, 1, TaskEvent::kStarted, 0, false}, {2, id, 0, 1, TaskEvent::kExited, 0, false}});
+  src = cp_->JobLogSource(admin_, id, 0);
+  ASSERT_TRUE(src.ok());  // still found after the placement is released
+  EXPECT_EQ(src->node, "gpu-01");
+  EXPECT_FALSE(src->running);
+  EXPECT_EQ(cp_->JobLogSource(admin_, id, 1).status().field(), "task");
+  EXPECT_EQ(cp_->JobLogSource(node_, id, 0).status().code(), StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace arbiter::server

@@ -1,0 +1,36 @@
+// ExecutionBackend: what a node's executor (LocalExecutor) needs from the control plane. The
+// ControlPlane implements it directly for the built-in node of `arbiter server --local-node`; a
+// node agent implements it over HTTP (agent/agent_client.h), carrying reports in heartbeats.
+//
+// Every report names the task's attempt (TaskAssignment::attempt); implementations ignore reports
+// about another attempt and reports that are already applied, so a report may be sent twice.
+//
+// Thread safety: implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/execution.h"
+
+namespace arbiter::server {
+
+class ExecutionBackend {
+ public:
+  virtual ~ExecutionBackend() = default;
+
+  // The tasks placed on `node` that should run or stop now.
+  virtual std::vector<TaskAssignment> AssignmentsFor(const std::string& node) = 0;
+  // A task's process started.
+  virtual void ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) = 0;
+  // A task's process ended with `exit_code` (128 + signal when killed); `timed_out` when the node
+  // stopped it at its walltime.
+  virtual void ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                                bool timed_out) = 0;
+  // A task's process is gone without an exit status (its node restarted, or went down): the job
+  // is lost, and retried by its policy.
+  virtual void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) = 0;
+};
+
+}  // namespace arbiter::server

@@ -1,0 +1,225 @@
+// The node agents' routes (register, heartbeat) and a job's task logs, read from the built-in
+// node's work folder or proxied from the agent's log port.
+#include <fmt/format.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "api/agent_codec.h"
+#include "api/errors.h"
+#include "server/http_api.h"
+#include "server/task_logs.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+
+namespace {
+
+void SendError(httplib::Response& res, const Status& st) {
+  res.status = api::HttpStatusFor(st.code());
+  res.set_content(api::ErrorBody(st).dump(), "application/json");
+}
+
+Result<json> ParseJsonBody(const httplib::Request& req) {
+  try {
+    return json::parse(req.body);
+  } catch (const std::exception& e) {
+    return InvalidArgument("", fmt::format("the body is not valid JSON: {}", e.what()));
+  }
+}
+
+Result<uint64_t> ParseUint(const std::string& s, const char* field, uint64_t max) {
+  uint64_t v = 0;
+  bool ok = !s.empty() && s.size() <= 19;
+  for (char c : s) {
+    ok = ok && c >= '0' && c <= '9';
+    if (ok) v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!ok || v > max) {
+    return InvalidArgument(field, fmt::format("must be an integer between 0 and {}", max));
+  }
+  return v;
+}
+
+Status NodeOnly(const Principal& p) {
+  if (p.role == Role::kNode) return Status::Ok();
+  return {StatusCode::kPermissionDenied,
+          fmt::format("only node tokens may use the agent routes; {} holds a {} token", p.user,
+                      RoleName(p.role))};
+}
+
+}  // namespace
+
+struct HttpApi::LogQuery {
+  uint64_t job = 0;
+  int32_t task = 0;
+  bool stderr_log = false;
+  bool follow = false;
+};
+
+namespace {
+
+Result<HttpApi::LogQuery> ParseLogQuery(const httplib::Request& req) {
+  HttpApi::LogQuery q;
+  auto id = ParseUint(req.matches[1], "id", uint64_t{1} << 62);
+  if (!id.ok()) return id.status();
+  q.job = *id;
+  if (req.has_param("task")) {
+    auto t = ParseUint(req.get_param_value("task"), "task", 1 << 20);
+    if (!t.ok()) return t.status();
+    q.task = static_cast<int32_t>(*t);
+  }
+  const std::string stream = req.get_param_value("stream");
+  if (!stream.empty() && stream != "stdout" && stream != "stderr") {
+    return InvalidArgument("stream", fmt::format("must be stdout or stderr, got '{}'", stream));
+  }
+  q.stderr_log = stream == "stderr";
+  const std::string follow = req.get_param_value("follow");
+  if (!follow.empty() && follow != "true" && follow != "false") {
+    return InvalidArgument("follow", fmt::format("must be true or false, got '{}'", follow));
+  }
+  q.follow = follow == "true";
+  return q;
+}
+
+}  // namespace
+
+void HttpApi::RegisterAgentRoutes(const RouteFn& route) {
+  route("POST", "/api/v1/agent/register", "/api/v1/agent/register",
+        "Node agents (node tokens): register a node with its capacity, GPUs, labels and log port",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          if (Status st = NodeOnly(p); !st.ok()) return SendError(res, st);
+          auto body = ParseJsonBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          auto reg = api::ParseAgentRegistration(*body);
+          if (!reg.ok()) return SendError(res, reg.status());
+          auto r = cp_->RegisterAgent(p, std::move(reg).value(), req.remote_addr);
+          if (!r.ok()) return SendError(res, r.status());
+          res.set_content(r->dump(), "application/json");
+        });
+  route("POST", "/api/v1/agent/heartbeat", "/api/v1/agent/heartbeat",
+        "Node agents (node tokens): telemetry and task reports in, the node's assignments out",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          if (Status st = NodeOnly(p); !st.ok()) return SendError(res, st);
+          auto body = ParseJsonBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          auto hb = api::ParseAgentHeartbeat(*body);
+          if (!hb.ok()) return SendError(res, hb.status());
+          auto r = cp_->Heartbeat(p, *hb);
+          if (!r.ok()) return SendError(res, r.status());
+          res.set_content(r->dump(), "application/json");
+        });
+  route("GET", "/api/v1/jobs/{id}/logs", R"(/api/v1/jobs/(\d+)/logs)",
+        "A task's output: task=N (default 0), stream=stdout|stderr, follow=true streams until the "
+        "task ends",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto q = ParseLogQuery(req);
+          if (!q.ok()) return SendError(res, q.status());
+          auto src = cp_->JobLogSource(p, q->job, q->task);
+          if (!src.ok()) return SendError(res, src.status());
+          if (!src->agent_url.empty()) return ProxyLogs(p, *q, *src, res);
+          if (!options_.local_node.empty() && src->node == options_.local_node) {
+            return LocalLogs(p, *q, res);
+          }
+          SendError(res, Status(StatusCode::kUnavailable,
+                                fmt::format("node {} has no agent serving logs now; the logs of "
+                                            "job {} are on it under jobs/{}/",
+                                            src->node, q->job, q->job)));
+        });
+}
+
+// The built-in node: the file itself, followed while the control plane says the task runs.
+void HttpApi::LocalLogs(const Principal& p, const LogQuery& q, httplib::Response& res) {
+  const std::string path = TaskLogPath(options_.local_work_dir, q.job, q.task, q.stderr_log);
+  auto running = [this, p, q] {
+    auto s = cp_->JobLogSource(p, q.job, q.task);
+    return s.ok() && s->running;
+  };
+  if (::access(path.c_str(), R_OK) != 0 && !(q.follow && running())) {
+    return SendError(res, NotFound(fmt::format("job {} task {} has no {} log yet", q.job, q.task,
+                                               q.stderr_log ? "stderr" : "stdout")));
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/plain; charset=utf-8", [this, path, q, running](size_t, httplib::DataSink& sink) {
+        StreamLogOptions o;
+        o.follow = q.follow;
+        uint64_t sent = 0;
+        const StreamEnd end = StreamTaskLog(path, o, running, sink.write, &stopping_, &sent);
+        if (end == StreamEnd::kWriteFailed || end == StreamEnd::kStopped) return false;
+        sink.done();
+        return true;
+      });
+}
+
+// A node agent's log port: asked first whether the log exists (so that errors keep their
+// status), then streamed; following, the request is repeated from the last byte while the task
+// runs (each answer ends after some idle time, or when the agent's process ends).
+void HttpApi::ProxyLogs(const Principal& p, const LogQuery& q, const LogSource& src,
+                        httplib::Response& res) {
+  const std::string base =
+      fmt::format("/v1/logs/{}/{}?stream={}", q.job, q.task, q.stderr_log ? "stderr" : "stdout");
+  const httplib::Headers headers = {{"Authorization", "Bearer " + src.agent_token}};
+  {
+    httplib::Client probe(src.agent_url);
+    probe.set_connection_timeout(3);
+    probe.set_read_timeout(10);
+    auto r = probe.Get(base + "&probe=true", headers);
+    if (!r) {
+      return SendError(
+          res, Status(StatusCode::kUnavailable,
+                      fmt::format("the agent of node {} does not answer at {}: {}", src.node,
+                                  src.agent_url, httplib::to_string(r.error()))));
+    }
+    const bool pending = q.follow && src.running;  // not started yet: the file comes later
+    if (r->status != 200 && !(r->status == 404 && pending)) {
+      res.status = r->status;
+      res.set_content(r->body, "application/json");
+      return;
+    }
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/plain; charset=utf-8",
+      [this, p, q, base, headers, url = src.agent_url](size_t, httplib::DataSink& sink) {
+        uint64_t offset = 0;
+        bool write_failed = false;
+        for (;;) {
+          auto s = cp_->JobLogSource(p, q.job, q.task);
+          const bool live = q.follow && s.ok() && s->running;
+          httplib::Client c(s.ok() && !s->agent_url.empty() ? s->agent_url : url);
+          c.set_connection_timeout(3);
+          c.set_read_timeout(60);
+          const uint64_t before = offset;
+          int status = 0;
+          auto r = c.Get(
+              fmt::format("{}&offset={}&follow={}&idle_ms=20000", base, offset,
+                          live ? "true" : "false"),
+              headers,
+              [&](const httplib::Response& head) {
+                status = head.status;
+                return true;
+              },
+              [&](const char* data, size_t n) {
+                if (status != 200) return true;  // no log yet: not part of it
+                if (!sink.write(data, n)) {
+                  write_failed = true;
+                  return false;
+                }
+                offset += n;
+                return true;
+              });
+          if (write_failed || stopping_) return false;
+          if (!live) break;
+          // Nothing new (the agent saw the task end before the server did, or it is away).
+          if (!r || offset == before) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+        sink.done();
+        return true;
+      });
+}
+
+}  // namespace arbiter::server

@@ -1,0 +1,453 @@
+// Integration tests of node agents: the real server and real `arbiter agent` processes with fake
+// GPUs on loopback, the agents reaching the server through a TCP proxy the test can cut.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "agent_process.h"
+#include "server_process.h"
+
+namespace arbiter::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kNodeTimeoutMs = 3000;
+
+constexpr const char* kConfig = R"(
+gpu_models:
+  - {name: A100-80G, memory_mib: 81920}
+tenants:
+  - name: lab
+    queues:
+      - {name: lab-q, guaranteed: {gpu: 8}}
+  - name: other
+    queues:
+      - {name: other-q, guaranteed: {gpu: 0}}
+users:
+  - {name: eve, tenant: other, role: member}
+)";
+
+json Parse(const httplib::Result& r) {
+  if (!r) return json();
+  try {
+    return json::parse(r->body);
+  } catch (...) {
+    return json();
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The value of VAR in `env | sort` output.
+std::string EnvValue(const std::string& env, const std::string& var) {
+  const std::string key = "\n" + var + "=";
+  const std::string text = "\n" + env;
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return "<unset>";
+  const size_t begin = at + key.size();
+  return text.substr(begin, text.find('\n', begin) - begin);
+}
+
+// Whether `pid` runs (a zombie waiting for its reaper does not).
+bool Alive(pid_t pid) {
+  const std::string stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z' &&
+         stat[paren + 2] != 'X';
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    {
+      std::ofstream f(dir_.path() + "/cluster.yaml");
+      f << kConfig;
+    }
+    ASSERT_TRUE(StartServer(&server_)) << server_.output();
+    admin_ = server_.Client(server_.admin_token());
+    auto t = admin_->Post("/api/v1/tokens", json{{"user", "admin"}, {"role", "node"}}.dump(),
+                          "application/json");
+    ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
+    node_token_ = Parse(t)["token"];
+    ASSERT_TRUE(proxy_.Start(server_.port()));
+  }
+
+  void TearDown() override {
+    for (auto& [name, agent] : agents_) {
+      agent->Stop();
+      if (HasFailure())
+        std::fprintf(stderr, "--- log of agent %s:\n%s", name.c_str(), agent->Log().c_str());
+      KillLeftoverTasks(agent->work_dir());
+    }
+  }
+
+  bool StartServer(ServerProcess* s) {
+    return s->Start(dir_.path(), {"--config", dir_.path() + "/cluster.yaml", "--node-timeout-ms",
+                                  std::to_string(kNodeTimeoutMs)});
+  }
+
+  AgentProcess& StartAgent(const std::string& name, std::vector<std::string> extra = {}) {
+    auto& agent = agents_[name];
+    agent = std::make_unique<AgentProcess>();
+    const std::string url = fmt::format("http://127.0.0.1:{}", proxy_.port());
+    EXPECT_TRUE(agent->Start(url, node_token_, name, WorkDir(name), extra)) << agent->Log();
+    return *agent;
+  }
+
+  std::string WorkDir(const std::string& name) const { return dir_.path() + "/agent-" + name; }
+
+  uint64_t Submit(json body, const std::string& queue = "lab-q") {
+    body["queue"] = queue;
+    auto r = admin_->Post("/api/v1/jobs", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no response");
+    return r ? Parse(r)["id"].get<uint64_t>() : 0;
+  }
+
+  json Get(uint64_t id) { return Parse(admin_->Get(fmt::format("/api/v1/jobs/{}", id))); }
+
+  std::vector<std::string> EventStates(uint64_t id) {
+    std::vector<std::string> to;
+    auto r = admin_->Get(fmt::format("/api/v1/jobs/{}/events", id));
+    const json body = Parse(r);  // kept: a range over a temporary's member would dangle
+    for (const json& e : body["items"]) to.push_back(e["to"]);
+    if (to.empty())
+      ADD_FAILURE() << "no events of job " << id << ": " << (r ? r->body : "no answer");
+    return to;
+  }
+
+  static int Count(const std::vector<std::string>& v, const std::string& s) {
+    return static_cast<int>(std::count(v.begin(), v.end(), s));
+  }
+
+  // Polls (bounded, 50 ms apart) until `pred` holds for the job; returns the job.
+  template <typename Pred>
+  json WaitUntil(uint64_t id, Pred pred, const std::string& what, int max_ms = 20000) {
+    json j;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(max_ms);
+    while (Clock::now() < deadline) {
+      j = Get(id);
+      if (pred(j)) return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << id << " never " << what << ": " << j.dump();
+    return j;
+  }
+
+  json WaitFor(uint64_t id, const std::string& state, int max_ms = 20000) {
+    return WaitUntil(
+        id, [&](const json& j) { return j["state"] == state; }, "became " + state, max_ms);
+  }
+
+  // Polls until the node is in `state`.
+  void WaitNode(const std::string& name, const std::string& state, int max_ms = 20000) {
+    json n;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(max_ms);
+    while (Clock::now() < deadline) {
+      n = Parse(admin_->Get("/api/v1/nodes/" + name));
+      if (n["state"] == state) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "node " << name << " never became " << state << ": " << n.dump();
+  }
+
+  std::string Output(const std::string& node, uint64_t id, int task, const char* ext = "out") {
+    return ReadFile(fmt::format("{}/jobs/{}/task-{}.{}", WorkDir(node), id, task, ext));
+  }
+
+  TempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<httplib::Client> admin_;
+  std::string node_token_;
+  TcpProxy proxy_;
+  std::map<std::string, std::unique_ptr<AgentProcess>> agents_;
+};
+
+// A 2-task gang, 4 GPUs a task, on two agents of 4 fake GPUs each: each task sees its node's
+// four GPUs, both the same master address and port, WORLD_SIZE 2 and ranks 0 and 1.
+TEST_F(AgentTest, GangRunsAcrossTwoAgents) {
+  StartAgent("node-a", {"--labels", "rack=r1,zone=a"});
+  StartAgent("node-b", {"--labels", "rack=r2", "--gpu-memory-mib", "81920"});
+  const json a = Parse(admin_->Get("/api/v1/nodes/node-a"));
+  EXPECT_EQ(a["state"], "ready");
+  EXPECT_EQ(a["source"], "agent");
+  EXPECT_EQ(a["rack"], "r1");
+  EXPECT_EQ(a["labels"]["zone"], "a");
+  EXPECT_EQ(a["gpus"].size(), 4u);
+  EXPECT_EQ(a["gpus"][0]["model"], "A100-80G");
+  EXPECT_EQ(a["status"]["gpu_discovery"], "fake: 4 x (the server's first model)");
+  const std::string cgroups = a["status"]["cgroups"];
+  EXPECT_TRUE(cgroups.rfind("unavailable: ", 0) == 0 || cgroups.rfind("v2: ", 0) == 0) << cgroups;
+
+  const uint64_t id = Submit({{"command", {"sh", "-c", "env | sort"}},
+                              {"tasks", 2},
+                              {"distinct_nodes", true},
+                              {"resources", {{"gpus", 4}}}});
+  const json j = WaitFor(id, "succeeded");
+  ASSERT_EQ(j["state"], "succeeded");
+  std::map<int, std::string> env;  // by rank
+  std::set<std::string> nodes;
+  for (const char* node : {"node-a", "node-b"}) {
+    for (int t = 0; t < 2; ++t) {
+      const std::string out = Output(node, id, t);
+      if (out.empty()) continue;
+      env[t] = out;
+      nodes.insert(node);
+      EXPECT_EQ(EnvValue(out, "ARBITER_NODE_NAME"), node);
+    }
+  }
+  ASSERT_EQ(env.size(), 2u);
+  EXPECT_EQ(nodes.size(), 2u);
+  for (const auto& [rank, out] : env) {
+    EXPECT_EQ(EnvValue(out, "RANK"), std::to_string(rank));
+    EXPECT_EQ(EnvValue(out, "WORLD_SIZE"), "2");
+    std::set<std::string> gpus;
+    std::stringstream list(EnvValue(out, "CUDA_VISIBLE_DEVICES"));
+    for (std::string g; std::getline(list, g, ',');) gpus.insert(g);
+    EXPECT_EQ(gpus, (std::set<std::string>{"0", "1", "2", "3"})) << out;
+  }
+  EXPECT_EQ(EnvValue(env[0], "MASTER_ADDR"), EnvValue(env[1], "MASTER_ADDR"));
+  EXPECT_EQ(EnvValue(env[0], "MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(EnvValue(env[0], "MASTER_PORT"), EnvValue(env[1], "MASTER_PORT"));
+  EXPECT_NE(EnvValue(env[0], "MASTER_PORT"), "<unset>");
+  // Telemetry arrives with the heartbeats.
+  const json status = Parse(admin_->Get("/api/v1/nodes/node-b"))["status"];
+  ASSERT_EQ(status["gpus"].size(), 4u);
+  EXPECT_EQ(status["gpus"][0]["memory_total_mib"], 81920);
+  EXPECT_EQ(status["gpus"][0]["utilization_pct"], 0);  // idle now
+}
+
+// kill -9 of the agent running a job: its node goes down within the heartbeat timeout, the task
+// is lost, and the job is retried on the other agent; the old process dies with its agent.
+TEST_F(AgentTest, JobRetriesOnTheOtherAgentWhenItsAgentIsKilled) {
+  StartAgent("node-a");
+  StartAgent("node-b");
+  const uint64_t id = Submit({{"command", {"sleep", "30"}},
+                              {"resources", {{"gpus", 4}}},
+                              {"retry", {{"max_retries", 2}, {"backoff_seconds", 0}}}});
+  json j = WaitFor(id, "running");
+  const std::string first = j["placement"][0]["node"];
+  const std::string other = first == "node-a" ? "node-b" : "node-a";
+  std::ifstream pidfile(fmt::format("{}/jobs/{}/task-0.pid", WorkDir(first), id));
+  pid_t pid = 0;
+  pidfile >> pid;
+  ASSERT_GT(pid, 1);
+  const auto killed = Clock::now();
+  agents_[first]->Kill9();
+  j = WaitUntil(
+      id,
+      [&](const json& x) {
+        return x["state"] == "running" && !x["placement"].empty() &&
+               x["placement"][0]["node"] == other;
+      },
+      "ran on " + other, kNodeTimeoutMs + 10000);
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count();
+  // The heartbeat timeout plus a cycle and a heartbeat (and a loaded machine's slack).
+  EXPECT_LT(took, kNodeTimeoutMs + 2000) << "retried after " << took << " ms";
+  EXPECT_GE(took, kNodeTimeoutMs - 500);
+  EXPECT_EQ(j["restarts"], 1);
+  const auto states = EventStates(id);
+  EXPECT_EQ(Count(states, "lost"), 1);
+  EXPECT_EQ(Count(states, "running"), 2);
+  WaitNode(first, "down", 1000);
+  // The old task's process died with its agent.
+  for (int i = 0; i < 100 && Alive(pid); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(Alive(pid)) << "pid " << pid << " of the killed agent's task still runs";
+  admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
+  WaitFor(id, "cancelled");
+}
+
+// kill -9 of the server while jobs run: the agents keep them running, retry, register again with
+// the restarted server and report; every job finishes, recorded exactly once.
+TEST_F(AgentTest, JobsSurviveAServerKill9AndAreRecordedOnce) {
+  StartAgent("node-a");
+  StartAgent("node-b");
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    ids.push_back(Submit({{"command", {"sh", "-c", "echo start; sleep 2; echo done"}},
+                          {"resources", {{"gpus", 4}}}}));
+  }
+  for (uint64_t id : ids) WaitFor(id, "running");
+  server_.Kill(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the jobs run on meanwhile
+  ServerProcess again;
+  ASSERT_TRUE(StartServer(&again)) << again.output();
+  proxy_.SetTarget(again.port());
+  admin_ = again.Client(again.admin_token());
+  for (uint64_t id : ids) {
+    const json j = WaitFor(id, "succeeded");
+    EXPECT_EQ(j["restarts"], 0);
+    const auto states = EventStates(id);
+    EXPECT_EQ(Count(states, "running"), 1) << j.dump();
+    EXPECT_EQ(Count(states, "succeeded"), 1);
+    EXPECT_EQ(Count(states, "lost"), 0);
+    const std::string out = Output("node-a", id, 0) + Output("node-b", id, 0);
+    EXPECT_EQ(out, "start\ndone\n");  // ran once, to its end
+  }
+  for (const char* n : {"node-a", "node-b"}) {
+    EXPECT_NE(agents_[n]->Log().find("registering again"), std::string::npos) << agents_[n]->Log();
+  }
+}
+
+// The network to the server drops for less than the node timeout: the job runs on, ends during
+// the outage, and its exit is reported when the agent reaches the server again.
+TEST_F(AgentTest, NetworkDropKeepsJobsRunning) {
+  AgentProcess& agent = StartAgent("node-a");
+  const uint64_t id = Submit(
+      {{"command", {"sh", "-c", "echo start; sleep 0.8; echo end"}}, {"resources", {{"gpus", 1}}}});
+  WaitFor(id, "running");
+  const int port = proxy_.port();
+  proxy_.Stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(Get(id)["state"], "running");              // the server has not heard yet
+  EXPECT_EQ(Output("node-a", id, 0), "start\nend\n");  // it ended during the outage
+  ASSERT_TRUE(proxy_.Start(server_.port(), port));
+  const json j = WaitFor(id, "succeeded", 10000);
+  EXPECT_EQ(j["exit_code"], 0);
+  const auto states = EventStates(id);
+  EXPECT_EQ(Count(states, "running"), 1);
+  EXPECT_EQ(Count(states, "lost"), 0);
+  EXPECT_EQ(Parse(admin_->Get("/api/v1/nodes/node-a"))["state"], "ready");
+  EXPECT_NE(agent.Log().find("heartbeat failed"), std::string::npos) << agent.Log();
+  EXPECT_NE(agent.Log().find("answers again"), std::string::npos) << agent.Log();
+}
+
+// The agent restarts (kill -9, then again on the same work folder): it cannot adopt the task of
+// its earlier run, reports it lost, and the job is retried at once (not after the timeout).
+TEST_F(AgentTest, RestartedAgentReportsItsLostTasks) {
+  StartAgent("node-a");
+  const uint64_t id = Submit({{"command", {"sleep", "30"}},
+                              {"resources", {{"gpus", 1}}},
+                              {"retry", {{"max_retries", 1}, {"backoff_seconds", 0}}}});
+  WaitFor(id, "running");
+  agents_["node-a"]->Kill9();
+  const auto restarted = Clock::now();
+  StartAgent("node-a");
+  const json j = WaitUntil(
+      id, [](const json& x) { return x["state"] == "running" && x["restarts"] == 1; }, "ran again");
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarted).count();
+  EXPECT_LT(took, kNodeTimeoutMs) << "retried after " << took << " ms";
+  EXPECT_EQ(Count(EventStates(id), "lost"), 1);
+  EXPECT_NE(agents_["node-a"]->Log().find("cannot be adopted"), std::string::npos);
+  admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
+  WaitFor(id, "cancelled");
+}
+
+// An unhealthy GPU (a fault drill on a fake GPU) is reported, leaves scheduling, and the task
+// on it is lost and retried on a healthy GPU.
+TEST_F(AgentTest, UnhealthyGpuLosesItsTask) {
+  StartAgent("node-a");
+  const uint64_t id = Submit({{"command", {"sleep", "30"}},
+                              {"resources", {{"gpus", 1}}},
+                              {"retry", {{"max_retries", 1}, {"backoff_seconds", 0}}}});
+  json j = WaitFor(id, "running");
+  const int gpu = j["placement"][0]["gpus"][0];
+  {
+    std::ofstream f(WorkDir("node-a") + "/fake-gpu-faults");
+    f << gpu << " XID 79: fallen off the bus\n";
+  }
+  j = WaitUntil(
+      id, [](const json& x) { return x["state"] == "running" && x["restarts"] == 1; }, "ran again");
+  EXPECT_NE(j["placement"][0]["gpus"][0], gpu);
+  const json n = Parse(admin_->Get("/api/v1/nodes/node-a"));
+  EXPECT_FALSE(n["gpus"][gpu]["healthy"].get<bool>());
+  EXPECT_EQ(n["status"]["gpus"][gpu]["health_reason"], "XID 79: fallen off the bus");
+  admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
+  WaitFor(id, "cancelled");
+}
+
+// Logs through the API, proxied from the agent: whole, followed while the job runs, stderr;
+// access as for reading the job.
+TEST_F(AgentTest, LogsThroughTheApi) {
+  StartAgent("node-a");
+  const uint64_t id =
+      Submit({{"command",
+               {"sh", "-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.2; done; echo oops >&2"}},
+              {"resources", {{"gpus", 1}}}});
+  WaitFor(id, "running");
+  std::string followed;
+  auto follower = server_.Client(server_.admin_token());
+  follower->set_read_timeout(30);
+  auto r = follower->Get(fmt::format("/api/v1/jobs/{}/logs?task=0&follow=true", id),
+                         [&](const char* data, size_t n) {
+                           followed.append(data, n);
+                           return true;
+                         });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(followed, "line 1\nline 2\nline 3\nline 4\nline 5\n");
+  WaitFor(id, "succeeded");
+  auto whole = admin_->Get(fmt::format("/api/v1/jobs/{}/logs", id));
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->body, followed);
+  auto err = admin_->Get(fmt::format("/api/v1/jobs/{}/logs?stream=stderr", id));
+  EXPECT_EQ(err->body, "oops\n");
+  // Errors: bad parameters, another tenant's job, node tokens.
+  EXPECT_EQ(admin_->Get(fmt::format("/api/v1/jobs/{}/logs?stream=both", id))->status, 400);
+  EXPECT_EQ(admin_->Get(fmt::format("/api/v1/jobs/{}/logs?task=3", id))->status, 400);
+  auto t = admin_->Post("/api/v1/tokens", json{{"user", "eve"}}.dump(), "application/json");
+  auto eve = server_.Client(Parse(t)["token"]);
+  EXPECT_EQ(eve->Get(fmt::format("/api/v1/jobs/{}/logs", id))->status, 404);
+  auto node = server_.Client(node_token_);
+  EXPECT_EQ(node->Get(fmt::format("/api/v1/jobs/{}/logs", id))->status, 403);
+  // And node tokens are the only ones for the agent routes.
+  EXPECT_EQ(admin_->Post("/api/v1/agent/heartbeat", "{}", "application/json")->status, 403);
+}
+
+// The built-in node's logs are read from its work folder directly.
+TEST(BuiltInNodeLogs, ServedFromTheDataFolder) {
+  TempDir dir;
+  {
+    std::ofstream f(dir.path() + "/cluster.yaml");
+    f << kConfig;
+  }
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(dir.path(), {"--config", dir.path() + "/cluster.yaml", "--local-node",
+                                        "box", "--fake-gpus", "2"}))
+      << server.output();
+  auto admin = server.Client(server.admin_token());
+  auto r = admin->Post("/api/v1/jobs",
+                       json{{"queue", "lab-q"},
+                            {"command", {"sh", "-c", "echo one; sleep 0.5; echo two"}},
+                            {"resources", {{"gpus", 1}}}}
+                           .dump(),
+                       "application/json");
+  ASSERT_EQ(r->status, 201) << r->body;
+  const uint64_t id = Parse(r)["id"];
+  // Until the job is placed the answer is 404 (no logs yet); then it streams until the task ends.
+  std::string followed;
+  int status = 0;
+  for (int i = 0; i < 200 && status != 200; ++i) {
+    auto got = admin->Get(
+        fmt::format("/api/v1/jobs/{}/logs?follow=true", id),
+        [&](const httplib::Response& head) {
+          status = head.status;
+          return true;
+        },
+        [&](const char* data, size_t n) {
+          if (status == 200) followed.append(data, n);
+          return true;
+        });
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(followed, "one\ntwo\n");
+  EXPECT_EQ(admin->Get(fmt::format("/api/v1/jobs/{}/logs", id))->body, "one\ntwo\n");
+}
+
+}  // namespace
+}  // namespace arbiter::testing
