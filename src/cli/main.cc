@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "agent/agent_command.h"
 #include "bench/bench_command.h"
 #include "bench/submit_bench.h"
 #include "server/server_command.h"
@@ -107,7 +108,51 @@ int main(int argc, char** argv) {
   srv->add_option("--fake-gpus", server.fake_gpus,
                   "GPUs of the built-in node when it is not in the configuration")
       ->check(CLI::Range(0, 64));
+  srv->add_option("--node-timeout-ms", server.node_timeout_ms,
+                  "A node whose agent sends no heartbeat for this long is down; its tasks are lost")
+      ->check(CLI::Range(100, 86400000))
+      ->capture_default_str();
   srv->callback([&] { exit_code = arbiter::server::RunServer(server); });
+
+  arbiter::agent::AgentOptions agent;
+  auto* agt = app.add_subcommand(
+      "agent",
+      "Run the node agent: register this node, heartbeat, run the tasks placed on it\n"
+      "Example: arbiter agent --server http://head:8080 --token-file node.token --name gpu-07 "
+      "--gpu-model H100-80G --labels rack=r1");
+  agt->add_option("--server", agent.server, "URL of the server (http://HOST:PORT)")->required();
+  agt->add_option("--token", agent.token, "A node token (admins: POST /api/v1/tokens role node)");
+  agt->add_option("--token-file", agent.token_file, "A file whose first line is the node token");
+  agt->add_option("--name", agent.name, "The node's name")->required();
+  agt->add_option("--work-dir", agent.work_dir, "Folder of task logs, pid files and checkpoints")
+      ->capture_default_str();
+  agt->add_option("--listen", agent.listen,
+                  "HOST:PORT of the log port the server reads task logs from (port 0: any)")
+      ->capture_default_str();
+  agt->add_option("--address", agent.address,
+                  "Address of this node for gangs (MASTER_ADDR); default: as the server sees it");
+  agt->add_option("--labels", agent.labels, "Node labels KEY=VALUE,...; rack= and block= too");
+  agt->add_option("--fake-gpus", agent.fake_gpus, "Fake GPUs instead of NVML (tests, demos)")
+      ->check(CLI::Range(0, 1024));
+  agt->add_option("--gpu-model", agent.gpu_model,
+                  "The configured GPU model of this node's GPUs (default: NVML's name; fake: the "
+                  "server's first model)");
+  agt->add_option("--gpu-memory-mib", agent.gpu_memory_mib,
+                  "Memory of each fake GPU (0: the model's)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  agt->add_option("--heartbeat-ms", agent.heartbeat_ms, "Time between heartbeats")
+      ->check(CLI::Range(50, 600000))
+      ->capture_default_str();
+  agt->add_option("--backoff-max-ms", agent.backoff_max_ms,
+                  "Longest wait between retries while the server does not answer")
+      ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
+  agt->add_option("--log-format", agent.log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  agt->add_option("--nvml-library", agent.nvml_library, "The NVML library to load")
+      ->capture_default_str();
+  agt->add_option("--cgroup-root", agent.cgroup_root, "The cgroup v2 mount")->capture_default_str();
+  agt->callback([&] { exit_code = arbiter::agent::RunAgent(agent); });
 
   try {
     app.parse(argc, argv);
