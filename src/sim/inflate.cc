@@ -78,6 +78,22 @@ TaskDistribution TypicalTasks(const Cluster& cluster, const std::vector<TraceTas
     covered += static_cast<double>(count);
   }
   for (TaskClass& c : d.classes) c.weight /= covered;
+  // CPU and memory per GPU milli, and the demand restricted to models, over every GPU task of the
+  // trace (for fgd-plus).
+  std::vector<TaskClass> samples;
+  samples.reserve(tasks.size());
+  for (const TraceTask& t : tasks) {
+    TaskClass c;
+    c.cpu_milli = t.resources.cpu_milli;
+    c.gpus = t.resources.gpus;
+    c.gpu_milli = t.resources.gpu_milli;
+    c.memory_mib = t.resources.memory_mib;
+    // 0 (not counted as restricted) for an empty spec, and for one naming no model of the cluster.
+    bool any = false;
+    c.models = ModelMask(cluster, t.gpu_models, &any);
+    samples.push_back(c);
+  }
+  d.SetDemandRatios(samples);
   return d;
 }
 

@@ -49,6 +49,8 @@ struct Workload {
 // that together cover `coverage` of the tasks (CPU-only tasks included), weights renormalised to
 // sum to 1. Classes are taken in the published simulator's order: by count, then CPU, GPU milli,
 // GPU count and spec string, all descending, one class at a time until the coverage is reached.
+// The demand ratios (CPU and memory per GPU milli) and the demand restricted to GPU models
+// (exclusive_share) are over every GPU task of the trace.
 core::TaskDistribution TypicalTasks(const core::Cluster& cluster,
                                     const std::vector<TraceTask>& tasks, double coverage = 0.95);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <unordered_map>
 
 #include "core/fairshare/fair_share.h"
@@ -156,6 +157,7 @@ class CycleRunner {
     if (!profile_.needs_distribution()) return;
     if (in_.distribution != nullptr) {
       dist_ = in_.distribution;
+      frag_cache_ = std::make_unique<FragmentationCache>(*dist_);
       return;
     }
     std::vector<TaskClass> samples;
@@ -166,10 +168,13 @@ class CycleRunner {
       c.gpus = j.resources.gpus;
       c.gpu_milli = j.resources.gpus > 0 ? j.resources.gpu_milli : 0;
       c.model = j.models.empty() ? kNoModel : j.models.front();
+      c.memory_mib = j.resources.memory_mib;
       samples.push_back(c);
     }
     derived_dist_ = TaskDistribution::FromTasks(samples);
     dist_ = &derived_dist_;
+    // Memoised fragmentation for this cycle's placements (the same values, so the same decisions).
+    frag_cache_ = std::make_unique<FragmentationCache>(*dist_);
   }
 
   const TenantBudget* BudgetOf(const PendingJob& j) const {
@@ -356,7 +361,8 @@ class CycleRunner {
       if (!snap_.quota().Check(j.queue, r).ok()) continue;
       Admission a;
       const TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
-      if (!PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, nullptr)) {
+      if (!PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, nullptr,
+                     frag_cache_.get())) {
         continue;
       }
       handled_[idx] = true;
@@ -467,7 +473,8 @@ class CycleRunner {
     const TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
     Admission a;
     PlacementFailure pf;
-    if (PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, &pf)) {
+    if (PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, &pf,
+                  frag_cache_.get())) {
       Admit(j, m, r, std::move(a));
       return true;
     }
@@ -602,7 +609,8 @@ class CycleRunner {
     {
       Snapshot::Txn probe(snap_);
       std::vector<TaskPlacement> tasks;
-      fits = PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &tasks, nullptr);
+      fits = PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &tasks, nullptr,
+                       frag_cache_.get());
     }
     for (const Reservation& r : result_.reservations) {
       for (const TaskPlacement& t : r.tasks) snap_.Hold(t);
@@ -627,7 +635,8 @@ class CycleRunner {
       for (size_t e = 0; e < k; ++e) {
         for (const TaskPlacement& t : running_[ends[e].second].tasks) snap_.Release(t);
       }
-      return PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, tasks, nullptr);
+      return PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, tasks, nullptr,
+                       frag_cache_.get());
     };
     std::vector<TaskPlacement> tasks;
     if (ends.empty() || !fits_after(ends.size(), &tasks)) return false;
@@ -793,6 +802,7 @@ class CycleRunner {
   uint64_t epoch_ = 0;  // bumped with every new reservation
   TaskDistribution derived_dist_;
   const TaskDistribution* dist_ = nullptr;
+  std::unique_ptr<FragmentationCache> frag_cache_;  // over *dist_, when the profile needs one
   std::unordered_map<ShapeKey, CachedFailure, ShapeKeyHash> failures_;
   std::unordered_map<ShapeKey, CachedFailure, ShapeKeyHash> preempt_failures_;
   std::unordered_map<ShapeKey, CachedFailure, ShapeKeyHash> held_probe_;

@@ -76,7 +76,36 @@ TaskDistribution TaskDistribution::FromTasks(const std::vector<TaskClass>& sampl
   double sum = 0;
   for (const TaskClass& c : d.classes) sum += c.weight;
   for (TaskClass& c : d.classes) c.weight /= sum;
+  d.SetDemandRatios(samples);
   return d;
+}
+
+void TaskDistribution::SetDemandRatios(const std::vector<TaskClass>& samples) {
+  double cpu = 0;
+  double memory = 0;
+  double gpu = 0;
+  exclusive_share.clear();
+  for (const TaskClass& t : samples) {
+    if (t.gpus <= 0) continue;
+    const double milli = static_cast<double>(t.gpus) * t.gpu_milli;
+    cpu += static_cast<double>(t.cpu_milli);
+    memory += static_cast<double>(t.memory_mib);
+    gpu += milli;
+    // The models this task allows: the bit set, else the one model, else any (not counted).
+    uint32_t allowed = t.models;
+    if (allowed == 0 && t.model != kNoModel && t.model.value() < 32)
+      allowed = 1u << t.model.value();
+    if (allowed == 0) continue;
+    const int count = __builtin_popcount(allowed);
+    for (uint32_t m = 0; m < 32; ++m) {
+      if (((allowed >> m) & 1u) == 0) continue;
+      if (exclusive_share.size() <= m) exclusive_share.resize(m + 1, 0.0);
+      exclusive_share[m] += milli / count;
+    }
+  }
+  cpu_per_gpu_milli = gpu > 0 ? cpu / gpu : 0;
+  memory_per_gpu_milli = gpu > 0 ? memory / gpu : 0;
+  for (double& e : exclusive_share) e = gpu > 0 ? e / gpu : 0;
 }
 
 double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t free_cpu,
@@ -189,8 +218,17 @@ Result<ProfileSpec> Profile::Named(std::string_view name) {
     p.scores = {{"binpack", 1}};
   } else if (name == "spread") {
     p.scores = {{"spread", 1}};
-  } else if (name == "topology" || name == "default") {
+  } else if (name == "topology") {
     p.scores = {{"binpack", 1}, {"topology", 1}};
+  } else if (name == "default") {
+    // Fragmentation, stranded GPUs, reserved GPU models and a little best fit for where a task
+    // goes (fgd-plus),
+    // topology for which GPUs and, for gangs, which nodes: the topology score is the same for
+    // every node that holds a task inside one NVLink domain, so for single tasks it only breaks
+    // NVLink islands when nothing else fits; for a gang its node, rack and block terms
+    // (up to kMaxScore / 2) outweigh fgd-plus's usual differences.
+    p.scores = {{"fgd-plus", 1}, {"topology", 1}};
+    p.gpu_selector = "fgd";
   } else if (name == "fgd") {
     p.scores = {{"fgd", 1}};
     p.gpu_selector = "fgd";
@@ -244,7 +282,7 @@ Result<Profile> Profile::Build(const ProfileSpec& spec) {
       best_weight = spec.scores[i].weight;
       p.order_ = s->order();
     }
-    if (s->name() == "fgd") p.needs_distribution_ = true;
+    if (s->name() == "fgd" || s->name() == "fgd-plus") p.needs_distribution_ = true;
     p.scores_.emplace_back(std::move(s), spec.scores[i].weight);
   }
   for (const auto& [s, w] : p.scores_) {
@@ -505,11 +543,12 @@ bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& c
 
 bool PlaceGang(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
                const TaskRequest& req, int tasks, bool distinct_nodes,
-               std::vector<TaskPlacement>* out, PlacementFailure* why) {
+               std::vector<TaskPlacement>* out, PlacementFailure* why,
+               FragmentationCache* frag_cache) {
   GangState gang;
   gang.distinct_nodes = distinct_nodes;
   gang.tasks_total = tasks;
-  PlacementContext ctx{&snap, &gang, dist};
+  PlacementContext ctx{&snap, &gang, dist, 0, frag_cache};
   Snapshot::Txn txn(snap);
   out->clear();
   out->reserve(static_cast<size_t>(tasks));

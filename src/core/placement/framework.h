@@ -72,6 +72,9 @@ struct TaskClass {
   // When non-zero, the allowed models as a bit set (bit m: GpuModelId m), used instead of `model`
   // for tasks that may run on several models.
   uint32_t models = 0;
+  // RAM of one task (of a sample; not part of a class's identity): feeds the distribution's
+  // memory_per_gpu_milli.
+  int64_t memory_mib = 0;
   bool AllowsModel(GpuModelId m) const {
     if (models != 0) return m.value() < 32 && ((models >> m.value()) & 1u) != 0;
     return model == kNoModel || model == m;
@@ -79,6 +82,21 @@ struct TaskClass {
 };
 struct TaskDistribution {
   std::vector<TaskClass> classes;
+  // What the GPU tasks ask for besides GPUs, per GPU milli, over all the GPU tasks the
+  // distribution was made from (not only the typical ones):
+  //   cpu_per_gpu_milli    = sum of cpu_milli / sum of GPU milli
+  //   memory_per_gpu_milli = sum of memory_mib / sum of GPU milli
+  // 0 when unknown. The fgd-plus score uses them to tell how much idle GPU capacity a node's
+  // remaining CPU and memory can still feed.
+  double cpu_per_gpu_milli = 0;
+  double memory_per_gpu_milli = 0;
+  // By GPU model id: the share of all GPU milli asked for by tasks that may run on some models
+  // only and list this one, each task's request split evenly over the models it allows (empty
+  // when no task names a model). fgd-plus compares it with the model's share of the cluster.
+  std::vector<double> exclusive_share;
+  // Sets the ratios and exclusive_share from samples (TaskClass values with cpu_milli, gpus,
+  // gpu_milli, memory_mib and model or models of one task each).
+  void SetDemandRatios(const std::vector<TaskClass>& samples);
   // The most frequent shapes covering `coverage` of the tasks, weights renormalised.
   static TaskDistribution FromTasks(const std::vector<TaskClass>& samples, double coverage = 0.95);
 };
@@ -235,10 +253,12 @@ bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& c
                const TaskRequest& req, TaskPlacement* out);
 
 // Places all `tasks` tasks of a gang on the snapshot, or none: on failure every reservation made
-// here is undone before returning.
+// here is undone before returning. `frag_cache`, when not null, memoises fragmentation over
+// `dist` (it must have been made for that distribution).
 bool PlaceGang(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
                const TaskRequest& req, int tasks, bool distinct_nodes,
-               std::vector<TaskPlacement>* out, PlacementFailure* why);
+               std::vector<TaskPlacement>* out, PlacementFailure* why,
+               FragmentationCache* frag_cache = nullptr);
 
 // Runs the filters on every node for a task and counts why each one fails (verdict diagnostics;
 // O(nodes), used once per failing shape). `best_free` gets the most GPUs of the model free on one

@@ -294,6 +294,120 @@ class FgdScore final : public ScorePlugin {
   }
 };
 
+// fgd-plus: FGD at full resolution, plus the idle GPUs the node's CPU and memory could no longer
+// feed, plus GPUs of a model that tasks restricted to it will need, plus a little best fit. Every
+// term is in GPU milli, lower is better:
+//
+//   dF    = F_n(after) - F_n(before)             FGD's fragmentation growth (see fgd above)
+//   S_n   = max(0, G_n - C_n / rho_cpu, G_n - M_n / rho_mem)
+//           the stranded idle GPU milli: G_n idle GPU milli, C_n free CPU, M_n free memory, rho
+//           the GPU tasks' CPU (memory) per GPU milli (TaskDistribution's demand ratios)
+//   dS    = S_n(after) - S_n(before)
+//   R     = used x min(1, e_k / c_k)             the task's GPU milli on model k, e_k the share of
+//           GPU demand restricted to models that include k (exclusive_share), c_k k's share of
+//           the cluster's GPUs
+//   L     = 1000 x (cpu_left / max_cpu + gpu_left / max_gpu) / 2     bestfit's leftover, 0..1000
+//   cost  = dF + dS + R + L / 10
+//   score = kMaxScore / 2 - cost x kMaxScore / (6 x 1000 x the largest node's GPUs), clamped
+//
+// Why each term. FGD sees CPU only through whether a typical task still fits the node's free CPU,
+// a step: taking a node from 96 to 40 free cores costs nothing while its 8 idle GPUs would need
+// 90, and when the cluster fills, GPUs are left with no CPU to go with them. S_n prices that
+// gradually, at the workload's own average CPU and memory per GPU, so CPU-only and CPU-heavy
+// tasks go where CPU is in surplus of what the idle GPUs need. FGD sees a GPU model only as
+// whether the next task may use it; R is the longer view: when tasks restricted to model k will
+// ask for a share e_k of the demand and k is c_k of the cluster, a GPU of k that a task able to run
+// elsewhere takes is, with probability about e_k / c_k, one such a task will miss. R is the same
+// for every node of one model, so it only steers tasks that may choose between models. At full
+// resolution FGD alone spreads tasks (near-equal nodes no longer tie), and the small best-fit term
+// packs them instead. Without a distribution dF, dS and R are 0 and the score is best fit.
+class FgdPlusScore final : public ScorePlugin {
+ public:
+  std::string_view name() const override { return "fgd-plus"; }
+  int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                const std::vector<GpuShare>& gpus) const override {
+    const Snapshot& s = *ctx.snapshot;
+    const NodeInfo& info = s.cluster().node(n);
+    const TaskResources& r = *req.resources;
+    const TaskDistribution* dist = ctx.distribution;
+    const bool have_dist = dist != nullptr && !dist->classes.empty() && info.gpu_count > 0;
+    const int64_t cpu = s.free_cpu(n);
+    const int64_t cpu_after = cpu - r.cpu_milli;
+    const int64_t idle = FreeGpuMilli(s, n);
+    int64_t used = 0;
+    for (const GpuShare& g : gpus) used += g.milli;
+    const int64_t idle_after = idle - used;
+
+    double cost = 0;
+    if (have_dist) {
+      GpuModelId model = req.model;
+      if (model == kNoModel) model = s.cluster().gpus()[info.gpu_begin].model;
+      cost += FragmentationGrowth(ctx, model, n, gpus, cpu, cpu_after);
+      const int64_t mem = s.free_memory(n);
+      cost += Stranded(*dist, idle_after, cpu_after, mem - r.memory_mib) -
+              Stranded(*dist, idle, cpu, mem);
+      cost += static_cast<double>(used) * Reserved(*dist, s.cluster(), model);
+    }
+    const double max_cpu = static_cast<double>(std::max<int64_t>(1, s.cluster().max_cpu_milli()));
+    const double max_gpu = static_cast<double>(std::max(1, s.cluster().max_gpus_per_node())) *
+                           static_cast<double>(kMilliPerGpu);
+    const double leftover =
+        1000.0 *
+        (static_cast<double>(cpu_after) / max_cpu + static_cast<double>(idle_after) / max_gpu) /
+        2.0;
+    cost += leftover / 10.0;
+    const double scale = static_cast<double>(kMaxScore) / (6.0 * max_gpu);
+    const double score = static_cast<double>(kMaxScore) / 2.0 - cost * scale;
+    return std::clamp<int64_t>(std::llround(score), 0, kMaxScore);
+  }
+
+ private:
+  // dF over the node's GPUs of `model`.
+  static double FragmentationGrowth(const PlacementContext& ctx, GpuModelId model, NodeId n,
+                                    const std::vector<GpuShare>& gpus, int64_t cpu,
+                                    int64_t cpu_after) {
+    const Snapshot& s = *ctx.snapshot;
+    const NodeInfo& info = s.cluster().node(n);
+    int32_t before[256];
+    int32_t after[256];
+    int ng = 0;
+    for (uint16_t k = 0; k < info.gpu_count && ng < 256; ++k) {
+      const uint32_t g = info.gpu_begin + k;
+      if (s.cluster().gpus()[g].model != model || !s.gpu_usable(g)) continue;
+      before[ng] = s.gpu_free_milli(g);
+      after[ng] = before[ng];
+      for (const GpuShare& sh : gpus) {
+        if (sh.slot == k) after[ng] -= sh.milli;
+      }
+      ++ng;
+    }
+    return ContextFragmentation(ctx, model, cpu_after, after, ng) -
+           ContextFragmentation(ctx, model, cpu, before, ng);
+  }
+
+  // S_n: idle GPU milli beyond what the free CPU and memory can feed at the demand ratios.
+  static double Stranded(const TaskDistribution& d, int64_t idle, int64_t cpu, int64_t mem) {
+    const auto g = static_cast<double>(idle);
+    double stranded = 0;
+    if (d.cpu_per_gpu_milli > 0) {
+      stranded = std::max(stranded, g - static_cast<double>(cpu) / d.cpu_per_gpu_milli);
+    }
+    if (d.memory_per_gpu_milli > 0) {
+      stranded = std::max(stranded, g - static_cast<double>(mem) / d.memory_per_gpu_milli);
+    }
+    return stranded;
+  }
+
+  // min(1, e_k / c_k) for model k.
+  static double Reserved(const TaskDistribution& d, const Cluster& c, GpuModelId k) {
+    if (k.value() >= d.exclusive_share.size() || d.exclusive_share[k.value()] <= 0) return 0;
+    const auto total = static_cast<double>(c.capacity()[kDimGpu]);
+    const auto of_k = static_cast<double>(c.capacity()[ModelDim(k)]);
+    if (total <= 0 || of_k <= 0) return 0;
+    return std::min(1.0, d.exclusive_share[k.value()] / (of_k / total));
+  }
+};
+
 }  // namespace
 
 std::vector<std::string_view> BuiltinFilterNames() {
@@ -302,7 +416,7 @@ std::vector<std::string_view> BuiltinFilterNames() {
 }
 
 std::vector<std::string_view> BuiltinScoreNames() {
-  std::vector<std::string_view> names = {"binpack", "spread", "topology", "fgd"};
+  std::vector<std::string_view> names = {"binpack", "spread", "topology", "fgd", "fgd-plus"};
   for (std::string_view b : BaselineScoreNames()) names.push_back(b);
   return names;
 }
@@ -325,6 +439,7 @@ std::unique_ptr<ScorePlugin> MakeScore(std::string_view name) {
   if (name == "spread") return std::make_unique<SpreadScore>();
   if (name == "topology") return std::make_unique<TopologyScore>();
   if (name == "fgd") return std::make_unique<FgdScore>();
+  if (name == "fgd-plus") return std::make_unique<FgdPlusScore>();
   return MakeBaselineScore(name);
 }
 

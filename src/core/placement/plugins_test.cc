@@ -517,6 +517,144 @@ TEST(FgdSelectorTest, PicksTheGpuThatKeepsTypicalTasksRunnable) {
   EXPECT_THAT(out, ElementsAre(GpuShare{1, 250, 0}));
 }
 
+// --- fgd-plus ------------------------------------------------------------------------------
+
+// Typical tasks: one whole GPU with 8 cores and 32 GiB; the demand ratios 8 cores and 32 GiB per
+// GPU.
+TaskDistribution EightCoresPerGpu() {
+  TaskDistribution d;
+  d.classes.push_back({8000, 1, 1000, kNoModel, 1.0});
+  d.cpu_per_gpu_milli = 8.0;
+  d.memory_per_gpu_milli = 32.0 * 1024 / 1000;
+  return d;
+}
+
+// kMaxScore / 2 - cost x kMaxScore / (6 x 1000 x largest node's GPUs), as plugins.cc writes it.
+int64_t PlusScoreFor(double cost, int max_gpus) {
+  return std::llround(static_cast<double>(kMaxScore) / 2 -
+                      cost * static_cast<double>(kMaxScore) / (6.0 * 1000 * max_gpus));
+}
+
+TEST(FgdPlusScoreTest, CpuOnlyTasksGoWhereCpuIsInSurplusOfTheIdleGpus) {
+  // "lean": 4 GPUs and the 32 cores they need at 8 cores a GPU; "rich": 4 GPUs and 96 cores.
+  Bed bed(
+      ClusterBuilder().Node("lean").Gpus(4, "A100").Cpus(32).Node("rich").Gpus(4, "A100").Cpus(96));
+  const TaskDistribution dist = EightCoresPerGpu();
+  const TaskResources cpu = Cpu(16000);
+  // lean: S 0 -> 4000 - 16000 / 8 = 2000; leftover 1000 x (16/96 + 4/4) / 2 = 583.3.
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "lean", {}, nullptr, &dist),
+            PlusScoreFor(2000 + 583.33333333 / 10, 4));
+  // rich: 80 cores stay for 4 GPUs: nothing strands; leftover 1000 x (80/96 + 1) / 2 = 916.7.
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "rich", {}, nullptr, &dist),
+            PlusScoreFor(916.66666667 / 10, 4));
+
+  // FGD sees no change on either node (8 cores still fit) and takes the lower id; bestfit takes
+  // the node with less left over; the default profile keeps lean's CPU for its GPUs.
+  GangState gang;
+  PlacementContext ctx{&bed.snap, &gang, &dist};
+  TaskRequest req{&cpu, kNoModel, nullptr, JobType::kTraining};
+  TaskPlacement t;
+  ASSERT_TRUE(
+      FindPlacement(bed.snap, ::arbiter::testing::NamedProfile("fgd"), ctx, req, &t, nullptr));
+  EXPECT_EQ(t.node, bed.Node("lean"));
+  ASSERT_TRUE(
+      FindPlacement(bed.snap, ::arbiter::testing::NamedProfile("bestfit"), ctx, req, &t, nullptr));
+  EXPECT_EQ(t.node, bed.Node("lean"));
+  ASSERT_TRUE(
+      FindPlacement(bed.snap, ::arbiter::testing::NamedProfile("default"), ctx, req, &t, nullptr));
+  EXPECT_EQ(t.node, bed.Node("rich"));
+}
+
+TEST(FgdPlusScoreTest, MemoryStrandsGpusLikeCpu) {
+  // Both nodes have CPU to spare; "small-ram" has 128 GiB for 4 GPUs that need 4 x 32 GiB.
+  Bed bed(ClusterBuilder()
+              .Node("small-ram")
+              .Gpus(4, "A100")
+              .MemoryGib(128)
+              .Node("big-ram")
+              .Gpus(4, "A100")
+              .MemoryGib(512));
+  const TaskDistribution dist = EightCoresPerGpu();
+  const TaskResources task = Cpu(1000, 64 * kMibPerGib);
+  GangState gang;
+  PlacementContext ctx{&bed.snap, &gang, &dist};
+  TaskRequest req{&task, kNoModel, nullptr, JobType::kTraining};
+  TaskPlacement t;
+  ASSERT_TRUE(
+      FindPlacement(bed.snap, ::arbiter::testing::NamedProfile("default"), ctx, req, &t, nullptr));
+  EXPECT_EQ(t.node, bed.Node("big-ram"));
+}
+
+TEST(FgdPlusScoreTest, GpuTasksFollowFragmentationThenPacking) {
+  // As for fgd: the half GPU goes where it completes a half-used GPU ("roomy"), not where it
+  // would leave a half that typical tasks cannot use ("packed").
+  Bed bed(ClusterBuilder().Node("packed").Gpus(4, "A100").Node("roomy").Gpus(4, "A100"));
+  bed.Use("packed", {{0, 1000}, {1, 1000}, {2, 1000}});
+  bed.Use("roomy", {{0, 500}}, 0, 0, 0);
+  const TaskDistribution dist = OneWholeGpu();
+  const TaskResources half = GpuFraction(500);
+  EXPECT_GT(ScoreOf("fgd-plus", bed, half, "roomy", {{0, 500, 0}}, nullptr, &dist),
+            ScoreOf("fgd-plus", bed, half, "packed", {{3, 500, 0}}, nullptr, &dist));
+  // Without a distribution only the best-fit term is left: the fuller node wins.
+  EXPECT_GT(ScoreOf("fgd-plus", bed, half, "packed", {{3, 500, 0}}, nullptr, nullptr),
+            ScoreOf("fgd-plus", bed, half, "roomy", {{0, 500, 0}}, nullptr, nullptr));
+}
+
+TEST(FgdPlusScoreTest, TasksThatMayRunAnywhereLeaveReservedModelsAlone) {
+  // Half the GPUs are T4; tasks that must run on T4 ask for a quarter of the demand, so a T4 GPU
+  // costs a task that could run elsewhere min(1, 0.25 / 0.5) = half of what it takes.
+  Bed bed(ClusterBuilder().Node("t4").Gpus(4, "T4").Node("g2").Gpus(4, "G2"));
+  TaskDistribution dist = OneWholeGpu();
+  dist.exclusive_share.assign(2, 0.0);
+  dist.exclusive_share[bed.Model("T4").value()] = 0.25;
+  const TaskResources one = WholeGpus(1);
+  const auto score = MakeScore("fgd-plus");
+  GangState gang;
+  PlacementContext ctx{&bed.snap, &gang, &dist};
+  TaskRequest on_t4{&one, bed.Model("T4"), nullptr, JobType::kTraining};
+  TaskRequest on_g2{&one, bed.Model("G2"), nullptr, JobType::kTraining};
+  const int64_t t4 = score->Score(ctx, on_t4, bed.Node("t4"), {Whole(0)});
+  const int64_t g2 = score->Score(ctx, on_g2, bed.Node("g2"), {Whole(0)});
+  // Everything else is equal: the difference is R = 1000 x 0.5 GPU milli.
+  EXPECT_EQ(g2 - t4, PlusScoreFor(0, 4) - PlusScoreFor(500, 4));
+}
+
+TEST(FgdPlusScoreTest, DefaultProfileNeedsTheDistribution) {
+  const Profile p = ::arbiter::testing::NamedProfile("default");
+  EXPECT_TRUE(p.needs_distribution());
+  EXPECT_EQ(p.gpu_selector(), GpuSelector::kFgd);
+  ASSERT_EQ(p.scores().size(), 2u);
+  EXPECT_EQ(p.scores()[0].first->name(), "fgd-plus");
+  EXPECT_EQ(p.scores()[1].first->name(), "topology");
+}
+
+TEST(TaskDistributionTest, DemandRatiosAreOverEveryGpuTask) {
+  std::vector<TaskClass> samples(3);
+  samples[0].cpu_milli = 8000;  // one whole GPU, 8 cores, 32 GiB
+  samples[0].gpus = 1;
+  samples[0].gpu_milli = 1000;
+  samples[0].memory_mib = 32768;
+  samples[1].cpu_milli = 4000;  // CPU-only: not counted
+  samples[1].memory_mib = 1 << 20;
+  samples[2].cpu_milli = 2000;  // half a GPU, 2 cores, 1 GiB
+  samples[2].gpus = 1;
+  samples[2].gpu_milli = 500;
+  samples[2].memory_mib = 1024;
+  const TaskDistribution d = TaskDistribution::FromTasks(samples);
+  EXPECT_DOUBLE_EQ(d.cpu_per_gpu_milli, 10000.0 / 1500);
+  EXPECT_DOUBLE_EQ(d.memory_per_gpu_milli, 33792.0 / 1500);
+  EXPECT_TRUE(d.exclusive_share.empty());  // no task names a model
+  EXPECT_DOUBLE_EQ(TaskDistribution::FromTasks({}).cpu_per_gpu_milli, 0);
+
+  // The whole GPU may run on models 1 or 3 only: its 1000 of the 1500 milli split over both.
+  samples[0].models = (1u << 1) | (1u << 3);
+  const TaskDistribution e = TaskDistribution::FromTasks(samples);
+  ASSERT_EQ(e.exclusive_share.size(), 4u);
+  EXPECT_DOUBLE_EQ(e.exclusive_share[0], 0);
+  EXPECT_DOUBLE_EQ(e.exclusive_share[1], 500.0 / 1500);
+  EXPECT_DOUBLE_EQ(e.exclusive_share[3], 500.0 / 1500);
+}
+
 // --- Fragmentation and the task distribution -------------------------------------------------
 
 struct FragmentationCase {

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Resamples an openb pod list into workloads with other mixes of task kinds.
+
+Used to check that a placement policy is not fitted to the published trace files
+(docs/simulator.md, "Why it should carry over"). Each output task is drawn with replacement from
+the input: CPU-only with probability --cpu, else a GPU task that shares a GPU with probability
+--share, asks for several GPUs with probability --multi, or takes one whole GPU; with probability
+--spec a GPU task gets a gpu_spec drawn from the specs of --spec-source (else none). Tasks are
+renamed; every other column is kept.
+
+  scripts/openb_variants.py --pods openb_pod_list_default.csv --spec-source \\
+      openb_pod_list_gpuspec10.csv --cpu 0.25 --seed 1 --out cpu250.csv
+
+The variants in docs/simulator.md (8152 tasks each, from openb_pod_list_default.csv):
+  cpu250 --cpu 0.25 --seed 1      cpu020 --cpu 0.02 --seed 2
+  share60 --share 0.60 --seed 3   share80 --share 0.80 --seed 4
+  multi05 --multi 0.05 --seed 5   spec25 --spec 0.25 --seed 6
+  mix --cpu 0.20 --share 0.55 --multi 0.03 --spec 0.15 --seed 7
+(the other shares at their defaults, which are the input's: 13.3% CPU-only tasks, 43.6% of GPU
+tasks sharing, 1.1% multi-GPU).
+"""
+import argparse
+import csv
+import random
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pods", required=True, help="openb pod list to draw from (11-column form)")
+    ap.add_argument("--spec-source", help="pod list whose non-empty gpu_spec values are drawn")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tasks", type=int, default=8152)
+    ap.add_argument("--cpu", type=float, default=0.133)
+    ap.add_argument("--share", type=float, default=0.436)
+    ap.add_argument("--multi", type=float, default=0.011)
+    ap.add_argument("--spec", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+
+    with open(a.pods, newline="") as f:
+        rows = list(csv.DictReader(f))
+    header = list(rows[0].keys())
+    cpu = [r for r in rows if int(r["num_gpu"]) == 0]
+    share = [r for r in rows if int(r["num_gpu"]) == 1 and int(r["gpu_milli"]) < 1000]
+    one = [r for r in rows if int(r["num_gpu"]) == 1 and int(r["gpu_milli"]) == 1000]
+    multi = [r for r in rows if int(r["num_gpu"]) > 1]
+    specs = []
+    if a.spec_source:
+        with open(a.spec_source, newline="") as f:
+            specs = [r["gpu_spec"] for r in csv.DictReader(f) if r.get("gpu_spec")]
+    if a.spec > 0 and not specs:
+        ap.error("--spec needs --spec-source with some gpu_spec values")
+
+    rnd = random.Random(a.seed)
+    out = []
+    for i in range(a.tasks):
+        if rnd.random() < a.cpu:
+            r = dict(rnd.choice(cpu))
+        else:
+            v = rnd.random()
+            if v < a.share:
+                r = dict(rnd.choice(share))
+            elif v < a.share + a.multi:
+                r = dict(rnd.choice(multi))
+            else:
+                r = dict(rnd.choice(one))
+            r["gpu_spec"] = rnd.choice(specs) if rnd.random() < a.spec else ""
+        r["name"] = f"variant-pod-{i:05d}"
+        out.append(r)
+    with open(a.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        w.writerows(out)
+
+
+if __name__ == "__main__":
+    main()
