@@ -258,6 +258,7 @@ std::string RenderLine(const LineChart& c, std::string_view clip_id) {
     }
     o += fmt::format(
         "<g class=\"series\"><path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" "
+        "stroke-opacity=\"0.85\" "
         "stroke-dasharray=\"{}\" clip-path=\"url(#{})\"><title>{}</title></path>",
         path, Colour(i), Dash(i), clip_id, EscapeHtml(s.name));
     // A hover target with a tooltip per point; visible dots only when there are few points.

@@ -134,12 +134,15 @@ TEST(RenderHtml, SectionsInOrderWithTablesAndUniqueClipIds) {
 
 const std::string kFixtures = ARBITER_FIXTURES_DIR "/openb";
 
+// $ARBITER_CHROMIUM when set, else Debian's /usr/bin/chromium (or chromium-browser); "" when the
+// browser is not there.
 std::string Chromium() {
+  std::vector<std::string> candidates = {"/usr/bin/chromium", "/usr/bin/chromium-browser"};
   if (const char* env = std::getenv("ARBITER_CHROMIUM"); env != nullptr && *env != '\0') {
-    return env;
+    candidates = {env};
   }
-  for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
-    if (std::filesystem::exists(p)) return p;
+  for (const std::string& p : candidates) {
+    if (::access(p.c_str(), X_OK) == 0) return p;
   }
   return "";
 }
@@ -168,8 +171,9 @@ int RunChromium(const std::string& chromium, const std::string& mode, const std:
 TEST(InflateHtml, LoadsInHeadlessChromiumWithoutErrorsAndOneChartPerChartSection) {
   const std::string chromium = Chromium();
   if (chromium.empty()) {
-    GTEST_SKIP() << "chromium is not installed (Debian: apt-get install chromium, or set "
-                    "ARBITER_CHROMIUM): skipping the browser test of the HTML report";
+    GTEST_SKIP() << "SKIPPED: chromium is not installed (Debian: apt-get install chromium, or "
+                    "set ARBITER_CHROMIUM to the browser): the browser test of the HTML report "
+                    "did not run";
   }
   const auto dir =
       std::filesystem::temp_directory_path() / fmt::format("arbiter_html_test_{}", ::getpid());
