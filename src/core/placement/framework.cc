@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <tuple>
 
@@ -96,7 +97,7 @@ void TaskDistribution::SetDemandRatios(const std::vector<TaskClass>& samples) {
     if (allowed == 0 && t.model != kNoModel && t.model.value() < 32)
       allowed = 1u << t.model.value();
     if (allowed == 0) continue;
-    const int count = __builtin_popcount(allowed);
+    const int count = std::popcount(allowed);
     for (uint32_t m = 0; m < 32; ++m) {
       if (((allowed >> m) & 1u) == 0) continue;
       if (exclusive_share.size() <= m) exclusive_share.resize(m + 1, 0.0);
