@@ -55,9 +55,11 @@ constexpr std::array<CallerInfo, kCallers> kCallerInfo = {{
     {"foreign", "sam", "sam"},                // a member of speech
 }};
 
-// Job routes act on a pending job of bob's in vision-train; {name} is vision-train for queues and
-// gpu-01 for nodes. Bodies: POST /jobs a job for vision-train, POST /users a new vision member,
-// POST /tokens {"user": "bob"}, PUT /config the same configuration again.
+// Job routes act on a pending job of bob's in vision-train (logs: on one placed on gpu-01);
+// {name} is vision-train for queues and gpu-01 for nodes. Bodies: POST /jobs a job for
+// vision-train, POST /users a new vision member, POST /tokens {"user": "bob"}, PUT /config the
+// same configuration again, POST /agent/register a node agent-01 without GPUs, POST
+// /agent/heartbeat one for the session of agent-01 (registered just before).
 struct Row {
   const char* route;
   std::array<int, kCallers> status;
@@ -76,6 +78,8 @@ const Row kMatrix[] = {
     {"GET /api/v1/jobs/{id}",             {401,  200,  200,  200,  200,  200,  403,  403,  404}},
     {"GET /api/v1/jobs/{id}/events",      {401,  200,  200,  200,  200,  200,  403,  403,  404}},
     {"GET /api/v1/jobs/{id}/why",         {401,  200,  200,  200,  200,  200,  403,  403,  404}},
+    // The logs of a job placed on gpu-01, which has no agent to serve them: 503 past the checks.
+    {"GET /api/v1/jobs/{id}/logs",        {401,  503,  503,  503,  503,  503,  403,  403,  404}},
     {"POST /api/v1/jobs/{id}/cancel",     {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/jobs/{id}/suspend",    {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/jobs/{id}/resume",     {401,  200,  200,  403,  200,  403,  403,  403,  404}},
@@ -97,6 +101,9 @@ const Row kMatrix[] = {
     {"GET /api/v1/config",                {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     {"GET /api/v1/audit",                 {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     {"GET /api/v1/events",                {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    // The node agents' routes take node tokens only (any node token: agents are admin-made).
+    {"POST /api/v1/agent/register",       {401,  403,  403,  403,  403,  403,  200,  200,  403}},
+    {"POST /api/v1/agent/heartbeat",      {401,  403,  403,  403,  403,  403,  200,  200,  403}},
 };
 // clang-format on
 
@@ -152,7 +159,9 @@ class AccessMatrixTest : public ::testing::Test {
   Call Prepare(const std::string& method, const std::string& route) {
     Call call{method, route, ""};
     const size_t id_at = route.find("{id}");
-    if (id_at != std::string::npos) {
+    if (id_at != std::string::npos && route.ends_with("/logs")) {
+      call.path.replace(id_at, 4, std::to_string(PlacedJob()));
+    } else if (id_at != std::string::npos) {
       const uint64_t id = server_.Submit("bob");
       call.path.replace(id_at, 4, std::to_string(id));
       const std::string job = fmt::format("/api/v1/jobs/{}", id);
@@ -178,7 +187,37 @@ class AccessMatrixTest : public ::testing::Test {
       call.body = kTenantConfig;
       call.type = "application/yaml";
     }
+    const json agent = {{"name", "agent-01"}, {"instance", "matrix-1"}};
+    if (route == "/api/v1/agent/register" || route == "/api/v1/agent/heartbeat") {
+      json reg = agent;
+      reg.update({{"cpu_milli", 8000}, {"memory_mib", 16384}, {"gpus", json::array()}});
+      call.body = reg.dump();
+      if (route.ends_with("/heartbeat")) {
+        auto r = server_.As("node")->Post(route.substr(0, route.rfind('/')) + "/register",
+                                          call.body, "application/json");
+        EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+        call.body = agent.dump();
+      }
+    }
     return call;
+  }
+
+  // A job of bob's that the scheduler placed on gpu-01 (made once; bounded wait).
+  uint64_t PlacedJob() {
+    if (placed_job_ != 0) return placed_job_;
+    auto bob = server_.As("bob");
+    auto r = bob->Post("/api/v1/jobs", JobBody("vision-train", 1), "application/json");
+    EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no reply");
+    if (!r || r->status != 201) return 0;
+    placed_job_ = BodyJson(r)["id"].get<uint64_t>();
+    std::string state;
+    for (int i = 0; i < 200 && state != "admitted"; ++i) {  // bounded: a cycle every 50 ms
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const json j = BodyJson(bob->Get(fmt::format("/api/v1/jobs/{}", placed_job_)));
+      state = j.is_object() ? j.value("state", "") : "";
+    }
+    EXPECT_EQ(state, "admitted") << "job " << placed_job_;
+    return placed_job_;
   }
 
   // Every record of the audit log, read page by page (bounded).
@@ -205,6 +244,7 @@ class AccessMatrixTest : public ::testing::Test {
 
   TenantServer server_;
   std::map<std::string, uint64_t> job_of_path_;
+  uint64_t placed_job_ = 0;
   int users_ = 0;
 };
 
@@ -274,7 +314,7 @@ TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
         << "table row for an undocumented route: " << row.route;
   }
   EXPECT_EQ(cells, documented.size() * kCallers);
-  EXPECT_GE(documented.size(), 29u);
+  EXPECT_GE(documented.size(), 32u);
 
   // Every denied mutation is in the audit log, with who tried it.
   std::multiset<AuditKey> denied;
@@ -310,7 +350,7 @@ TEST_F(AccessMatrixTest, ForeignObjectsLookMissing) {
   std::vector<Probe> probes;
   const uint64_t id = server_.Submit("bob");
   const uint64_t missing = id + 1000;
-  for (const char* suffix : {"", "/events", "/why"}) {
+  for (const char* suffix : {"", "/events", "/why", "/logs"}) {
     probes.push_back({fmt::format("GET /api/v1/jobs/{{id}}{}", suffix),
                       Send(*sam, {"GET", fmt::format("/api/v1/jobs/{}{}", id, suffix)}),
                       Send(*sam, {"GET", fmt::format("/api/v1/jobs/{}{}", missing, suffix)}),
