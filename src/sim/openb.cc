@@ -205,6 +205,7 @@ Result<std::vector<TraceTask>> ParseOpenbPods(std::string_view text, std::string
           t.gpu_models.emplace_back(m);
         }
       }
+      t.qos = std::string(r.fields[6]);
       ARBITER_RETURN_IF_ERROR(r.Int(8, 0, int64_t{1} << 40, &t.creation_time, true));
       ARBITER_RETURN_IF_ERROR(r.Int(9, 0, int64_t{1} << 40, &t.deletion_time, true));
       ARBITER_RETURN_IF_ERROR(r.Int(10, 0, int64_t{1} << 40, &t.scheduled_time, true));

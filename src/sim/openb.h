@@ -36,6 +36,7 @@ struct TraceTask {
   TaskResources resources;              // gpus = num_gpu, gpu_milli per GPU, no GPU memory
   std::string gpu_spec;                 // as written ("" = any model)
   std::vector<std::string> gpu_models;  // the distinct models of gpu_spec, in order; empty: any
+  std::string qos;                      // LS, Guaranteed, Burstable, BE; "" in the 5-column form
   // Seconds from the trace start; -1 when the column is absent or empty.
   int64_t creation_time = -1;
   int64_t deletion_time = -1;

@@ -1,0 +1,875 @@
+#include "sim/replay.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <queue>
+#include <unordered_map>
+
+#include "core/cycle/cycle.h"
+#include "core/fairshare/fair_share.h"
+#include "core/preemption/preemption.h"
+
+namespace arbiter::sim {
+
+namespace {
+
+__extension__ using Int128 = __int128;
+
+constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
+constexpr double kMsPerHour = 3600.0 * 1000.0;
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// GPU milli-seconds a job asks for: tasks x GPUs x gpu_milli x run time (walltime when shorter).
+Int128 GpuDemand(const TraceJob& j) {
+  const int64_t run = j.walltime > 0 ? std::min(j.duration, j.walltime) : j.duration;
+  return Int128{j.tasks} * j.resources.total_gpu_milli() * run;
+}
+
+double Percent(Int128 num, Int128 den) {
+  if (den <= 0) return 0;
+  return 100.0 * static_cast<double>(num) / static_cast<double>(den);
+}
+
+// Jain's fairness index (sum x)^2 / (n sum x^2); 1 for no values or all zero.
+double Jain(const std::vector<double>& x) {
+  double sum = 0;
+  double squares = 0;
+  for (double v : x) {
+    sum += v;
+    squares += v * v;
+  }
+  if (x.empty() || squares == 0) return 1;
+  return sum * sum / (static_cast<double>(x.size()) * squares);
+}
+
+double Seconds(TimeMs ms) { return static_cast<double>(ms) / 1000.0; }
+
+}  // namespace
+
+std::vector<PriorityClass> DefaultPriorityClasses() {
+  std::vector<PriorityClass> classes(4);
+  classes[0].name = "critical";
+  classes[0].value = 1000;
+  classes[0].preemptible = false;
+  classes[1].name = "high";
+  classes[1].value = 500;
+  classes[2].name = "normal";
+  classes[2].value = 100;
+  classes[3].name = "best-effort";
+  classes[3].value = 0;
+  classes[3].min_runtime_seconds = 0;
+  return classes;
+}
+
+std::vector<QueueSpec> DefaultQueueTree(const Trace& trace, const core::Cluster& cluster) {
+  std::vector<std::string> tenants;
+  std::map<std::string, std::vector<std::string>> queues;  // tenant -> its queues, in order
+  std::unordered_map<std::string, Int128> demand;
+  Int128 total = 0;
+  for (const TraceJob& j : trace.jobs) {
+    auto& qs = queues[j.tenant];
+    if (qs.empty()) tenants.push_back(j.tenant);
+    if (std::find(qs.begin(), qs.end(), j.queue) == qs.end()) qs.push_back(j.queue);
+    const Int128 d = GpuDemand(j);
+    demand[j.queue] += d;
+    total += d;
+  }
+  const int64_t capacity = cluster.capacity()[core::kDimGpu];
+  std::vector<QueueSpec> specs;
+  for (const std::string& t : tenants) {
+    QueueSpec tenant;
+    tenant.name = t;
+    tenant.is_tenant = true;
+    specs.push_back(tenant);
+    for (const std::string& q : queues[t]) {
+      QueueSpec s;
+      s.name = q;
+      s.parent = t;
+      if (total > 0) {
+        // G(q) = floor(capacity x demand(q) / total demand): the guarantees never sum above the
+        // cluster.
+        const auto g = static_cast<int64_t>(Int128{capacity} * demand[q] / total);
+        s.quota["gpu"] = QuotaLimits{g, std::nullopt, std::nullopt};
+      }
+      specs.push_back(std::move(s));
+    }
+  }
+  return specs;
+}
+
+Stats Stats::Of(std::vector<double> v) {
+  Stats s;
+  s.count = static_cast<int64_t>(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double p) {
+    // Nearest rank: the smallest value with at least p% of the values at or below it.
+    const auto r = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+    return v[std::clamp<size_t>(r, 1, v.size()) - 1];
+  };
+  s.p50 = rank(50);
+  s.p95 = rank(95);
+  s.p99 = rank(99);
+  s.max = v.back();
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return s;
+}
+
+namespace {
+
+// The leaf queue of every job (in file order) and the workload's queues in order of first use.
+Status ResolveQueues(const Trace& trace, const core::Cluster& cluster, const core::QuotaTree& tree,
+                     std::vector<QueueId>* job_queue, std::vector<ReplayQueue>* queues) {
+  std::unordered_map<uint32_t, uint32_t> seen;
+  for (const TraceJob& j : trace.jobs) {
+    QueueId q;
+    if (!tree.Find(j.queue, &q) || tree.node(q).is_tenant) {
+      return InvalidArgument(trace.Where(j, "queue"),
+                             fmt::format("queue: '{}' is not a queue of the queue tree", j.queue));
+    }
+    const core::QuotaNode& node = tree.node(q);
+    if (!node.is_leaf()) {
+      return InvalidArgument(
+          trace.Where(j, "queue"),
+          fmt::format("queue: '{}' has child queues; jobs go to leaf queues", j.queue));
+    }
+    const std::string& tenant = tree.node(node.tenant).name;
+    if (tenant != j.tenant) {
+      return InvalidArgument(trace.Where(j, "tenant"),
+                             fmt::format("tenant: queue '{}' belongs to tenant '{}', not '{}'",
+                                         j.queue, tenant, j.tenant));
+    }
+    job_queue->push_back(q);
+    if (!seen.emplace(q.value(), static_cast<uint32_t>(queues->size())).second) continue;
+    ReplayQueue rq;
+    rq.id = q;
+    rq.name = j.queue;
+    rq.tenant = tenant;
+    // Entitlement: the guarantee of any model, or the sum of the per-model ones when larger.
+    int64_t per_model = 0;
+    for (size_t m = 0; m < cluster.models().size(); ++m) {
+      per_model += node.guaranteed[core::ModelDim(GpuModelId(static_cast<uint16_t>(m)))];
+    }
+    rq.guaranteed_gpu_milli = std::max(node.guaranteed[core::kDimGpu], per_model);
+    queues->push_back(std::move(rq));
+  }
+  return Status::Ok();
+}
+
+// One job as the cycle sees it. `mask` gets the allowed models as a bit set.
+ReplayJob CompileJob(const TraceJob& j, const PriorityClass& cls, const core::Cluster& cluster,
+                     JobId id, QueueId queue, uint32_t* mask) {
+  ReplayJob r;
+  r.name = j.name;
+  core::PendingJob& p = r.pending;
+  p.id = id;
+  p.queue = queue;
+  p.priority = cls.value;
+  p.preemptible = cls.preemptible;
+  p.preempts_anywhere = cls.preempts_anywhere;
+  p.type = j.type;
+  p.tasks = j.tasks;
+  p.resources = j.resources;
+  p.walltime = SecondsToMs(j.walltime);
+  p.submit_time = SecondsToMs(j.submit_time);
+  *mask = 0;
+  for (const std::string& name : j.gpu_models) {
+    const GpuModelId m = cluster.FindModel(name);
+    if (m == core::kNoModel) continue;  // models the cluster lacks are left out
+    p.models.push_back(m);
+    if (m.value() < 32) *mask |= 1u << m.value();
+  }
+  if (!j.gpu_models.empty() && p.models.empty()) {
+    r.dropped_reason = fmt::format("asks for GPU models {} and the cluster has none of them",
+                                   fmt::join(j.gpu_models, "|"));
+  }
+  r.duration = SecondsToMs(j.duration);
+  r.min_runtime = SecondsToMs(cls.min_runtime_seconds);
+  r.grace_period = SecondsToMs(cls.grace_period_seconds);
+  return r;
+}
+
+}  // namespace
+
+Result<ReplayWorkload> CompileReplay(const Trace& trace, const core::Cluster& cluster,
+                                     const core::QuotaTree& tree,
+                                     const std::vector<PriorityClass>& classes) {
+  ReplayWorkload w;
+  w.cluster = &cluster;
+  w.tree = &tree;
+  std::vector<QueueId> job_queue;
+  ARBITER_RETURN_IF_ERROR(ResolveQueues(trace, cluster, tree, &job_queue, &w.queues));
+  std::unordered_map<uint32_t, uint32_t> queue_index;
+  for (uint32_t q = 0; q < w.queues.size(); ++q) queue_index.emplace(w.queues[q].id.value(), q);
+  std::vector<std::string> class_names;
+  class_names.reserve(classes.size());
+  for (const PriorityClass& c : classes) class_names.push_back(c.name);
+  // Jobs in order of submit time, equal times in file order; ids follow that order.
+  std::vector<uint32_t> order(trace.jobs.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return trace.jobs[a].submit_time < trace.jobs[b].submit_time;
+  });
+  std::vector<core::TaskClass> samples;
+  for (uint32_t i : order) {
+    const TraceJob& j = trace.jobs[i];
+    auto cls = std::find_if(classes.begin(), classes.end(),
+                            [&](const PriorityClass& c) { return c.name == j.priority_class; });
+    if (cls == classes.end()) {
+      return InvalidArgument(trace.Where(j, "priority_class"),
+                             fmt::format("priority_class: unknown class '{}'; the classes are {}",
+                                         j.priority_class, JoinNames(class_names)));
+    }
+    uint32_t mask = 0;
+    ReplayJob r = CompileJob(j, *cls, cluster, JobId(w.jobs.size() + 1), job_queue[i], &mask);
+    r.queue = queue_index.at(job_queue[i].value());
+    if (r.dropped_reason.empty()) {
+      core::TaskClass c;
+      c.cpu_milli = j.resources.cpu_milli;
+      c.gpus = j.resources.gpus;
+      c.gpu_milli = j.resources.gpus > 0 ? j.resources.gpu_milli : 0;
+      c.models = j.gpu_models.empty() ? 0 : mask;
+      c.memory_mib = j.resources.memory_mib;  // feeds the demand ratios fgd-plus uses
+      samples.insert(samples.end(), static_cast<size_t>(j.tasks), c);
+    }
+    w.jobs.push_back(std::move(r));
+  }
+  w.typical = core::TaskDistribution::FromTasks(samples);
+  return w;
+}
+
+namespace {
+
+enum class JobState : uint8_t { kFuture, kPending, kRunning, kEnded, kDropped };
+
+// What happens to one job as the replay goes.
+struct JobRun {
+  JobState state = JobState::kFuture;
+  uint32_t gen = 0;  // bumped at every start: events of earlier runs are stale
+  TimeMs pending_since = 0;
+  TimeMs wait = 0;  // total time pending
+  TimeMs start = 0;
+  TimeMs end = 0;
+  bool started = false;
+  bool timed_out = false;
+  int32_t preempted = 0;
+  int64_t alloc_milli = 0;
+  std::vector<QueueId> preempted_queues;  // queues its preemption took from (the loop guard)
+  std::string reason;                     // why it was dropped
+};
+
+enum class EventKind : uint8_t { kEnd, kStop };
+
+struct Event {
+  TimeMs time = 0;
+  uint64_t seq = 0;
+  EventKind kind = EventKind::kEnd;
+  uint32_t job = 0;
+  uint32_t gen = 0;
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+class Replayer {
+ public:
+  Replayer(const ReplayWorkload& w, const core::Profile& profile, const ReplayOptions& o)
+      : w_(w),
+        profile_(profile),
+        o_(o),
+        runs_(w.jobs.size()),
+        pending_pos_(w.jobs.size(), -1),
+        running_pos_(w.jobs.size(), -1),
+        queue_alloc_(w.queues.size(), 0),
+        queue_pending_(w.queues.size(), 0),
+        queue_alloc_int_(w.queues.size(), 0),
+        queue_wait_time_(w.queues.size(), 0),
+        queue_wait_alloc_int_(w.queues.size(), 0),
+        queue_preempted_(w.queues.size(), 0),
+        capacity_(w.cluster->capacity()[core::kDimGpu]) {
+    for (const core::QuotaNode& n : w.tree->nodes()) decay_ = decay_ || n.half_life_seconds > 0;
+    if (decay_) {
+      history_.assign(w.tree->size(), core::QuotaVec{});
+      usage_.assign(w.tree->size(), core::QuotaVec{});
+    }
+  }
+
+  ReplayReport Run(std::string_view policy);
+
+ private:
+  void Integrate(TimeMs t);
+  void Arrive(uint32_t j, TimeMs t);
+  bool Valid(const Event& e) const;
+  void Apply(const Event& e);
+  void Cycle(TimeMs t);
+  void StartAdmitted(size_t from, TimeMs t);
+  void ApplyDecisions(const core::CycleResult& r, TimeMs t);
+  TimeMs NextTick(TimeMs t) const;
+  TimeMs NextMinRuntime(TimeMs after) const;
+  std::string NeverFits(const core::PendingJob& p, TimeMs t);
+  void UpdateHistory(TimeMs t);
+
+  void AddPending(uint32_t j, TimeMs t);
+  void RemovePending(uint32_t j, TimeMs t);
+  void RemoveRunning(uint32_t j);
+  void Push(TimeMs t, EventKind kind, uint32_t j) {
+    events_.push(Event{t, seq_++, kind, j, runs_[j].gen});
+  }
+  void ReportProgress(TimeMs t) const;
+  // Waits and JCTs (seconds) of a group of jobs, and how many it has.
+  struct Samples {
+    std::vector<double> wait;
+    std::vector<double> jct;
+    int64_t jobs = 0;
+  };
+  void JobOutcomes(ReplayReport* rep, Samples* all, std::vector<Samples>* by_queue,
+                   std::vector<Samples>* by_type) const;
+  void QueueOutcomes(ReplayReport* rep, std::vector<Samples>* by_queue) const;
+  ReplayReport Report(std::string_view policy) const;
+
+  const ReplayWorkload& w_;
+  const core::Profile& profile_;
+  const ReplayOptions& o_;
+  std::vector<JobRun> runs_;
+  std::vector<core::PendingJob> pending_;
+  std::vector<core::RunningJob> running_;
+  std::vector<core::Nomination> nominations_;
+  std::vector<int64_t> pending_pos_;
+  std::vector<int64_t> running_pos_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t seq_ = 0;
+  size_t next_arrival_ = 0;
+  int64_t ended_ = 0;
+  int64_t cycles_ = 0;
+  bool dirty_ = true;  // the last cycle decided something, or nothing has run yet
+  TimeMs now_ = 0;
+  TimeMs last_ = 0;  // integrated up to here
+  bool time_limit_reached_ = false;
+  std::unordered_map<std::string, std::string> never_fits_;
+  std::vector<core::Verdict> last_verdicts_;
+  // Decayed fair-share usage, maintained when some queue has a half-life.
+  bool decay_ = false;
+  std::vector<core::QuotaVec> history_;
+  std::vector<core::QuotaVec> usage_;
+  TimeMs history_time_ = 0;
+  // Allocation and its integrals (milli-GPU x ms).
+  int64_t alloc_ = 0;
+  std::vector<int64_t> queue_alloc_;
+  std::vector<int64_t> queue_pending_;
+  size_t waiting_ = 0;
+  Int128 alloc_int_ = 0;
+  Int128 idle_while_waiting_int_ = 0;
+  Int128 lost_int_ = 0;
+  std::vector<Int128> queue_alloc_int_;
+  std::vector<TimeMs> queue_wait_time_;
+  std::vector<Int128> queue_wait_alloc_int_;
+  std::vector<int64_t> queue_preempted_;
+  int64_t preemptions_ = 0;
+  int64_t decisions_ = 0;
+  std::array<int64_t, 3> by_reason_{};
+  int64_t capacity_ = 0;
+};
+
+void Replayer::Integrate(TimeMs t) {
+  const TimeMs dt = t - last_;
+  if (dt <= 0) return;
+  alloc_int_ += Int128{alloc_} * dt;
+  if (waiting_ > 0) idle_while_waiting_int_ += Int128{capacity_ - alloc_} * dt;
+  for (size_t q = 0; q < w_.queues.size(); ++q) {
+    queue_alloc_int_[q] += Int128{queue_alloc_[q]} * dt;
+    if (queue_pending_[q] > 0) {
+      queue_wait_time_[q] += dt;
+      queue_wait_alloc_int_[q] += Int128{queue_alloc_[q]} * dt;
+    }
+  }
+  last_ = t;
+}
+
+void Replayer::AddPending(uint32_t j, TimeMs t) {
+  runs_[j].state = JobState::kPending;
+  runs_[j].pending_since = t;
+  pending_pos_[j] = static_cast<int64_t>(pending_.size());
+  pending_.push_back(w_.jobs[j].pending);
+  ++queue_pending_[w_.jobs[j].queue];
+  ++waiting_;
+}
+
+void Replayer::RemovePending(uint32_t j, TimeMs t) {
+  const auto pos = static_cast<size_t>(pending_pos_[j]);
+  runs_[j].wait += t - runs_[j].pending_since;
+  if (pos + 1 != pending_.size()) {
+    pending_[pos] = std::move(pending_.back());
+    pending_pos_[pending_[pos].id.value() - 1] = static_cast<int64_t>(pos);
+  }
+  pending_.pop_back();
+  pending_pos_[j] = -1;
+  --queue_pending_[w_.jobs[j].queue];
+  --waiting_;
+}
+
+void Replayer::RemoveRunning(uint32_t j) {
+  const auto pos = static_cast<size_t>(running_pos_[j]);
+  if (pos + 1 != running_.size()) {
+    running_[pos] = std::move(running_.back());
+    running_pos_[running_[pos].id.value() - 1] = static_cast<int64_t>(pos);
+  }
+  running_.pop_back();
+  running_pos_[j] = -1;
+  alloc_ -= runs_[j].alloc_milli;
+  queue_alloc_[w_.jobs[j].queue] -= runs_[j].alloc_milli;
+}
+
+// A job that no cycle can start, even alone on the empty cluster: the verdict says why. Cached
+// per shape (queue, type, resources, tasks, models).
+std::string Replayer::NeverFits(const core::PendingJob& p, TimeMs t) {
+  const TaskResources& r = p.resources;
+  std::string key = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", p.queue.value(),
+                                static_cast<int>(p.type), p.tasks, r.gpus, r.gpu_milli,
+                                r.gpu_memory_mib, r.cpu_milli, r.memory_mib, p.distinct_nodes);
+  for (GpuModelId m : p.models) key += fmt::format("/{}", m.value());
+  auto it = never_fits_.find(key);
+  if (it != never_fits_.end()) return it->second;
+  const std::vector<core::PendingJob> alone = {p};
+  core::CycleInput in;
+  in.cluster = w_.cluster;
+  in.tree = w_.tree;
+  in.pending = &alone;
+  in.distribution = profile_.needs_distribution() ? &w_.typical : nullptr;
+  in.preemption.enabled = false;
+  in.now = t;
+  in.seed = o_.seed;
+  const core::CycleResult res = core::RunCycle(in, profile_);
+  std::string reason;
+  if (res.admissions.empty()) {
+    reason = res.verdicts.empty()
+                 ? std::string("does not fit the empty cluster")
+                 : fmt::format("{}: {}", core::VerdictCodeName(res.verdicts.front().code),
+                               res.verdicts.front().message);
+  }
+  never_fits_.emplace(std::move(key), reason);
+  return reason;
+}
+
+void Replayer::Arrive(uint32_t j, TimeMs t) {
+  const ReplayJob& job = w_.jobs[j];
+  JobRun& s = runs_[j];
+  s.reason = job.dropped_reason.empty() ? NeverFits(job.pending, t) : job.dropped_reason;
+  if (!s.reason.empty()) {
+    s.state = JobState::kDropped;
+    s.end = t;
+    ++ended_;
+    return;
+  }
+  AddPending(j, t);
+}
+
+bool Replayer::Valid(const Event& e) const {
+  const JobRun& s = runs_[e.job];
+  if (s.state != JobState::kRunning || s.gen != e.gen) return false;
+  if (e.kind == EventKind::kStop) {
+    return running_[static_cast<size_t>(running_pos_[e.job])].terminating;
+  }
+  return true;
+}
+
+void Replayer::Apply(const Event& e) {
+  JobRun& s = runs_[e.job];
+  if (e.kind == EventKind::kEnd) {
+    RemoveRunning(e.job);
+    s.state = JobState::kEnded;
+    s.end = e.time;
+    ++ended_;
+    return;
+  }
+  // A victim stops: its run is lost (no checkpoints), and it queues again with its submit time.
+  lost_int_ += Int128{s.alloc_milli} * (e.time - s.start);
+  RemoveRunning(e.job);
+  AddPending(e.job, e.time);
+}
+
+TimeMs Replayer::NextMinRuntime(TimeMs after) const {
+  if (!o_.preemption) return kNever;
+  TimeMs next = kNever;
+  for (const core::RunningJob& r : running_) {
+    if (!r.preemptible || r.terminating) continue;
+    const TimeMs t = r.start_time + r.min_runtime;
+    if (t > after) next = std::min(next, t);
+  }
+  return next;
+}
+
+// The next periodic cycle after a cycle at t, while jobs wait: t + interval, or, when that cycle
+// would see nothing new, the first such time at or after the next job reaches its minimum
+// runtime (none: no periodic cycle until an event).
+TimeMs Replayer::NextTick(TimeMs t) const {
+  if (pending_.empty()) return kNever;
+  const DurationMs n = o_.cycle_interval;
+  if (!o_.skip_idle_cycles || dirty_ || decay_) return t + n;
+  const TimeMs change = NextMinRuntime(t);
+  if (change == kNever) return kNever;
+  const TimeMs k = std::max<TimeMs>(1, (change - t + n - 1) / n);
+  return t + k * n;
+}
+
+void Replayer::UpdateHistory(TimeMs t) {
+  const DurationMs dt = t - history_time_;
+  history_time_ = t;
+  if (dt <= 0) return;
+  const core::QuotaTree& tree = *w_.tree;
+  for (size_t n = 0; n < tree.size(); ++n) {
+    const core::QuotaNode& node = tree.nodes()[n];
+    if (node.half_life_seconds <= 0) continue;
+    history_[n] =
+        core::DecayUsage(history_[n], usage_[n], dt, node.half_life_seconds, tree.num_dims());
+  }
+}
+
+void Replayer::Cycle(TimeMs t) {
+  if (decay_) UpdateHistory(t);
+  core::CycleInput in;
+  in.cluster = w_.cluster;
+  in.tree = w_.tree;
+  in.running = &running_;
+  in.pending = &pending_;
+  in.nominations = &nominations_;
+  in.usage_history = decay_ ? &history_ : nullptr;
+  in.distribution = profile_.needs_distribution() ? &w_.typical : nullptr;
+  in.preemption.enabled = o_.preemption;
+  in.now = t;
+  in.seed = o_.seed;
+  core::CycleResult r = core::RunCycle(in, profile_);
+  ++cycles_;
+  const size_t before = running_.size();
+  core::ApplyAdmissions(in, r, t, &running_);
+  StartAdmitted(before, t);
+  ApplyDecisions(r, t);
+  dirty_ = !r.admissions.empty() || !r.preemptions.empty() || !r.finished_nominations.empty();
+  last_verdicts_ = std::move(r.verdicts);
+  if (decay_) {
+    // Usage per tree node from now until the next cycle (no event in between changes it).
+    std::fill(usage_.begin(), usage_.end(), core::QuotaVec{});
+    for (const core::RunningJob& rj : running_) {
+      const core::QuotaVec q =
+          core::JobQuotaRequest(rj.resources, static_cast<int32_t>(rj.tasks.size()), rj.model);
+      for (QueueId n = rj.queue;; n = w_.tree->node(n).parent) {
+        usage_[n.value()] += q;
+        if (n == core::QuotaTree::kRoot) break;
+      }
+    }
+  }
+  if (o_.progress && cycles_ % std::max<int64_t>(1, o_.progress_every) == 0) ReportProgress(t);
+}
+
+// The jobs ApplyAdmissions appended from `from` on start now: the driver's part of an admission.
+void Replayer::StartAdmitted(size_t from, TimeMs t) {
+  for (size_t k = from; k < running_.size(); ++k) {
+    core::RunningJob& rj = running_[k];
+    const auto j = static_cast<uint32_t>(rj.id.value() - 1);
+    const ReplayJob& job = w_.jobs[j];
+    JobRun& s = runs_[j];
+    rj.min_runtime = job.min_runtime;
+    rj.grace_period = job.grace_period;
+    rj.preempted_queues = std::move(s.preempted_queues);
+    s.preempted_queues.clear();
+    RemovePending(j, t);
+    running_pos_[j] = static_cast<int64_t>(k);
+    s.state = JobState::kRunning;
+    s.started = true;
+    s.start = t;
+    ++s.gen;
+    s.alloc_milli = 0;
+    for (const core::TaskPlacement& p : rj.tasks) {
+      for (const core::GpuShare& g : p.gpus) s.alloc_milli += g.milli;
+    }
+    alloc_ += s.alloc_milli;
+    queue_alloc_[job.queue] += s.alloc_milli;
+    const DurationMs walltime = job.pending.walltime;
+    s.timed_out = walltime > 0 && walltime < job.duration;
+    Push(t + (s.timed_out ? walltime : job.duration), EventKind::kEnd, j);
+  }
+}
+
+void Replayer::ApplyDecisions(const core::CycleResult& r, TimeMs t) {
+  auto drop_nomination = [&](JobId id) {
+    std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == id; });
+  };
+  for (JobId id : r.finished_nominations) drop_nomination(id);
+  for (const core::Admission& a : r.admissions) drop_nomination(a.job);
+  core::ApplyPreemptions(r, &running_);
+  for (const core::PreemptionDecision& d : r.preemptions) {
+    ++decisions_;
+    nominations_.push_back({d.preemptor, d.victims});
+    runs_[d.preemptor.value() - 1].preempted_queues = d.victim_queues;
+    for (JobId v : d.victims) {
+      const auto j = static_cast<uint32_t>(v.value() - 1);
+      ++runs_[j].preempted;
+      ++preemptions_;
+      ++by_reason_[static_cast<size_t>(d.reason)];
+      ++queue_preempted_[w_.jobs[j].queue];
+      const core::RunningJob& rj = running_[static_cast<size_t>(running_pos_[j])];
+      Push(t + rj.grace_period, EventKind::kStop, j);
+    }
+  }
+}
+
+void Replayer::ReportProgress(TimeMs t) const {
+  ReplayProgress p;
+  p.now = t;
+  p.cycles = cycles_;
+  p.arrived = static_cast<int64_t>(next_arrival_);
+  p.ended = ended_;
+  p.total = static_cast<int64_t>(w_.jobs.size());
+  p.pending = pending_.size();
+  p.running = running_.size();
+  o_.progress(p);
+}
+
+ReplayReport Replayer::Run(std::string_view policy) {
+  const size_t n = w_.jobs.size();
+  now_ = n > 0 ? w_.jobs.front().pending.submit_time : 0;
+  last_ = now_;
+  history_time_ = now_;
+  TimeMs tick = kNever;
+  while (true) {
+    while (!events_.empty() && !Valid(events_.top())) events_.pop();
+    TimeMs t = tick;
+    if (next_arrival_ < n) t = std::min(t, w_.jobs[next_arrival_].pending.submit_time);
+    if (!events_.empty()) t = std::min(t, events_.top().time);
+    if (t == kNever) break;
+    if (o_.time_limit > 0 && t > o_.time_limit) {
+      Integrate(o_.time_limit);
+      now_ = o_.time_limit;
+      time_limit_reached_ = true;
+      break;
+    }
+    Integrate(t);
+    now_ = t;
+    bool changed = false;
+    for (; next_arrival_ < n && w_.jobs[next_arrival_].pending.submit_time == t; ++next_arrival_) {
+      Arrive(static_cast<uint32_t>(next_arrival_), t);
+      changed = true;
+    }
+    while (!events_.empty() && events_.top().time == t) {
+      const Event e = events_.top();
+      events_.pop();
+      if (!Valid(e)) continue;
+      Apply(e);
+      changed = true;
+    }
+    const bool periodic = tick == t;
+    if (!changed && !periodic) continue;
+    if (!pending_.empty()) Cycle(t);
+    tick = NextTick(t);
+    // Jobs wait, nothing runs, nothing is to come and the last cycle decided nothing: they can
+    // never start.
+    if (!pending_.empty() && running_.empty() && next_arrival_ == n && !dirty_) break;
+  }
+  if (o_.progress) ReportProgress(now_);
+  return Report(policy);
+}
+
+// Each job's outcome: counted, listed when dropped or unfinished, its wait and JCT sampled.
+void Replayer::JobOutcomes(ReplayReport* rep, Samples* all, std::vector<Samples>* by_queue,
+                           std::vector<Samples>* by_type) const {
+  std::unordered_map<uint64_t, const core::Verdict*> verdicts;
+  for (const core::Verdict& v : last_verdicts_) verdicts.emplace(v.job.value(), &v);
+  for (size_t j = 0; j < w_.jobs.size(); ++j) {
+    const ReplayJob& job = w_.jobs[j];
+    const JobRun& s = runs_[j];
+    Samples& q = (*by_queue)[job.queue];
+    Samples& t = (*by_type)[static_cast<size_t>(job.pending.type)];
+    ++q.jobs;
+    ++t.jobs;
+    if (s.preempted > 0) ++rep->jobs_preempted;
+    const std::string& queue = w_.queues[job.queue].name;
+    switch (s.state) {
+      case JobState::kDropped:
+        ++rep->dropped;
+        rep->dropped_jobs.push_back({job.name, queue, s.reason});
+        continue;
+      case JobState::kEnded:
+        ++(s.timed_out ? rep->timed_out : rep->completed);
+        break;
+      case JobState::kPending: {
+        auto v = verdicts.find(job.pending.id.value());
+        rep->unfinished_jobs.push_back(
+            {job.name, queue,
+             v == verdicts.end()
+                 ? std::string("waiting at the end")
+                 : fmt::format("waiting at the end: {}: {}", core::VerdictCodeName(v->second->code),
+                               v->second->message)});
+        break;
+      }
+      case JobState::kRunning:
+        rep->unfinished_jobs.push_back({job.name, queue, "running at the time limit"});
+        break;
+      case JobState::kFuture:
+        rep->unfinished_jobs.push_back({job.name, queue, "not submitted by the time limit"});
+        continue;
+    }
+    if (!s.started) continue;
+    TimeMs wait = s.wait;
+    if (s.state == JobState::kPending) wait += now_ - s.pending_since;
+    if (wait > 0) ++rep->jobs_waited;
+    for (Samples* g : {all, &q, &t}) g->wait.push_back(Seconds(wait));
+    if (s.state != JobState::kEnded) continue;
+    const double jct = Seconds(s.end - job.pending.submit_time);
+    for (Samples* g : {all, &q, &t}) g->jct.push_back(jct);
+  }
+  rep->unfinished = static_cast<int64_t>(rep->unfinished_jobs.size());
+}
+
+// Per queue: waits, shares against the entitlement; and Jain's index over the queues.
+void Replayer::QueueOutcomes(ReplayReport* rep, std::vector<Samples>* by_queue) const {
+  const Int128 window = rep->end - rep->start;
+  std::vector<double> fair;
+  std::vector<double> fair_waiting;
+  for (size_t q = 0; q < w_.queues.size(); ++q) {
+    QueueReport qr;
+    qr.name = w_.queues[q].name;
+    qr.tenant = w_.queues[q].tenant;
+    qr.jobs = (*by_queue)[q].jobs;
+    qr.wait = Stats::Of(std::move((*by_queue)[q].wait));
+    qr.jct = Stats::Of(std::move((*by_queue)[q].jct));
+    qr.preempted = queue_preempted_[q];
+    // share = integral of the queue's allocated GPU milli dt / (capacity x time)
+    qr.gpu_share_pct = Percent(queue_alloc_int_[q], Int128{capacity_} * window);
+    qr.entitlement_pct = Percent(w_.queues[q].guaranteed_gpu_milli, capacity_);
+    qr.share_while_waiting_pct =
+        Percent(queue_wait_alloc_int_[q], Int128{capacity_} * queue_wait_time_[q]);
+    qr.waiting_time_pct = Percent(queue_wait_time_[q], window);
+    if (qr.entitlement_pct > 0) {
+      fair.push_back(qr.gpu_share_pct / qr.entitlement_pct);
+      if (queue_wait_time_[q] > 0) {
+        fair_waiting.push_back(qr.share_while_waiting_pct / qr.entitlement_pct);
+      }
+    }
+    rep->queues.push_back(std::move(qr));
+  }
+  rep->jain = Jain(fair);
+  rep->jain_while_waiting = Jain(fair_waiting);
+}
+
+ReplayReport Replayer::Report(std::string_view policy) const {
+  ReplayReport rep;
+  rep.policy = std::string(policy);
+  rep.seed = o_.seed;
+  rep.jobs = static_cast<int64_t>(w_.jobs.size());
+  rep.start = w_.jobs.empty() ? 0 : w_.jobs.front().pending.submit_time;
+  rep.end = now_;
+  rep.makespan_seconds = Seconds(rep.end - rep.start);
+  rep.time_limit_reached = time_limit_reached_;
+  rep.cycles = cycles_;
+  Samples all;
+  std::vector<Samples> by_queue(w_.queues.size());
+  std::vector<Samples> by_type(static_cast<size_t>(JobType::kExperiment) + 1);
+  JobOutcomes(&rep, &all, &by_queue, &by_type);
+  rep.wait = Stats::Of(std::move(all.wait));
+  rep.jct = Stats::Of(std::move(all.jct));
+  for (size_t t = 0; t < by_type.size(); ++t) {
+    if (by_type[t].jobs == 0) continue;
+    GroupReport g;
+    g.name = std::string(JobTypeName(static_cast<JobType>(t)));
+    g.jobs = by_type[t].jobs;
+    g.wait = Stats::Of(std::move(by_type[t].wait));
+    g.jct = Stats::Of(std::move(by_type[t].jct));
+    rep.types.push_back(std::move(g));
+  }
+  QueueOutcomes(&rep, &by_queue);
+  const Int128 window = rep.end - rep.start;
+  rep.gpu_alloc_pct = Percent(alloc_int_, Int128{capacity_} * window);
+  rep.gpu_hours_allocated = static_cast<double>(alloc_int_) / kMilliPerGpu / kMsPerHour;
+  rep.gpu_hours_idle_while_waiting =
+      static_cast<double>(idle_while_waiting_int_) / kMilliPerGpu / kMsPerHour;
+  rep.gpu_hours_lost_to_preemption = static_cast<double>(lost_int_) / kMilliPerGpu / kMsPerHour;
+  rep.preemptions = preemptions_;
+  rep.preemption_decisions = decisions_;
+  rep.preemptions_by_reason = by_reason_;
+  return rep;
+}
+
+nlohmann::json StatsJson(const Stats& s) {
+  return {{"count", s.count}, {"p50", s.p50}, {"p95", s.p95},
+          {"p99", s.p99},     {"max", s.max}, {"mean", s.mean}};
+}
+
+nlohmann::json EndedJson(const std::vector<EndedJob>& jobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const EndedJob& j : jobs) {
+    out.push_back({{"name", j.name}, {"queue", j.queue}, {"reason", j.reason}});
+  }
+  return out;
+}
+
+}  // namespace
+
+ReplayReport RunReplay(const ReplayWorkload& workload, const core::Profile& profile,
+                       std::string_view policy, const ReplayOptions& options) {
+  ARBITER_CHECK(workload.cluster != nullptr && workload.tree != nullptr,
+                "RunReplay needs a compiled workload");
+  ARBITER_CHECK(options.cycle_interval > 0, "RunReplay needs a positive cycle interval");
+  Replayer r(workload, profile, options);
+  return r.Run(policy);
+}
+
+nlohmann::json ReplayReportJson(const ReplayReport& r) {
+  nlohmann::json queues = nlohmann::json::array();
+  for (const QueueReport& q : r.queues) {
+    queues.push_back({{"queue", q.name},
+                      {"tenant", q.tenant},
+                      {"jobs", q.jobs},
+                      {"wait_seconds", StatsJson(q.wait)},
+                      {"jct_seconds", StatsJson(q.jct)},
+                      {"preempted", q.preempted},
+                      {"gpu_share_pct", q.gpu_share_pct},
+                      {"entitlement_pct", q.entitlement_pct},
+                      {"share_while_waiting_pct", q.share_while_waiting_pct},
+                      {"waiting_time_pct", q.waiting_time_pct}});
+  }
+  nlohmann::json types = nlohmann::json::array();
+  for (const GroupReport& g : r.types) {
+    types.push_back({{"type", g.name},
+                     {"jobs", g.jobs},
+                     {"wait_seconds", StatsJson(g.wait)},
+                     {"jct_seconds", StatsJson(g.jct)}});
+  }
+  return {{"policy", r.policy},
+          {"seed", r.seed},
+          {"jobs", r.jobs},
+          {"completed", r.completed},
+          {"timed_out", r.timed_out},
+          {"dropped", r.dropped},
+          {"unfinished", r.unfinished},
+          {"jobs_waited", r.jobs_waited},
+          {"time_limit_reached", r.time_limit_reached},
+          {"wait_seconds", StatsJson(r.wait)},
+          {"jct_seconds", StatsJson(r.jct)},
+          {"gpu_alloc_pct", r.gpu_alloc_pct},
+          {"gpu_hours_allocated", r.gpu_hours_allocated},
+          {"gpu_hours_idle_while_waiting", r.gpu_hours_idle_while_waiting},
+          {"gpu_hours_lost_to_preemption", r.gpu_hours_lost_to_preemption},
+          {"preemptions", r.preemptions},
+          {"preemption_decisions", r.preemption_decisions},
+          {"jobs_preempted", r.jobs_preempted},
+          {"preemptions_by_reason",
+           {{"priority", r.preemptions_by_reason[0]},
+            {"reclaim", r.preemptions_by_reason[1]},
+            {"anywhere", r.preemptions_by_reason[2]}}},
+          {"fairness", {{"jain", r.jain}, {"jain_while_waiting", r.jain_while_waiting}}},
+          {"start_seconds", Seconds(r.start)},
+          {"end_seconds", Seconds(r.end)},
+          {"makespan_seconds", r.makespan_seconds},
+          {"cycles", r.cycles},
+          {"by_queue", queues},
+          {"by_type", types},
+          {"dropped_jobs", EndedJson(r.dropped_jobs)},
+          {"unfinished_jobs", EndedJson(r.unfinished_jobs)}};
+}
+
+}  // namespace arbiter::sim

@@ -1,0 +1,209 @@
+// Online trace replay: the production scheduling cycle (core::RunCycle, ApplyAdmissions,
+// ApplyPreemptions) driven in virtual time, as the server drives it in real time.
+//
+// The loop (RunReplay), over events in time order:
+//   1. At each event time, apply every event of that time: arrivals (a job joins the pending
+//      list at its submit time), departures (a running job ends when its duration has elapsed:
+//      completed; or when its walltime has, if shorter: timed out) and victim stops (a preempted
+//      job stops when its grace period has elapsed and goes back to pending, keeping its submit
+//      time; its work restarts from scratch, no checkpoints are modelled).
+//   2. Run one scheduling cycle at that time, with the running and pending jobs and the
+//      nominations (preemptors waiting for their victims) kept from earlier cycles.
+//   3. Apply its decisions: admissions start now (a departure is scheduled); preemptions mark the
+//      victims terminating (a stop is scheduled after each victim's grace period) and the
+//      preemptor is nominated; nominations the cycle reports finished are dropped.
+//   4. While jobs wait, another cycle runs `cycle_interval` after the last one. Such a cycle with
+//      nothing changed since a cycle that decided nothing (no event, no job reaching its minimum
+//      runtime, which makes it a preemption candidate, and no decayed fair-share usage) would
+//      decide the same as that cycle, so it is skipped; `skip_idle_cycles = false` runs them all
+//      (the same report, more cycles).
+// It stops when every job has ended or been dropped, at `time_limit`, or when jobs still wait
+// but nothing runs, nothing is left to arrive and the last cycle decided nothing (they can never
+// start: reported unfinished, with their verdict).
+//
+// A job that cannot run even on the empty cluster (one scheduling cycle with only that job, on
+// this policy) is dropped when it arrives, with the verdict as its reason; so is a job whose
+// gpu_models are all missing from the cluster.
+//
+// Everything is deterministic: equal inputs, policy and seed give equal reports. The core's seed
+// (CycleInput::seed, used by scores that draw lots) is the replay's seed in every cycle.
+//
+// Thread safety: RunReplay only reads the workload and the profile; replays of one workload may
+// run on several threads at once.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "core/cluster.h"
+#include "core/placement/framework.h"
+#include "core/quota/quota_tree.h"
+#include "core/types.h"
+#include "model/priority.h"
+#include "model/queue.h"
+#include "sim/trace.h"
+
+namespace arbiter::sim {
+
+// The priority classes a replay uses when no configuration gives them:
+//   critical     1000, not preemptible
+//   high          500, preemptible
+//   normal        100, preemptible
+//   best-effort     0, preemptible, no minimum runtime
+// (minimum runtime 300 s and grace period 30 s unless said).
+std::vector<PriorityClass> DefaultPriorityClasses();
+
+// The queue tree a replay uses when no configuration gives one: one tenant per trace tenant and
+// under it one leaf queue per trace queue, both in order of first appearance. Each queue is
+// guaranteed a share of the cluster's GPUs (any model) proportional to its share of the trace's
+// GPU demand, demand = sum over its jobs of tasks x GPUs x gpu_milli x run time (the duration,
+// or the walltime when shorter), rounded down to milli-GPUs; no max, no lending limit, nothing
+// set on the tenants (they guarantee what their queues do). Without GPU demand, no guarantees.
+std::vector<QueueSpec> DefaultQueueTree(const Trace& trace, const core::Cluster& cluster);
+
+// One trace job compiled against the cluster, the queue tree and the priority classes.
+struct ReplayJob {
+  std::string name;
+  core::PendingJob pending;  // as submitted: id = 1-based index, submit time in ms
+  DurationMs duration = 0;
+  DurationMs min_runtime = 0;
+  DurationMs grace_period = 0;
+  uint32_t queue = 0;          // index into ReplayWorkload::queues
+  std::string dropped_reason;  // non-empty: dropped at arrival without a cycle
+};
+
+struct ReplayQueue {
+  QueueId id;
+  std::string name;
+  std::string tenant;
+  int64_t guaranteed_gpu_milli = 0;  // any model, plus every model's guarantee
+};
+
+// A trace ready to replay on one cluster under any number of policies. Holds pointers to the
+// cluster and the tree: they must outlive it.
+struct ReplayWorkload {
+  const core::Cluster* cluster = nullptr;
+  const core::QuotaTree* tree = nullptr;
+  std::vector<ReplayJob> jobs;      // in order of submit time, then of the file
+  std::vector<ReplayQueue> queues;  // the leaf queues the jobs use, in order of first use
+  // The trace's typical tasks (one sample per task, the 95% most frequent shapes), which fgd
+  // measures fragmentation against.
+  core::TaskDistribution typical;
+};
+
+// Compiles a trace. Errors name the trace's file, line and column: an unknown priority class, a
+// queue the tree does not have or one that has child queues.
+Result<ReplayWorkload> CompileReplay(const Trace& trace, const core::Cluster& cluster,
+                                     const core::QuotaTree& tree,
+                                     const std::vector<PriorityClass>& classes);
+
+struct ReplayProgress {
+  TimeMs now = 0;
+  int64_t cycles = 0;
+  int64_t arrived = 0;
+  int64_t ended = 0;  // completed, timed out or dropped
+  int64_t total = 0;
+  size_t pending = 0;
+  size_t running = 0;
+};
+
+struct ReplayOptions {
+  DurationMs cycle_interval = SecondsToMs(60);  // > 0
+  TimeMs time_limit = 0;                        // virtual ms; 0: none
+  uint64_t seed = 42;
+  bool preemption = true;
+  bool skip_idle_cycles = true;
+  // Called every `progress_every` cycles (and at the end) when set.
+  std::function<void(const ReplayProgress&)> progress;
+  int64_t progress_every = 100;
+};
+
+// Percentiles by nearest rank (the value at rank ceil(p/100 x n) of the sorted values), seconds.
+struct Stats {
+  int64_t count = 0;
+  double p50 = 0;
+  double p95 = 0;
+  double p99 = 0;
+  double max = 0;
+  double mean = 0;
+  static Stats Of(std::vector<double> values);
+};
+
+struct GroupReport {
+  std::string name;
+  int64_t jobs = 0;
+  Stats wait;  // jobs that started at least once
+  Stats jct;   // jobs that ended (completed or timed out)
+};
+
+struct QueueReport {
+  std::string name;
+  std::string tenant;
+  int64_t jobs = 0;
+  Stats wait;
+  Stats jct;
+  int64_t preempted = 0;  // times its jobs were preempted
+  // Time-averaged share of the cluster's GPUs over the makespan, and over the time the queue had
+  // jobs waiting; entitlement = its guaranteed share of the cluster's GPUs. Percent.
+  double gpu_share_pct = 0;
+  double entitlement_pct = 0;
+  double share_while_waiting_pct = 0;
+  double waiting_time_pct = 0;  // of the makespan, with at least one job waiting
+};
+
+struct EndedJob {
+  std::string name;
+  std::string queue;
+  std::string reason;
+};
+
+struct ReplayReport {
+  std::string policy;
+  uint64_t seed = 0;
+  int64_t jobs = 0;
+  int64_t completed = 0;
+  int64_t timed_out = 0;
+  int64_t dropped = 0;
+  int64_t unfinished = 0;   // still pending or running at the end
+  int64_t jobs_waited = 0;  // started after waiting at all (wait > 0)
+  bool time_limit_reached = false;
+  Stats wait;
+  Stats jct;
+  std::vector<QueueReport> queues;
+  std::vector<GroupReport> types;  // job types that occur, in JobType order
+  // Time-averaged allocated GPU milli / the cluster's GPU milli over the makespan, percent.
+  double gpu_alloc_pct = 0;
+  double gpu_hours_allocated = 0;
+  double gpu_hours_idle_while_waiting = 0;  // unallocated GPU-hours while any job waited
+  double gpu_hours_lost_to_preemption = 0;  // run time of preempted runs, discarded
+  int64_t preemptions = 0;                  // victims stopped (or stopping) by preemption
+  int64_t preemption_decisions = 0;
+  int64_t jobs_preempted = 0;                      // distinct jobs preempted at least once
+  std::array<int64_t, 3> preemptions_by_reason{};  // priority, reclaim, anywhere
+  // Jain's index (sum x)^2 / (n sum x^2) over the queues with an entitlement, x = share /
+  // entitlement, over the makespan and over each queue's waiting time.
+  double jain = 1;
+  double jain_while_waiting = 1;
+  TimeMs start = 0;             // the first submit time
+  TimeMs end = 0;               // the last job's end (or the time limit)
+  double makespan_seconds = 0;  // end - start
+  int64_t cycles = 0;
+  double wall_seconds = 0;  // set by the caller; not part of ReplayReportJson
+  std::vector<EndedJob> dropped_jobs;
+  std::vector<EndedJob> unfinished_jobs;
+};
+
+// Replays a workload under one placement profile.
+ReplayReport RunReplay(const ReplayWorkload& workload, const core::Profile& profile,
+                       std::string_view policy, const ReplayOptions& options);
+
+// The report as JSON (docs/simulator.md shows it).
+nlohmann::json ReplayReportJson(const ReplayReport& report);
+
+}  // namespace arbiter::sim

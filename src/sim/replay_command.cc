@@ -1,0 +1,301 @@
+#include "sim/replay_command.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "api/config_codec.h"
+#include "core/cluster.h"
+#include "core/quota/quota_tree.h"
+#include "sim/openb.h"
+
+namespace arbiter::sim {
+
+namespace {
+
+std::string Stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+// One row of the table: a label and a cell per report.
+struct TableRow {
+  std::string label;
+  std::vector<std::string> cells;
+};
+
+void AddRow(std::vector<TableRow>* rows, const std::vector<ReplayReport>& reports,
+            std::string label, const std::function<std::string(const ReplayReport&)>& cell) {
+  TableRow row{std::move(label), {}};
+  for (const ReplayReport& r : reports) row.cells.push_back(cell(r));
+  rows->push_back(std::move(row));
+}
+
+std::string Num(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
+
+std::string Quartet(const Stats& s) {
+  return fmt::format("{:.0f} / {:.0f} / {:.0f} / {:.0f}", s.p50, s.p95, s.p99, s.max);
+}
+
+// Rows of one breakdown (by queue or by type): the groups are the same in every report.
+template <typename Group, typename F>
+void AddGroupRows(std::vector<TableRow>* rows, const std::vector<ReplayReport>& reports,
+                  const std::vector<Group> ReplayReport::*groups, F&& cell) {
+  if (reports.empty()) return;
+  const std::vector<Group>& first = reports.front().*groups;
+  for (size_t g = 0; g < first.size(); ++g) {
+    AddRow(rows, reports, "  " + first[g].name,
+           [&](const ReplayReport& r) { return cell((r.*groups)[g]); });
+  }
+}
+
+std::string Render(const std::vector<TableRow>& rows, const std::vector<ReplayReport>& reports) {
+  size_t label_width = 0;
+  std::vector<size_t> widths(reports.size(), 0);
+  for (size_t i = 0; i < reports.size(); ++i) widths[i] = reports[i].policy.size();
+  for (const TableRow& row : rows) {
+    if (row.cells.empty()) continue;  // a heading stands alone
+    label_width = std::max(label_width, row.label.size());
+    for (size_t i = 0; i < row.cells.size(); ++i) {
+      widths[i] = std::max(widths[i], row.cells[i].size());
+    }
+  }
+  std::string out = fmt::format("{:<{}}", "", label_width);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    out += fmt::format("  {:>{}}", reports[i].policy, widths[i]);
+  }
+  out += "\n";
+  for (const TableRow& row : rows) {
+    if (row.cells.empty()) {
+      out += row.label + "\n";
+      continue;
+    }
+    out += fmt::format("{:<{}}", row.label, label_width);
+    for (size_t i = 0; i < row.cells.size(); ++i) {
+      out += fmt::format("  {:>{}}", row.cells[i], widths[i]);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// The cluster: an openb node list, or the configuration's nodes.
+Result<core::Cluster> BuildCluster(const ReplayCommandOptions& o,
+                                   const api::ClusterConfig& config) {
+  if (!o.nodes_path.empty() && !config.nodes.empty()) {
+    return InvalidArgument("nodes", fmt::format("{} has nodes and --nodes is given: give the "
+                                                "nodes once",
+                                                o.config_path));
+  }
+  if (o.nodes_path.empty()) {
+    if (config.nodes.empty()) {
+      return InvalidArgument("nodes", "give --nodes NODES.csv or a --config with nodes");
+    }
+    return core::Cluster::Build(config.gpu_models, config.nodes);
+  }
+  auto nodes = LoadOpenbNodes(o.nodes_path);
+  if (!nodes.ok()) return nodes.status();
+  return core::Cluster::Build(nodes->models, nodes->nodes);
+}
+
+Result<api::ClusterConfig> LoadConfig(const std::string& path) {
+  if (path.empty()) return api::ClusterConfig{};
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  auto parsed = api::ParseConfigYaml(*text);
+  if (!parsed.ok()) {
+    const Status& st = parsed.status();
+    return InvalidArgument(st.field().empty() ? path : fmt::format("{}: {}", path, st.field()),
+                           st.message());
+  }
+  return std::move(*parsed);
+}
+
+// The trace: Arbiter's format, or a pod list converted with the replay's seed.
+Result<Trace> LoadReplayTrace(const ReplayCommandOptions& o) {
+  if (!o.trace_path.empty()) return LoadTrace(o.trace_path);
+  auto pods = LoadOpenbPods(o.pods_path);
+  if (!pods.ok()) return pods.status();
+  ConvertOptions convert = o.convert;
+  convert.seed = o.seed;
+  auto jobs = ConvertOpenbPods(*pods, convert);
+  if (!jobs.ok()) return jobs.status();
+  Trace trace;
+  trace.file = o.pods_path;  // no columns: errors name the pod's line
+  trace.jobs = std::move(*jobs);
+  for (size_t i = 0; i < trace.jobs.size(); ++i) trace.jobs[i].line = i + 2;
+  return trace;
+}
+
+Result<std::vector<core::Profile>> BuildProfiles(const std::vector<std::string>& names) {
+  std::vector<core::Profile> profiles;
+  for (const std::string& name : names) {
+    auto spec = core::Profile::Named(name);
+    if (!spec.ok()) return spec.status();
+    auto profile = core::Profile::Build(*spec);
+    if (!profile.ok()) return profile.status();
+    profiles.push_back(std::move(*profile));
+  }
+  return profiles;
+}
+
+// One policy's replay, with progress on stderr at most every 2 s of wall time.
+ReplayReport RunPolicy(const ReplayWorkload& workload, const core::Profile& profile,
+                       const std::string& policy, ReplayOptions ro) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_print = t0;
+  ro.progress = [&](const ReplayProgress& pr) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_print < std::chrono::seconds(2)) return;
+    last_print = now;
+    std::fprintf(stderr,
+                 "replay: %s: virtual time %.1f h, %lld cycles, %lld of %lld jobs ended, %zu "
+                 "pending, %zu running\n",
+                 policy.c_str(), static_cast<double>(pr.now) / 3.6e6,
+                 static_cast<long long>(pr.cycles), static_cast<long long>(pr.ended),
+                 static_cast<long long>(pr.total), pr.pending, pr.running);
+  };
+  ReplayReport r = RunReplay(workload, profile, policy, ro);
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr,
+               "replay: %s: %lld completed, %lld timed out, %lld dropped, %lld unfinished; "
+               "%lld cycles in %.2f s\n",
+               policy.c_str(), static_cast<long long>(r.completed),
+               static_cast<long long>(r.timed_out), static_cast<long long>(r.dropped),
+               static_cast<long long>(r.unfinished), static_cast<long long>(r.cycles),
+               r.wall_seconds);
+  return r;
+}
+
+}  // namespace
+
+std::string FormatReplayTable(const std::vector<ReplayReport>& reports) {
+  std::vector<TableRow> rows;
+  auto add = [&](std::string label, const std::function<std::string(const ReplayReport&)>& f) {
+    AddRow(&rows, reports, std::move(label), f);
+  };
+  auto heading = [&](std::string label) { rows.push_back({std::move(label), {}}); };
+  add("jobs", [](const ReplayReport& r) { return fmt::format("{}", r.jobs); });
+  add("completed", [](const ReplayReport& r) { return fmt::format("{}", r.completed); });
+  add("timed out", [](const ReplayReport& r) { return fmt::format("{}", r.timed_out); });
+  add("dropped", [](const ReplayReport& r) { return fmt::format("{}", r.dropped); });
+  add("unfinished", [](const ReplayReport& r) { return fmt::format("{}", r.unfinished); });
+  add("jobs that waited", [](const ReplayReport& r) { return fmt::format("{}", r.jobs_waited); });
+  add("wait p50 / p95 / p99 / max (s)", [](const ReplayReport& r) { return Quartet(r.wait); });
+  add("JCT p50 / p95 / p99 / max (s)", [](const ReplayReport& r) { return Quartet(r.jct); });
+  add("GPU allocation, time-averaged (%)",
+      [](const ReplayReport& r) { return Num(r.gpu_alloc_pct, 2); });
+  add("idle GPU-hours while jobs waited",
+      [](const ReplayReport& r) { return Num(r.gpu_hours_idle_while_waiting, 1); });
+  add("preemptions (priority / reclaim / anywhere)", [](const ReplayReport& r) {
+    return fmt::format("{} ({} / {} / {})", r.preemptions, r.preemptions_by_reason[0],
+                       r.preemptions_by_reason[1], r.preemptions_by_reason[2]);
+  });
+  add("GPU-hours lost to preemption",
+      [](const ReplayReport& r) { return Num(r.gpu_hours_lost_to_preemption, 1); });
+  add("makespan (h)", [](const ReplayReport& r) { return Num(r.makespan_seconds / 3600.0, 2); });
+  add("Jain's index, makespan / while waiting", [](const ReplayReport& r) {
+    return fmt::format("{:.3f} / {:.3f}", r.jain, r.jain_while_waiting);
+  });
+  add("cycles", [](const ReplayReport& r) { return fmt::format("{}", r.cycles); });
+  add("wall time (s)", [](const ReplayReport& r) { return Num(r.wall_seconds, 2); });
+  heading("wait by queue, p50 / p95 / p99 / max (s)");
+  AddGroupRows(&rows, reports, &ReplayReport::queues,
+               [](const QueueReport& q) { return Quartet(q.wait); });
+  heading("wait by job type, p50 / p95 / p99 / max (s)");
+  AddGroupRows(&rows, reports, &ReplayReport::types,
+               [](const GroupReport& g) { return Quartet(g.wait); });
+  heading("JCT by job type, p50 / p95 / p99 / max (s)");
+  AddGroupRows(&rows, reports, &ReplayReport::types,
+               [](const GroupReport& g) { return Quartet(g.jct); });
+  heading("GPU share by queue, overall / while waiting / entitled (%)");
+  AddGroupRows(&rows, reports, &ReplayReport::queues, [](const QueueReport& q) {
+    return fmt::format("{:.2f} / {:.2f} / {:.2f}", q.gpu_share_pct, q.share_while_waiting_pct,
+                       q.entitlement_pct);
+  });
+  std::string out = Render(rows, reports);
+  for (const ReplayReport& r : reports) {
+    if (r.dropped_jobs.empty()) continue;
+    std::map<std::string, int64_t> reasons;
+    for (const EndedJob& j : r.dropped_jobs) ++reasons[j.reason];
+    out += fmt::format("dropped by {} ({} jobs):\n", r.policy, r.dropped);
+    for (const auto& [reason, count] : reasons) out += fmt::format("  {} x {}\n", count, reason);
+  }
+  return out;
+}
+
+int RunReplayCommand(const ReplayCommandOptions& o) {
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "arbiter simulate replay: %s\n", st.ToString().c_str());
+    return 2;
+  };
+  if (o.pods_path.empty() == o.trace_path.empty()) {
+    return fail(InvalidArgument("trace", "give one of --trace TRACE.csv and --pods PODS.csv"));
+  }
+  if (o.policies.empty()) return fail(InvalidArgument("policy", "give at least one --policy"));
+  if (o.cycle_interval_seconds <= 0) {
+    return fail(InvalidArgument("cycle-interval", "must be at least 1 second"));
+  }
+  auto config = LoadConfig(o.config_path);
+  if (!config.ok()) return fail(config.status());
+  auto cluster = BuildCluster(o, *config);
+  if (!cluster.ok()) return fail(cluster.status());
+  auto profiles = BuildProfiles(o.policies);
+  if (!profiles.ok()) return fail(profiles.status());
+  auto trace = LoadReplayTrace(o);
+  if (!trace.ok()) return fail(trace.status());
+  std::vector<QueueSpec> specs;
+  for (const api::TenantConfig& t : config->tenants) {
+    specs.insert(specs.end(), t.queues.begin(), t.queues.end());
+  }
+  if (specs.empty()) specs = DefaultQueueTree(*trace, *cluster);
+  auto tree = core::QuotaTree::Build(specs, cluster->models());
+  if (!tree.ok()) return fail(tree.status());
+  auto workload = CompileReplay(
+      *trace, *cluster, *tree,
+      config->priority_classes.empty() ? DefaultPriorityClasses() : config->priority_classes);
+  if (!workload.ok()) return fail(workload.status());
+  std::fprintf(stderr, "replay: %zu nodes, %lld GPUs, %zu jobs in %zu queues\n",
+               cluster->num_nodes(),
+               static_cast<long long>(cluster->capacity()[core::kDimGpu] / kMilliPerGpu),
+               workload->jobs.size(), workload->queues.size());
+
+  ReplayOptions ro;
+  ro.seed = o.seed;
+  ro.cycle_interval = SecondsToMs(o.cycle_interval_seconds);
+  ro.time_limit = SecondsToMs(o.time_limit_seconds);
+  ro.preemption = !o.no_preemption;
+  std::vector<ReplayReport> reports;
+  nlohmann::json results = nlohmann::json::array();
+  for (size_t p = 0; p < profiles->size(); ++p) {
+    ReplayReport r = RunPolicy(*workload, (*profiles)[p], o.policies[p], ro);
+    nlohmann::json j = ReplayReportJson(r);
+    j["trace"] = Stem(o.trace_path.empty() ? o.pods_path : o.trace_path);
+    j["nodes"] = Stem(o.nodes_path.empty() ? o.config_path : o.nodes_path);
+    if (!o.config_path.empty()) j["config"] = Stem(o.config_path);
+    j["cycle_interval_seconds"] = o.cycle_interval_seconds;
+    j["preemption"] = !o.no_preemption;
+    j["wall_seconds"] = r.wall_seconds;
+    results.push_back(std::move(j));
+    reports.push_back(std::move(r));
+  }
+  const nlohmann::json report =
+      results.size() == 1 ? results[0] : nlohmann::json{{"results", results}};
+  if (o.json_path == "-") {
+    std::printf("%s\n", report.dump(1).c_str());
+    return 0;
+  }
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << report.dump(1) << "\n";
+    out.close();
+    if (!out) return fail(Internal(fmt::format("{}: cannot write the report", o.json_path)));
+  }
+  const std::string table = FormatReplayTable(reports);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  return 0;
+}
+
+}  // namespace arbiter::sim

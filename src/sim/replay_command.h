@@ -1,0 +1,46 @@
+// `arbiter simulate replay`: the online replay (sim/replay.h) of a trace on a cluster under one or
+// more placement profiles, side by side.
+//
+//   arbiter simulate replay (--nodes NODES.csv | --config FILE.yaml | both)
+//       (--trace TRACE.csv | --pods PODS.csv [--tenants N] [--time-scale F])
+//       --policy NAME [--policy NAME2 ...] [--seed S] [--cycle-interval S] [--time-limit S]
+//       [--no-preemption] [--json OUT]
+//
+// The cluster is an openb node list (--nodes) or the nodes of an Arbiter configuration (--config,
+// docs/config.md), not both. The configuration's priority classes and tenants with their queues,
+// when it has them, replace the defaults of sim/replay.h. A pod list is converted on the fly
+// (sim/convert.h, with the replay's seed). A table goes to stdout, one column per policy;
+// `--json OUT` writes one object per policy ({"results": [...]} for several; "-": stdout instead
+// of the table). Progress goes to stderr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/convert.h"
+#include "sim/replay.h"
+
+namespace arbiter::sim {
+
+struct ReplayCommandOptions {
+  std::string nodes_path;
+  std::string pods_path;  // one of pods_path and trace_path
+  std::string trace_path;
+  std::string config_path;  // optional
+  std::vector<std::string> policies;
+  ConvertOptions convert;  // for pods_path: tenants, seed, time scale
+  uint64_t seed = 42;
+  int64_t cycle_interval_seconds = 60;
+  int64_t time_limit_seconds = 0;  // 0: none
+  bool no_preemption = false;
+  std::string json_path;  // empty: table only; "-": JSON on stdout
+};
+
+// The side-by-side table of several policies' reports.
+std::string FormatReplayTable(const std::vector<ReplayReport>& reports);
+
+// Runs the command; returns the process exit code (0, or 2 on bad input).
+int RunReplayCommand(const ReplayCommandOptions& options);
+
+}  // namespace arbiter::sim

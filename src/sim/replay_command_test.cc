@@ -1,0 +1,147 @@
+#include "sim/replay_command.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace arbiter::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kFixtures = ARBITER_FIXTURES_DIR "/openb";
+
+std::filesystem::path TempPath(const std::string& name) {
+  return std::filesystem::temp_directory_path() /
+         ("arbiter_replay_" + std::to_string(getpid()) + "_" + name);
+}
+
+nlohmann::json ReadJson(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+TEST(RunReplayCommand, OneObjectPerPolicyFromAPodList) {
+  const auto out = TempPath("pods.json");
+  ReplayCommandOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.pods_path = kFixtures + "/pods.csv";
+  o.policies = {"fgd", "bestfit"};
+  o.convert.time_scale = 0.0001;
+  o.json_path = out.string();
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  const nlohmann::json j = ReadJson(out);
+  ASSERT_EQ(j["results"].size(), 2u);
+  for (const nlohmann::json& r : j["results"]) {
+    EXPECT_EQ(r["jobs"], 255);
+    EXPECT_EQ(r["trace"], "pods");
+    EXPECT_EQ(r["nodes"], "nodes");
+    EXPECT_EQ(r["completed"].get<int64_t>() + r["timed_out"].get<int64_t>() +
+                  r["dropped"].get<int64_t>() + r["unfinished"].get<int64_t>(),
+              255);
+    EXPECT_EQ(r["by_queue"].size(), 8u);  // 4 tenants x online, batch
+    EXPECT_TRUE(r["fairness"].contains("jain_while_waiting"));
+  }
+  EXPECT_EQ(j["results"][0]["policy"], "fgd");
+  EXPECT_EQ(j["results"][1]["policy"], "bestfit");
+  std::filesystem::remove(out);
+}
+
+TEST(RunReplayCommand, ATraceFileAndAConfiguration) {
+  const auto trace = TempPath("trace.csv");
+  const auto config = TempPath("config.yaml");
+  const auto out = TempPath("trace.json");
+  {
+    std::ofstream t(trace);
+    t << "submit_time,duration,tenant,queue,type,priority_class,tasks,gpus_per_task,gpu_milli,"
+         "gpu_models,walltime\n"
+         "0,100,vision,train,training,batch,1,8,1000,,0\n"
+         "10,50,vision,train,training,batch,1,8,1000,,30\n";
+    std::ofstream c(config);
+    c << "gpu_models: [{name: A100}]\n"
+         "priority_classes: [{name: batch, value: 10}]\n"
+         "tenants:\n"
+         "  - name: vision\n"
+         "    queues: [{name: train, guaranteed: {gpu: 8}}]\n"
+         "nodes:\n"
+         "  - {name: n1, cpu_milli: 64000, memory_mib: 262144, gpus: {count: 8, model: A100}}\n";
+  }
+  ReplayCommandOptions o;
+  o.config_path = config.string();
+  o.trace_path = trace.string();
+  o.policies = {"binpack"};
+  o.json_path = out.string();
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  const nlohmann::json r = ReadJson(out);
+  // One node: the second job waits for the first (0 -> 100), then times out after 30 s.
+  EXPECT_EQ(r["completed"], 1);
+  EXPECT_EQ(r["timed_out"], 1);
+  EXPECT_DOUBLE_EQ(r["wait_seconds"]["max"].get<double>(), 90);
+  EXPECT_DOUBLE_EQ(r["makespan_seconds"].get<double>(), 130);
+  EXPECT_EQ(r["config"], config.stem().string());
+  // The configuration has nodes: --nodes as well is refused.
+  o.nodes_path = kFixtures + "/nodes.csv";
+  EXPECT_EQ(RunReplayCommand(o), 2);
+  for (const auto& p : {trace, config, out}) std::filesystem::remove(p);
+}
+
+TEST(RunReplayCommand, BadInputIsExitCodeTwo) {
+  ReplayCommandOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.policies = {"fgd"};
+  EXPECT_EQ(RunReplayCommand(o), 2);  // neither --trace nor --pods
+  o.pods_path = kFixtures + "/pods.csv";
+  o.trace_path = kFixtures + "/pods.csv";
+  EXPECT_EQ(RunReplayCommand(o), 2);  // both
+  o.trace_path.clear();
+  o.policies = {"no-such-policy"};
+  EXPECT_EQ(RunReplayCommand(o), 2);
+  o.policies = {"fgd"};
+  o.nodes_path = kFixtures + "/missing.csv";
+  EXPECT_EQ(RunReplayCommand(o), 2);
+}
+
+TEST(FormatReplayTable, OneColumnPerPolicy) {
+  ReplayReport a;
+  a.policy = "fgd";
+  a.jobs = 3;
+  a.wait = Stats::Of({0, 10, 20});
+  a.queues.push_back(QueueReport{});
+  a.queues[0].name = "q";
+  a.dropped = 1;
+  a.dropped_jobs.push_back({"j", "q", "NoFeasibleNode: too big"});
+  ReplayReport b = a;
+  b.policy = "bestfit-long-name";
+  const std::string t = FormatReplayTable({a, b});
+  std::istringstream lines(t);
+  std::string header;
+  std::getline(lines, header);
+  EXPECT_THAT(header, HasSubstr("fgd"));
+  EXPECT_THAT(header, HasSubstr("bestfit-long-name"));
+  EXPECT_THAT(t, HasSubstr("10 / 20 / 20 / 20"));  // nearest rank: p50 is the 2nd of 3
+  EXPECT_THAT(t, HasSubstr("  q "));
+  EXPECT_THAT(t, HasSubstr("dropped by fgd (1 jobs):\n  1 x NoFeasibleNode: too big"));
+}
+
+TEST(ConvertCommand, WritesATraceThatLoads) {
+  const auto out = TempPath("converted.csv");
+  ConvertCommandOptions o;
+  o.pods_path = kFixtures + "/pods_multigpu.csv";
+  o.out_path = out.string();
+  ASSERT_EQ(RunConvertCommand(o), 0);
+  auto t = LoadTrace(out.string());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->jobs.size(), 53u);
+  o.pods_path = kFixtures + "/missing.csv";
+  EXPECT_EQ(RunConvertCommand(o), 2);
+  std::filesystem::remove(out);
+}
+
+}  // namespace
+}  // namespace arbiter::sim
