@@ -6,6 +6,7 @@
 #include "agent/agent_command.h"
 #include "bench/bench_command.h"
 #include "bench/submit_bench.h"
+#include "cli/commands.h"
 #include "server/server_command.h"
 #include "sim/inflate_command.h"
 #include "sim/replay_command.h"
@@ -17,9 +18,6 @@
 int main(int argc, char** argv) {
   CLI::App app{"Arbiter: AI compute scheduling for shared GPU clusters"};
   app.require_subcommand(1);
-
-  auto* version = app.add_subcommand("version", "Print the version");
-  version->callback([] { std::printf("arbiter %s\n", ARBITER_VERSION); });
 
   arbiter::bench::BenchOptions bench;
   int exit_code = 0;
@@ -220,10 +218,14 @@ int main(int argc, char** argv) {
   agt->add_option("--cgroup-root", agent.cgroup_root, "The cgroup v2 mount")->capture_default_str();
   agt->callback([&] { exit_code = arbiter::agent::RunAgent(agent); });
 
+  // The client commands: submit, jobs, show, why, logs, ..., top, apply, completion, version.
+  arbiter::cli::RegisterUserCommands(app, argc, argv, &exit_code, ARBITER_VERSION);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Help is success; a usage error exits 2 (docs/cli.md).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

@@ -1,0 +1,430 @@
+// Cluster and administration commands: queues, nodes, cordon/drain/uncordon, apply, tenants,
+// users, priority-classes, token create, version, report.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/views.h"
+
+namespace arbiter::cli {
+
+using nlohmann::json;
+
+namespace {
+
+std::string Str(const json& j, const char* key, const char* fallback = "") {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return fallback;
+  return it->get<std::string>();
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+// Fetches `path` and prints it: structured as is, else through `table`.
+template <typename TableFn>
+int ListCommand(const ContextPtr& ctx, const std::string& path, TableFn table) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  auto r = api.Get(path);
+  if (!r.ok()) return Fail(r.status());
+  if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+    return kExitOk;
+  }
+  return table(api, *r);
+}
+
+std::string GpuText(const json& quota) {
+  auto g = QuotaGpu(quota);
+  return g ? Amount(json(*g)) : "-";
+}
+
+int Queues(const ContextPtr& ctx) {
+  return ListCommand(ctx, "/api/v1/queues", [&](ApiClient&, const json& r) {
+    const bool wide = ctx->format() == OutputFormat::kWide;
+    std::vector<std::string> h = {"NAME", "TENANT",   "GPU USED", "GUARANTEED",
+                                  "MAX",  "BORROWED", "PENDING",  "RUNNING"};
+    if (wide) {
+      for (const char* x :
+           {"PARENT", "WEIGHT", "LENDING LIMIT", "CPU USED", "MEMORY USED", "DEFAULT WALLTIME"}) {
+        h.push_back(x);
+      }
+    }
+    Table t(h);
+    for (const json& q : r["items"]) {
+      const double used = QuotaGpu(q.value("usage", json())).value_or(0);
+      const auto guaranteed = QuotaGpu(q.value("guaranteed", json()));
+      const auto max = QuotaGpu(q.value("max", json()));
+      Color c = Color::kNone;
+      if (max && used >= *max && *max > 0) {
+        c = Color::kRed;
+      } else if (used > guaranteed.value_or(0)) {
+        c = Color::kYellow;  // borrowing
+      }
+      std::vector<Cell> row = {Str(q, "name"),
+                               Str(q, "tenant"),
+                               Cell(Amount(json(used)), c),
+                               GpuText(q.value("guaranteed", json())),
+                               GpuText(q.value("max", json())),
+                               GpuText(q.value("borrowed", json())),
+                               std::to_string(q.value("pending", 0)),
+                               std::to_string(q.value("running", 0))};
+      if (wide) {
+        const json& usage = q.value("usage", json::object());
+        const int64_t wall = q.value("default_walltime_seconds", int64_t{0});
+        row.push_back(OrDash(Str(q, "parent")));
+        row.push_back(Amount(q.value("weight", json(1))));
+        row.push_back(GpuText(q.value("lending_limit", json())));
+        row.push_back(Amount(usage.value("cpu", json(0))));
+        row.push_back(Mebibytes(usage.value("memory_mib", int64_t{0})));
+        row.push_back(wall > 0 ? ShortDuration(wall) : "-");
+      }
+      t.AddRow(std::move(row));
+    }
+    t.Print(stdout, StdoutColors());
+    return kExitOk;
+  });
+}
+
+int Nodes(const ContextPtr& ctx) {
+  return ListCommand(ctx, "/api/v1/nodes", [&](ApiClient& api, const json& r) {
+    auto used = NodeGpuUsage(api);
+    if (!used.ok()) return Fail(used.status());
+    const bool wide = ctx->format() == OutputFormat::kWide;
+    std::vector<std::string> h = {"NAME", "STATE", "MODEL", "GPUS USED", "CPU", "MEMORY", "RACK"};
+    if (wide) {
+      for (const char* x : {"BLOCK", "LABELS", "TAINTS", "SOURCE", "HEARTBEAT"}) h.push_back(x);
+    }
+    Table t(h);
+    for (const json& n : r["items"]) {
+      const std::string state = Str(n, "state");
+      const int64_t total = NodeGpuCount(n);
+      const auto it = used->find(Str(n, "name"));
+      const int64_t milli = it == used->end() ? 0 : it->second;
+      std::vector<Cell> row = {
+          Str(n, "name"),
+          Cell(state, StateColor(state)),
+          NodeGpuModels(n),
+          total == 0 ? "-"
+                     : fmt::format("{}/{}", Amount(json(static_cast<double>(milli) / 1000)), total),
+          Amount(json(static_cast<double>(n.value("cpu_milli", int64_t{0})) / 1000)),
+          Mebibytes(n.value("memory_mib", int64_t{0})),
+          OrDash(Str(n, "rack"))};
+      if (wide) {
+        std::string labels;
+        const json node_labels = n.value("labels", json::object());
+        for (const auto& [k, v] : node_labels.items()) {
+          AppendTo(&labels, ",", fmt::format("{}={}", k, v.get<std::string>()));
+        }
+        std::string taints;
+        for (const json& x : n.value("taints", json::array())) {
+          AppendTo(&taints, ",",
+                   Str(x, "value").empty() ? Str(x, "key")
+                                           : fmt::format("{}={}", Str(x, "key"), Str(x, "value")));
+        }
+        row.push_back(OrDash(Str(n, "block")));
+        row.push_back(OrDash(labels));
+        row.push_back(OrDash(taints));
+        row.push_back(OrDash(Str(n, "source")));
+        row.push_back(n.value("last_heartbeat", json()).is_string()
+                          ? Age(n["last_heartbeat"]) + " ago"
+                          : "-");
+      }
+      t.AddRow(std::move(row));
+    }
+    t.Print(stdout, StdoutColors());
+    return kExitOk;
+  });
+}
+
+int NodeAction(const ContextPtr& ctx, const std::string& action, const std::string& name) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  auto r = api.Post(fmt::format("/api/v1/nodes/{}/{}", name, action), json());
+  if (!r.ok()) return Fail(r.status());
+  if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+  } else {
+    const std::string state = Str(*r, "state", action == "uncordon" ? "ready" : action.c_str());
+    std::printf("node %s is %s\n", name.c_str(),
+                Paint(state, StateColor(state), StdoutColors()).c_str());
+  }
+  return kExitOk;
+}
+
+int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run) {
+  std::string text;
+  if (file == "-") {
+    std::stringstream s;
+    s << std::cin.rdbuf();
+    text = s.str();
+  } else {
+    std::ifstream f(file, std::ios::binary);
+    if (!f) return Fail(InvalidArgument("", fmt::format("cannot read {}", file)), kExitUsage);
+    std::stringstream s;
+    s << f.rdbuf();
+    text = s.str();
+  }
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  auto r =
+      api.Put(dry_run ? "/api/v1/config?dry_run=true" : "/api/v1/config", text, "application/yaml");
+  if (!r.ok()) {
+    const Status& st = r.status();
+    return Fail(Status(st.code(), fmt::format("{}: {}", file, Describe(st))));
+  }
+  if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+    return kExitOk;
+  }
+  const json& changes = (*r)["changes"];
+  if (changes.empty()) {
+    std::printf("no changes: the server already matches %s\n", file.c_str());
+    return kExitOk;
+  }
+  const bool color = StdoutColors();
+  Table t({"ACTION", "KIND", "NAME", "DETAIL"});
+  for (const json& ch : changes) {
+    const std::string a = Str(ch, "action");
+    const Color col = a == "create" ? Color::kGreen : a == "delete" ? Color::kRed : Color::kYellow;
+    t.AddRow({Cell(a, col), Str(ch, "kind"), Str(ch, "name"), Str(ch, "detail")});
+  }
+  t.Print(stdout, color);
+  std::printf("%s%zu change%s %s\n", dry_run ? "dry run: " : "", changes.size(),
+              changes.size() == 1 ? "" : "s", dry_run ? "would be applied" : "applied");
+  return kExitOk;
+}
+
+int Tenants(const ContextPtr& ctx) {
+  return ListCommand(ctx, "/api/v1/tenants", [&](ApiClient&, const json& r) {
+    Table t({"NAME", "QUEUES", "BUDGET"});
+    for (const json& x : r["items"]) {
+      std::string queues;
+      for (const json& q : x.value("queues", json::array())) {
+        AppendTo(&queues, ",", q.get<std::string>());
+      }
+      std::string budget = "-";
+      if (x.contains("budget") && x["budget"].is_object()) {
+        const json& b = x["budget"];
+        budget = fmt::format("{} GPU-hours per {} ({} when spent)",
+                             Amount(b.value("gpu_hours", json(0))), Str(b, "period"),
+                             Str(b, "on_exhausted"));
+      }
+      t.AddRow({Str(x, "name"), OrDash(queues), budget});
+    }
+    t.Print(stdout, StdoutColors());
+    return kExitOk;
+  });
+}
+
+int Users(const ContextPtr& ctx) {
+  return ListCommand(ctx, "/api/v1/users", [&](ApiClient&, const json& r) {
+    Table t({"NAME", "TENANT", "ROLE"});
+    for (const json& u : r["items"]) {
+      t.AddRow({Str(u, "name"), OrDash(Str(u, "tenant")), Str(u, "role")});
+    }
+    t.Print(stdout, StdoutColors());
+    return kExitOk;
+  });
+}
+
+int CreateUser(const ContextPtr& ctx, const std::string& name, const std::string& tenant,
+               const std::string& role) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  json body = {{"name", name}, {"role", role}};
+  if (!tenant.empty()) body["tenant"] = tenant;
+  auto r = api.Post("/api/v1/users", body);
+  if (!r.ok()) return Fail(r.status());
+  if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+  } else {
+    std::printf(
+        "user %s created (tenant %s, role %s); give them a token with: arbiter token "
+        "create --user %s\n",
+        name.c_str(), OrDash(Str(*r, "tenant")).c_str(), Str(*r, "role").c_str(), name.c_str());
+  }
+  return kExitOk;
+}
+
+int PriorityClasses(const ContextPtr& ctx) {
+  return ListCommand(ctx, "/api/v1/priority-classes", [&](ApiClient&, const json& r) {
+    Table t({"NAME", "VALUE", "PREEMPTIBLE", "MIN RUNTIME", "GRACE", "PREEMPTS ANYWHERE"});
+    for (const json& p : r["items"]) {
+      t.AddRow({Str(p, "name"), std::to_string(p.value("value", int64_t{0})),
+                p.value("preemptible", true) ? "yes" : "no",
+                ShortDuration(p.value("min_runtime_seconds", int64_t{0})),
+                ShortDuration(p.value("grace_period_seconds", int64_t{0})),
+                p.value("preempts_anywhere", false) ? "yes" : "no"});
+    }
+    t.Print(stdout, StdoutColors());
+    return kExitOk;
+  });
+}
+
+int CreateToken(const ContextPtr& ctx, const std::string& user, const std::string& role) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  json body = {{"user", user}};
+  if (!role.empty()) body["role"] = role;
+  auto r = api.Post("/api/v1/tokens", body);
+  if (!r.ok()) return Fail(r.status());
+  if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+    return kExitOk;
+  }
+  std::printf("%s\n", Str(*r, "token").c_str());
+  const std::string tenant = Str(*r, "tenant");
+  std::fprintf(stderr,
+               "token for %s (role %s%s): it is shown only now; use it with arbiter login "
+               "--server %s --token TOKEN\n",
+               Str(*r, "user").c_str(), Str(*r, "role").c_str(),
+               tenant.empty() ? "" : fmt::format(", tenant {}", tenant).c_str(), c->server.c_str());
+  return kExitOk;
+}
+
+void RegisterClusterViews(CLI::App& app, const ContextPtr& ctx) {
+  auto* queues = app.add_subcommand(
+      "queues", "Queues with GPU usage against guaranteed and max, borrowing, pending and running");
+  AddClientFlags(queues, ctx);
+  AddOutputFlag(queues, ctx);
+  SetExamples(queues, {"arbiter queues", "arbiter queues -o wide", "arbiter queues -o json"});
+  queues->callback([ctx] { ctx->Run([&] { return Queues(ctx); }); });
+
+  auto* nodes = app.add_subcommand("nodes", "Nodes: state, GPU model, GPUs in use, capacity");
+  AddClientFlags(nodes, ctx);
+  AddOutputFlag(nodes, ctx);
+  SetExamples(nodes, {"arbiter nodes", "arbiter nodes -o wide", "arbiter nodes -o yaml"});
+  nodes->callback([ctx] { ctx->Run([&] { return Nodes(ctx); }); });
+
+  auto node_name = std::make_shared<std::string>();
+  for (const auto& [action, help] : std::vector<std::pair<std::string, std::string>>{
+           {"cordon", "Stop placing new jobs on a node (running ones stay)"},
+           {"drain", "Stop placing jobs on a node and let its jobs finish"},
+           {"uncordon", "Place jobs on a node again"}}) {
+    auto* cmd = app.add_subcommand(action, help);
+    cmd->add_option("node", *node_name, "Node name")->required();
+    AddClientFlags(cmd, ctx);
+    AddOutputFlag(cmd, ctx, false);
+    SetExamples(cmd, {fmt::format("arbiter {} gpu-07", action)});
+    const std::string a = action;
+    cmd->callback(
+        [ctx, node_name, a] { ctx->Run([&] { return NodeAction(ctx, a, *node_name); }); });
+  }
+}
+
+void RegisterConfigCommands(CLI::App& app, const ContextPtr& ctx) {
+  auto file = std::make_shared<std::string>();
+  auto dry = std::make_shared<bool>(false);
+  auto* apply = app.add_subcommand(
+      "apply",
+      "Make the server's configuration (tenants, queues, classes, users, nodes) match "
+      "a YAML file");
+  apply->add_option("-f,--file", *file, "Configuration file (YAML; '-': stdin)")->required();
+  apply->add_flag("--dry-run", *dry, "Show the changes only");
+  AddClientFlags(apply, ctx);
+  AddOutputFlag(apply, ctx, false);
+  SetExamples(apply, {"arbiter apply -f cluster.yaml --dry-run", "arbiter apply -f cluster.yaml",
+                      "arbiter apply -f - < cluster.yaml"});
+  apply->callback([ctx, file, dry] { ctx->Run([&] { return Apply(ctx, *file, *dry); }); });
+
+  auto* tenants = app.add_subcommand("tenants", "Tenants, their queues and budgets");
+  AddClientFlags(tenants, ctx);
+  AddOutputFlag(tenants, ctx, false);
+  SetExamples(tenants, {"arbiter tenants", "arbiter tenants -o json"});
+  tenants->callback([ctx] { ctx->Run([&] { return Tenants(ctx); }); });
+
+  auto user_name = std::make_shared<std::string>();
+  auto user_tenant = std::make_shared<std::string>();
+  auto user_role = std::make_shared<std::string>("member");
+  auto* users = app.add_subcommand("users", "Users and their roles; `users create` adds one");
+  AddClientFlags(users, ctx);
+  AddOutputFlag(users, ctx, false);
+  SetExamples(users, {"arbiter users", "arbiter users create alice --tenant vision --role member"});
+  auto* create_user = users->add_subcommand("create", "Create a user");
+  create_user->add_option("name", *user_name, "User name")->required();
+  create_user->add_option("--tenant", *user_tenant, "Tenant (default: yours)");
+  create_user->add_option("--role", *user_role, "tenant-admin, member or viewer")
+      ->capture_default_str();
+  AddClientFlags(create_user, ctx);
+  AddOutputFlag(create_user, ctx, false);
+  SetExamples(create_user, {"arbiter users create alice --tenant vision",
+                            "arbiter users create tina --tenant vision --role tenant-admin"});
+  create_user->callback([ctx, user_name, user_tenant, user_role] {
+    ctx->Run([&] { return CreateUser(ctx, *user_name, *user_tenant, *user_role); });
+  });
+  users->callback([ctx, users, create_user] {
+    if (!users->got_subcommand(create_user)) ctx->Run([&] { return Users(ctx); });
+  });
+
+  auto* classes = app.add_subcommand("priority-classes", "Priority classes (for --priority)");
+  AddClientFlags(classes, ctx);
+  AddOutputFlag(classes, ctx, false);
+  SetExamples(classes, {"arbiter priority-classes"});
+  classes->callback([ctx] { ctx->Run([&] { return PriorityClasses(ctx); }); });
+}
+
+void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
+  auto token_user = std::make_shared<std::string>();
+  auto token_role = std::make_shared<std::string>();
+  auto* token = app.add_subcommand("token", "Tokens");
+  token->require_subcommand(1);
+  SetExamples(token, {"arbiter token create --user alice"});
+  auto* create = token->add_subcommand(
+      "create", "Create a token for a user and print it (it is shown only once)");
+  create->add_option("--user", *token_user, "Whose token")->required();
+  create->add_option("--role", *token_role,
+                     "A lower role than the user's (viewer), or node for an agent (admins)");
+  AddClientFlags(create, ctx);
+  AddOutputFlag(create, ctx, false);
+  SetExamples(create, {"arbiter token create --user alice",
+                       "arbiter token create --user alice --role viewer -o json",
+                       "arbiter token create --user admin --role node  # for arbiter agent"});
+  create->callback([ctx, token_user, token_role] {
+    ctx->Run([&] { return CreateToken(ctx, *token_user, *token_role); });
+  });
+
+  auto* version = app.add_subcommand("version", "Print the version");
+  AddOutputFlag(version, ctx, false);
+  SetExamples(version, {"arbiter version", "arbiter version -o json"});
+  version->callback([ctx] {
+    ctx->Run([&] {
+      if (IsStructured(ctx->format())) {
+        PrintStructured(json{{"version", ctx->version}}, ctx->format());
+      } else {
+        std::printf("arbiter %s\n", ctx->version.c_str());
+      }
+      return kExitOk;
+    });
+  });
+
+  auto* report = app.add_subcommand("report", "Usage, wait, failure and cost reports");
+  report->allow_extras();
+  SetExamples(report, {"arbiter report"});
+  report->callback([ctx] {
+    ctx->Run([] {
+      return Fail(Status(StatusCode::kUnavailable,
+                         "reports are not in this version: they come with the reports work. "
+                         "For live figures use arbiter queues, arbiter nodes and arbiter top"),
+                  kExitUnavailable);
+    });
+  });
+}
+
+}  // namespace
+
+void RegisterAdminCommands(CLI::App& app, const ContextPtr& ctx) {
+  RegisterClusterViews(app, ctx);
+  RegisterConfigCommands(app, ctx);
+  RegisterTokenAndInfoCommands(app, ctx);
+}
+
+}  // namespace arbiter::cli

@@ -1,0 +1,62 @@
+// The client commands of `arbiter` (submit, jobs, show, why, logs, cancel, ..., top, apply,
+// completion): registered on the binary's CLI11 app by RegisterUserCommands.
+//
+// One command runs per process: the flags every command shares live in one CommandContext that
+// the command callbacks capture. Each command sets *exit_code (docs/cli.md).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/client.h"
+#include "cli/output.h"
+
+namespace arbiter::cli {
+
+struct CommandContext {
+  CLI::App* root = nullptr;
+  int* exit_code = nullptr;
+  std::vector<std::string> argv;  // the command line as given (submit looks for "--")
+  ClientFlags client;
+  std::string output = "table";
+  std::string version;
+
+  // The connection from the flags, environment and configuration file.
+  Result<Connection> Resolve() const { return ResolveConnection(client); }
+  // The output format; a bad -o was refused by the flag's check.
+  OutputFormat format() const {
+    auto f = ParseOutputFormat(output);
+    return f.ok() ? *f : OutputFormat::kTable;
+  }
+  // Runs a command body and records its exit code.
+  template <typename F>
+  void Run(F&& body) {
+    *exit_code = body();
+  }
+};
+
+using ContextPtr = std::shared_ptr<CommandContext>;
+
+// Adds --server and --token (group "Connection") to `cmd`.
+void AddClientFlags(CLI::App* cmd, const ContextPtr& ctx);
+// Adds -o/--output with the allowed formats (`wide`: whether -o wide means more columns).
+void AddOutputFlag(CLI::App* cmd, const ContextPtr& ctx, bool wide = true);
+// "Examples:\n  arbiter ...\n" as the command's help footer.
+void SetExamples(CLI::App* cmd, const std::vector<std::string>& examples);
+
+// Registers every client command on `app`. `argv` is the whole command line; `version` is
+// printed by `arbiter version`.
+void RegisterUserCommands(CLI::App& app, int argc, char** argv, int* exit_code,
+                          std::string version);
+
+// One per command group (each in its own file).
+void RegisterLoginCommands(CLI::App& app, const ContextPtr& ctx);      // client.cc
+void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx);      // submit.cc
+void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx);        // jobs.cc
+void RegisterAdminCommands(CLI::App& app, const ContextPtr& ctx);      // admin.cc
+void RegisterTopCommand(CLI::App& app, const ContextPtr& ctx);         // top.cc
+void RegisterCompletionCommand(CLI::App& app, const ContextPtr& ctx);  // completion.cc
+
+}  // namespace arbiter::cli

@@ -1,0 +1,344 @@
+// The #SBATCH reader and the job it makes: time and memory formats, directive syntax, the
+// node/task/GPU arithmetic, unsupported directives, the wrapper command.
+#include "cli/sbatch.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace arbiter::cli {
+namespace {
+
+TEST(SlurmTime, EveryFormat) {
+  struct Case {
+    const char* text;
+    int64_t seconds;
+  };
+  for (const Case& c :
+       {Case{"90", 90 * 60}, Case{"45", 45 * 60}, Case{"5:30", 5 * 60 + 30}, Case{"2:30:00", 9000},
+        Case{"1-12", 36 * 3600}, Case{"0-0:45", 45 * 60}, Case{"1-2:03", 86400 + 2 * 3600 + 3 * 60},
+        Case{"2-00:00:30", 2 * 86400 + 30}, Case{"0", 0}, Case{"UNLIMITED", 0}, Case{"infinite", 0},
+        Case{" 10 ", 600}}) {
+    auto r = ParseSlurmTime(c.text);
+    ASSERT_TRUE(r.ok()) << c.text << ": " << r.status().ToString();
+    EXPECT_EQ(*r, c.seconds) << c.text;
+  }
+}
+
+TEST(SlurmTime, RefusesWhatSlurmRefuses) {
+  for (const char* bad : {"", "1:2:3:4", "1h", "-5", "a-1", "1-", "1-2:3:4:5", "1.5", "367-0"}) {
+    auto r = ParseSlurmTime(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  EXPECT_NE(ParseSlurmTime("1h").status().message().find("D-H:M:S"), std::string::npos);
+}
+
+TEST(Durations, UnitsAndSlurmForms) {
+  EXPECT_EQ(*ParseDuration("2h"), 7200);
+  EXPECT_EQ(*ParseDuration("1h30m"), 5400);
+  EXPECT_EQ(*ParseDuration("90s"), 90);
+  EXPECT_EQ(*ParseDuration("1d12h"), 36 * 3600);
+  EXPECT_EQ(*ParseDuration("2:30:00"), 9000);
+  EXPECT_EQ(*ParseDuration("90"), 5400);  // Slurm minutes
+  EXPECT_FALSE(ParseDuration("2x").ok());
+  EXPECT_FALSE(ParseDuration("h").ok());
+}
+
+TEST(SlurmMemory, Units) {
+  EXPECT_EQ(*ParseSlurmMemory("64G"), 65536);
+  EXPECT_EQ(*ParseSlurmMemory("64GB"), 65536);
+  EXPECT_EQ(*ParseSlurmMemory("500"), 500);
+  EXPECT_EQ(*ParseSlurmMemory("500M"), 500);
+  EXPECT_EQ(*ParseSlurmMemory("1T"), 1048576);
+  EXPECT_EQ(*ParseSlurmMemory("2048K"), 2);
+  EXPECT_EQ(*ParseSlurmMemory("1k"), 1);  // rounded up
+  EXPECT_FALSE(ParseSlurmMemory("1.5G").ok());
+  EXPECT_FALSE(ParseSlurmMemory("lots").ok());
+  EXPECT_FALSE(ParseSlurmMemory("5P").ok());
+}
+
+TEST(Words, QuotingAndComments) {
+  auto w = SplitWords(R"( --job-name="my job" -p 'gpu q' a\ b  # a comment "unclosed)");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(*w, (std::vector<std::string>{"--job-name=my job", "-p", "gpu q", "a b"}));
+  auto image = SplitWords(" --container-image=nvcr.io#nvidia/pytorch:24.01-py3 #x");
+  EXPECT_EQ(*image,
+            (std::vector<std::string>{"--container-image=nvcr.io#nvidia/pytorch:24.01-py3"}));
+  EXPECT_FALSE(SplitWords("--job-name=\"open").ok());
+  EXPECT_FALSE(SplitWords("-J 'open").ok());
+}
+
+TEST(Script, DirectiveSyntaxes) {
+  auto s = ParseBatchScript(
+      "#!/bin/bash -l\n"
+      "#SBATCH -J first\n"
+      "#SBATCH --job-name=train   # the later one wins\n"
+      "#SBATCH -N2 -n 16\n"
+      "#SBATCH --ntasks-per-node 8\n"
+      "#SBATCH -p gpu\n"
+      "#SBATCH --gres=gpu:a100:8\n"
+      "#SBATCH -t 1-12\n"
+      "#SBATCH -c4\n"
+      "#SBATCH --mem=64G\n"
+      "\n"
+      "# SBATCH --nodes=99   (a disabled directive: a plain comment)\n"
+      "#ARBITER --type fine-tuning --retries 2\n"
+      "set -e\n"
+      "#SBATCH --nodes=5\n"
+      "srun python train.py\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->interpreter, "/bin/bash -l");
+  const SlurmDirectives& d = s->slurm;
+  EXPECT_EQ(d.job_name, "train");
+  EXPECT_EQ(d.nodes, 2);
+  EXPECT_EQ(d.ntasks, 16);
+  EXPECT_EQ(d.ntasks_per_node, 8);
+  EXPECT_EQ(d.partition, "gpu");
+  EXPECT_EQ(d.gres_gpu, (GpuRequest{"a100", 8}));
+  EXPECT_EQ(d.time_seconds, 36 * 3600);
+  EXPECT_EQ(d.cpus_per_task, 4);
+  EXPECT_EQ(d.mem_mib, 65536);
+  EXPECT_EQ(s->arbiter_args, (std::vector<std::string>{"--type", "fine-tuning", "--retries", "2"}));
+  ASSERT_EQ(s->notes.size(), 2u);  // the #SBATCH after `set -e`, and srun
+  EXPECT_NE(s->notes[0].find("line 15"), std::string::npos) << s->notes[0];
+  EXPECT_NE(s->notes[1].find("line 16: srun"), std::string::npos) << s->notes[1];
+  EXPECT_TRUE(s->unsupported.empty());
+}
+
+TEST(Script, SrunIsPointedOut) {
+  auto s = ParseBatchScript("#!/bin/sh\n#SBATCH -N 2\nexport X=1\nsrun python train.py\nsrun x\n");
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->notes.size(), 1u);
+  EXPECT_NE(s->notes[0].find("line 4: srun is not on Arbiter's nodes"), std::string::npos);
+  auto none = ParseBatchScript("#!/bin/sh\necho strung; ./srun_helper\n# srun in a comment\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->notes.empty());
+}
+
+TEST(Script, UnsupportedDirectivesAreNamedWithTheirLines) {
+  auto s = ParseBatchScript(
+      "#!/bin/sh\n"
+      "#SBATCH --mail-type=END\n"
+      "#SBATCH --mail-user alice@example.com --exclusive\n"
+      "#SBATCH -w gpu-07 --gres=gpu:2,nvme:1\n"
+      "#SBATCH --array=1-10\n"
+      "echo hi\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->unsupported,
+            (std::vector<std::string>{"--mail-type=END (line 2)",
+                                      "--mail-user alice@example.com (line 3)",
+                                      "--exclusive (line 3)", "-w gpu-07 (line 4)",
+                                      "--gres=nvme:1 (line 4)", "--array=1-10 (line 5)"}));
+  EXPECT_EQ(s->slurm.gres_gpu, (GpuRequest{"", 2}));
+}
+
+TEST(Script, ErrorsNameTheLineAndTheDirective) {
+  auto s = ParseBatchScript("#!/bin/sh\n#SBATCH --nodes=two\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("line 2"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("--nodes=two"), std::string::npos);
+  auto t = ParseBatchScript("#SBATCH -t 1h\n");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("line 1"), std::string::npos);
+  auto v = ParseBatchScript("#SBATCH -J\n");
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("needs a value"), std::string::npos);
+  auto g = ParseBatchScript("#SBATCH --gpus=a100:2,h100:2\n");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("one GPU type"), std::string::npos);
+}
+
+struct Made {
+  JobSpec job;
+  std::vector<std::string> notes;
+};
+
+Made Make(const std::string& text) {
+  auto s = ParseBatchScript(text);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  ScriptContext ctx{text, "job.sh", {"--lr", "0.1"}, "/home/alice/exp", "login-1"};
+  Made m;
+  m.notes = s->notes;
+  auto j = JobFromBatchScript(*s, ctx, &m.notes);
+  EXPECT_TRUE(j.ok()) << j.status().ToString();
+  if (j.ok()) m.job = *j;
+  return m;
+}
+
+Status MakeError(const std::string& text) {
+  auto s = ParseBatchScript(text);
+  if (!s.ok()) return s.status();
+  ScriptContext ctx{text, "job.sh", {}, "/tmp", ""};
+  std::vector<std::string> notes;
+  auto j = JobFromBatchScript(*s, ctx, &notes);
+  return j.ok() ? Status::Ok() : j.status();
+}
+
+TEST(Job, SingleGpu) {
+  const Made m = Make("#!/bin/bash\n#SBATCH -p vision-dev\n#SBATCH --gres=gpu:1\n#SBATCH -t 30\n");
+  EXPECT_EQ(m.job.queue, "vision-dev");
+  EXPECT_EQ(m.job.name, "job.sh");
+  EXPECT_EQ(m.job.tasks, 1);
+  EXPECT_FALSE(m.job.distinct_nodes);
+  EXPECT_EQ(m.job.resources.gpus, 1);
+  EXPECT_TRUE(m.job.gpu_models.empty());
+  EXPECT_EQ(m.job.walltime_seconds, 1800);
+  EXPECT_EQ(m.job.workdir, "/home/alice/exp");
+  EXPECT_EQ(m.job.env.at("SLURM_SUBMIT_DIR"), "/home/alice/exp");
+  EXPECT_EQ(m.job.env.at("SLURM_JOB_NAME"), "job.sh");
+  EXPECT_EQ(m.job.env.at("SLURM_JOB_PARTITION"), "vision-dev");
+  EXPECT_EQ(m.job.env.count("SLURM_NTASKS"), 0u);  // the wrapper sets it from WORLD_SIZE
+}
+
+TEST(Job, MultiNodeGpusPerNode) {
+  const Made m = Make(
+      "#!/bin/bash\n#SBATCH -N 2 --gpus-per-node 8\n#SBATCH --ntasks-per-node=8\n"
+      "#SBATCH --cpus-per-gpu=12 --mem-per-gpu=80G\n");
+  EXPECT_EQ(m.job.tasks, 2);
+  EXPECT_TRUE(m.job.distinct_nodes);
+  EXPECT_EQ(m.job.resources.gpus, 8);
+  EXPECT_EQ(m.job.resources.cpu_milli, 96000);
+  EXPECT_EQ(m.job.resources.memory_mib, 8 * 80 * 1024);
+  EXPECT_EQ(m.job.env.at("SLURM_NTASKS"), "16");
+  EXPECT_EQ(m.job.env.at("SLURM_NTASKS_PER_NODE"), "8");
+}
+
+TEST(Job, GpusPerNodeFromEveryDirective) {
+  // The same 2 x 4 GPUs, said four ways.
+  for (const char* d :
+       {"--gpus-per-node=4", "--gres=gpu:4", "--gpus=8", "--ntasks-per-node=2 --gpus-per-task=2"}) {
+    const Made m = Make(std::string("#SBATCH -N 2 ") + d + "\n");
+    EXPECT_EQ(m.job.tasks, 2) << d;
+    EXPECT_EQ(m.job.resources.gpus, 4) << d;
+  }
+  // Without --nodes, tasks are one node's.
+  const Made one = Make("#SBATCH -n 4 --gpus-per-task 1 -c 2\n");
+  EXPECT_EQ(one.job.tasks, 1);
+  EXPECT_EQ(one.job.resources.gpus, 4);
+  EXPECT_EQ(one.job.resources.cpu_milli, 8000);
+  EXPECT_EQ(one.job.env.at("SLURM_NTASKS"), "4");
+  // --ntasks with --ntasks-per-node gives the nodes.
+  const Made derived = Make("#SBATCH -n 16 --ntasks-per-node 8 --gpus-per-task 1\n");
+  EXPECT_EQ(derived.job.tasks, 2);
+  EXPECT_EQ(derived.job.resources.gpus, 8);
+}
+
+TEST(Job, TypedGpusAndConstraints) {
+  const Made typed = Make("#SBATCH --gres=gpu:a100:4\n");
+  EXPECT_EQ(typed.job.gpu_models, (std::vector<std::string>{"a100"}));
+  EXPECT_EQ(typed.job.resources.gpus, 4);
+  const Made either = Make("#SBATCH --gpus-per-node=2 --constraint=a100|h100\n");
+  EXPECT_EQ(either.job.gpu_models, (std::vector<std::string>{"a100", "h100"}));
+  const Made labels = Make("#SBATCH --gpus=1 --constraint=\"a100&zone=a&ib=true\"\n");
+  EXPECT_EQ(labels.job.gpu_models, (std::vector<std::string>{"a100"}));
+  EXPECT_EQ(labels.job.node_selector,
+            (std::map<std::string, std::string>{{"ib", "true"}, {"zone", "a"}}));
+}
+
+TEST(Job, ConflictsAreRefused) {
+  EXPECT_NE(MakeError("#SBATCH -N 2 --gpus=3\n").message().find("multiple of 2"),
+            std::string::npos);
+  EXPECT_NE(MakeError("#SBATCH --gpus-per-node=4 --gres=gpu:2\n").message().find("give one"),
+            std::string::npos);
+  EXPECT_NE(MakeError("#SBATCH --gres=gpu:a100:1 --gpus=h100:1\n").message().find("GPU type"),
+            std::string::npos);
+  EXPECT_FALSE(MakeError("#SBATCH --mem=1G --mem-per-gpu=1G --gres=gpu:1\n").ok());
+  EXPECT_FALSE(MakeError("#SBATCH -c 2 --cpus-per-gpu 2 --gres=gpu:1\n").ok());
+  EXPECT_FALSE(MakeError("#SBATCH --constraint=a100&h100 --gres=gpu:1\n").ok());
+  EXPECT_FALSE(MakeError("#SBATCH --constraint=a100\n").ok());  // a model without GPUs
+  EXPECT_FALSE(MakeError("#SBATCH -N 3 -n 4\n").ok());
+}
+
+TEST(Job, TimeSignalRequeueNamesAndPlaces) {
+  const Made m = Make(
+      "#!/bin/bash\n"
+      "#SBATCH --job-name=llama\n"
+      "#SBATCH --time=2:00:00 --signal=B:USR1@300\n"
+      "#SBATCH --qos=high --requeue -A vision\n"
+      "#SBATCH -D run1 --container-image=nvcr.io#nvidia/pytorch:24.01-py3\n");
+  EXPECT_EQ(m.job.name, "llama");
+  EXPECT_EQ(m.job.walltime_seconds, 7200 - 300);
+  EXPECT_EQ(m.job.grace_period_seconds, 300);
+  EXPECT_EQ(m.job.priority_class, "high");
+  EXPECT_EQ(m.job.retry.max_retries, 3);
+  EXPECT_EQ(m.job.workdir, "/home/alice/exp/run1");
+  EXPECT_EQ(m.job.container_image, "nvcr.io/nvidia/pytorch:24.01-py3");
+  EXPECT_EQ(m.job.env.at("SLURM_JOB_ACCOUNT"), "vision");
+  EXPECT_EQ(m.job.env.at("SLURM_JOB_QOS"), "high");
+  bool signal_note = false;
+  for (const std::string& n : m.notes) signal_note |= n.find("SIGUSR1") != std::string::npos;
+  EXPECT_TRUE(signal_note);
+  const Made absolute = Make("#SBATCH --chdir=/scratch/x --no-requeue\n");
+  EXPECT_EQ(absolute.job.workdir, "/scratch/x");
+  EXPECT_EQ(absolute.job.retry.max_retries, 0);
+}
+
+// Runs the wrapper for real with /bin/sh, as a node would.
+struct Ran {
+  int status = -1;
+  std::string out;
+};
+
+Ran RunWrapper(const std::vector<std::string>& command, const std::string& dir,
+               const std::string& env) {
+  std::string line = fmt::format("cd {} && env {}", dir, env);
+  for (const std::string& w : command) {
+    std::string q = "'";
+    for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += fmt::format(" {}'", q);
+  }
+  line += " > out.txt 2> err.txt";
+  Ran r;
+  r.status = std::system(line.c_str());
+  std::ifstream f(dir + "/out.txt");
+  std::stringstream s;
+  s << f.rdbuf();
+  r.out = s.str();
+  return r;
+}
+
+TEST(Wrapper, RunsTheScriptWithSlurmVariablesAndArguments) {
+  const std::string dir = ::testing::TempDir() + "/wrapper-test";
+  std::filesystem::create_directories(dir);
+  const std::string script =
+      "#!/bin/sh\n"
+      "echo \"job=$SLURM_JOB_ID proc=$SLURM_PROCID node=$SLURM_NODEID ntasks=$SLURM_NTASKS "
+      "nnodes=$SLURM_NNODES gpus=$SLURM_GPUS_ON_NODE args=$*\"\n"
+      "exit 3\n";
+  const auto cmd = BatchCommand(script, "t.sh", {"a", "b c"}, "", "", false);
+  const Ran r = RunWrapper(cmd, dir,
+                           "ARBITER_JOB_ID=42 ARBITER_TASK_INDEX=1 WORLD_SIZE=2 "
+                           "CUDA_VISIBLE_DEVICES=0,1,2 ARBITER_NODE_NAME=box");
+  EXPECT_EQ(WEXITSTATUS(r.status), 3);
+  EXPECT_EQ(r.out, "job=42 proc=1 node=1 ntasks=2 nnodes=2 gpus=3 args=a b c\n");
+  // The temporary copy of the script is gone.
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+    EXPECT_EQ(e.path().filename().string().rfind("arbiter-job-42.", 0), std::string::npos);
+  }
+}
+
+TEST(Wrapper, OutputPatternsAreExpandedOnTheNode) {
+  const std::string dir = ::testing::TempDir() + "/wrapper-out";
+  std::filesystem::create_directories(dir);
+  const auto cmd = BatchCommand("echo to-out; echo to-err >&2\n", "t.sh", {}, "log-%x-%j.%t.out",
+                                "log-%j.err", false);
+  const Ran r = RunWrapper(cmd, dir,
+                           "ARBITER_JOB_ID=7 ARBITER_TASK_INDEX=0 WORLD_SIZE=1 "
+                           "SLURM_JOB_NAME=exp");
+  EXPECT_EQ(WEXITSTATUS(r.status), 0);
+  std::ifstream out(dir + "/log-exp-7.0.out");
+  std::ifstream err(dir + "/log-7.err");
+  std::string a, b;
+  std::getline(out, a);
+  std::getline(err, b);
+  EXPECT_EQ(a, "to-out");
+  EXPECT_EQ(b, "to-err");
+}
+
+}  // namespace
+}  // namespace arbiter::cli

@@ -1,0 +1,653 @@
+// `arbiter submit`: a command after --, a job file (YAML or JSON), or a Slurm batch script.
+//
+// Precedence, last wins: the file's or script's own settings (#SBATCH, then #ARBITER lines), then
+// the command line's flags, then (for the queue only) ARBITER_QUEUE or the saved default queue
+// when nothing named one. The job is validated here with the server's own codec before anything
+// is sent, so a bad field is reported without a request.
+#include <fmt/format.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "api/job_codec.h"
+#include "cli/commands.h"
+#include "cli/sbatch.h"
+
+namespace arbiter::cli {
+
+using nlohmann::json;
+
+namespace {
+
+// The flags that describe a job: on the command line and on #ARBITER lines.
+struct JobFlags {
+  std::string queue, type, priority, name, walltime, workdir, image, cpus, memory, gpu_memory,
+      gpu_share;
+  int32_t gpus = 0, tasks = 1, retries = 0;
+  int64_t grace = 0;
+  std::vector<std::string> gpu_models, env, selectors, tolerations;
+  bool distinct_nodes = false, preemptible = false, not_preemptible = false;
+  std::map<std::string, CLI::Option*> opts;
+
+  bool given(const std::string& flag) const {
+    auto it = opts.find(flag);
+    return it != opts.end() && it->second->count() > 0;
+  }
+};
+
+void AddJobFlags(CLI::App* app, JobFlags* f) {
+  const char* g = "Job";
+  auto add = [&](const std::string& name, auto& value, const std::string& help) {
+    CLI::Option* o = app->add_option(fmt::format("--{}", name), value, help)->group(g);
+    f->opts[name] = o;
+    return o;
+  };
+  add("queue", f->queue, "Queue to submit to (else ARBITER_QUEUE, the saved default)");
+  add("gpus", f->gpus, "Whole GPUs per task")->check(CLI::Range(0, 1024));
+  add("gpu-share", f->gpu_share, "A share of one GPU per task: 0.25, 0.5 (instead of --gpus)");
+  add("gpu-memory", f->gpu_memory, "GPU memory needed on each GPU: 20Gi, 40960 (MiB)");
+  add("tasks", f->tasks, "Tasks that start together (a gang)")->check(CLI::Range(1, 100000));
+  add("gpu-model", f->gpu_models, "Allowed GPU model, repeatable, in order of preference")
+      ->allow_extra_args(false);
+  add("type", f->type, "training, fine-tuning, evaluation, batch-inference, service, experiment")
+      ->check(CLI::IsMember(
+          {"training", "fine-tuning", "evaluation", "batch-inference", "service", "experiment"}));
+  add("priority", f->priority, "Priority class (arbiter priority-classes lists them)");
+  add("name", f->name, "Job name");
+  add("walltime", f->walltime, "Longest run: 2h, 1h30m, 90m, 1d12h or Slurm's 1-12, 2:30:00");
+  add("retries", f->retries, "Retries after a failure")->check(CLI::Range(0, 1000));
+  add("env", f->env, "Environment variable K=V (K alone: its value here), repeatable")
+      ->allow_extra_args(false);
+  add("workdir", f->workdir, "Working directory of the tasks (absolute, or relative to here)");
+  add("cpus", f->cpus, "CPUs per task: 8, 0.5");
+  add("memory", f->memory, "Memory per task: 64Gi, 64G, 512Mi, 65536 (MiB)");
+  add("node-selector", f->selectors, "Node label key=value, repeatable")->allow_extra_args(false);
+  add("toleration", f->tolerations, "Tolerate taint key[=value], repeatable")
+      ->allow_extra_args(false);
+  add("image", f->image, "Container image");
+  add("grace-period", f->grace, "Seconds from SIGTERM to SIGKILL")->check(CLI::Range(0, 86400));
+  f->opts["distinct-nodes"] =
+      app->add_flag("--distinct-nodes", f->distinct_nodes, "Every task on its own node")->group(g);
+  f->opts["preemptible"] =
+      app->add_flag("--preemptible", f->preemptible, "May be preempted (overrides the class)")
+          ->group(g);
+  f->opts["no-preemptible"] =
+      app->add_flag("--no-preemptible", f->not_preemptible, "Must not be preempted")->group(g);
+}
+
+// A decimal with at most 3 decimals in thousandths ("0.5" -> 500).
+Result<int64_t> Milli(const std::string& s, const std::string& flag) {
+  int64_t whole = 0;
+  int64_t frac = 0;
+  int digits = 0;
+  bool dot = false;
+  bool any = false;
+  for (char c : s) {
+    if (c == '.' && !dot) {
+      dot = true;
+    } else if (c >= '0' && c <= '9' && (!dot || digits < 3) && whole < (int64_t{1} << 40)) {
+      any = true;
+      if (dot) {
+        frac = frac * 10 + (c - '0');
+        ++digits;
+      } else {
+        whole = whole * 10 + (c - '0');
+      }
+    } else {
+      return InvalidArgument(flag,
+                             fmt::format("--{} {}: use a number with at most 3 decimals", flag, s));
+    }
+  }
+  if (!any) return InvalidArgument(flag, fmt::format("--{}: a number is needed", flag));
+  while (digits++ < 3) frac *= 10;
+  return whole * 1000 + frac;
+}
+
+// Sizes in MiB: 64Gi, 1.5Gi, 64G, 512M, 65536 (rounded up to whole MiB).
+Result<int64_t> MemoryMib(const std::string& s, const std::string& flag) {
+  std::string num = s;
+  std::string unit;
+  while (!num.empty() && std::isalpha(static_cast<unsigned char>(num.back()))) {
+    unit.insert(unit.begin(),
+                static_cast<char>(std::toupper(static_cast<unsigned char>(num.back()))));
+    num.pop_back();
+  }
+  if (unit.size() > 1 &&
+      (unit.substr(1) == "I" || unit.substr(1) == "B" || unit.substr(1) == "IB")) {
+    unit = unit.substr(0, 1);
+  }
+  auto bad = [&] {
+    return InvalidArgument(flag, fmt::format("--{} {}: use a size such as 64Gi, 512Mi or a number "
+                                             "of MiB",
+                                             flag, s));
+  };
+  auto milli = Milli(num, flag);
+  if (!milli.ok()) return bad();
+  // MiB per unit; K is handled apart (1/1024 MiB).
+  const int64_t per_mib = unit.empty() || unit == "M" ? 1
+                          : unit == "G"               ? 1024
+                          : unit == "T"               ? 1024 * 1024
+                                                      : 0;
+  if (unit == "K") return (*milli + int64_t{1024} * 1000 - 1) / (int64_t{1024} * 1000);
+  if (per_mib == 0) return bad();
+  if (*milli / 1000 > (int64_t{1} << 40) / per_mib) {
+    return InvalidArgument(flag, fmt::format("--{} {}: too large", flag, s));
+  }
+  return (*milli * per_mib + 999) / 1000;
+}
+
+Status ApplyJobFlags(const JobFlags& f, JobSpec* job) {
+  if (f.given("queue")) job->queue = f.queue;
+  if (f.given("name")) job->name = f.name;
+  if (f.given("priority")) job->priority_class = f.priority;
+  if (f.given("type") && !ParseJobType(f.type, &job->type)) {
+    return InvalidArgument("type", fmt::format("unknown job type {}", f.type));
+  }
+  if (f.given("tasks")) job->tasks = f.tasks;
+  if (f.given("distinct-nodes")) job->distinct_nodes = f.distinct_nodes;
+  if (f.given("gpus")) {
+    job->resources.gpus = f.gpus;
+    job->resources.gpu_milli = 1000;
+  }
+  if (f.given("gpu-share")) {
+    auto m = Milli(f.gpu_share, "gpu-share");
+    if (!m.ok()) return m.status();
+    if (*m <= 0 || *m > 1000) {
+      return InvalidArgument("gpu-share", "--gpu-share must be above 0 and at most 1 (one GPU)");
+    }
+    job->resources.gpus = 1;
+    job->resources.gpu_milli = static_cast<int32_t>(*m);
+  }
+  if (f.given("gpu-memory")) {
+    auto m = MemoryMib(f.gpu_memory, "gpu-memory");
+    if (!m.ok()) return m.status();
+    job->resources.gpu_memory_mib = *m;
+  }
+  if (f.given("cpus")) {
+    auto m = Milli(f.cpus, "cpus");
+    if (!m.ok()) return m.status();
+    job->resources.cpu_milli = *m;
+  }
+  if (f.given("memory")) {
+    auto m = MemoryMib(f.memory, "memory");
+    if (!m.ok()) return m.status();
+    job->resources.memory_mib = *m;
+  }
+  if (f.given("gpu-model")) job->gpu_models = f.gpu_models;
+  if (f.given("walltime")) {
+    auto w = ParseDuration(f.walltime);
+    if (!w.ok()) return w.status();
+    job->walltime_seconds = *w;
+  }
+  if (f.given("retries")) job->retry.max_retries = f.retries;
+  for (const std::string& kv : f.env) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      const char* here = std::getenv(kv.c_str());
+      if (here == nullptr) {
+        return InvalidArgument("env",
+                               fmt::format("--env {}: not set here; use --env {}=VALUE", kv, kv));
+      }
+      job->env[kv] = here;
+    } else {
+      job->env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
+  if (f.given("workdir")) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    job->workdir = fs::path(f.workdir).is_absolute()
+                       ? f.workdir
+                       : (fs::current_path(ec) / f.workdir).lexically_normal().string();
+  }
+  for (const std::string& kv : f.selectors) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      return InvalidArgument("node-selector", fmt::format("--node-selector {}: use key=value", kv));
+    }
+    job->node_selector[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const std::string& kv : f.tolerations) {
+    const size_t eq = kv.find('=');
+    job->tolerations.push_back(
+        {kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1)});
+  }
+  if (f.given("image")) job->container_image = f.image;
+  if (f.given("grace-period")) job->grace_period_seconds = f.grace;
+  if (f.preemptible && f.not_preemptible) {
+    return InvalidArgument("preemptible", "give --preemptible or --no-preemptible, not both");
+  }
+  if (f.given("preemptible")) job->preemptible = true;
+  if (f.given("no-preemptible")) job->preemptible = false;
+  return Status::Ok();
+}
+
+struct SubmitState {
+  JobFlags flags;
+  std::vector<std::string> args;
+  std::string unused;
+  bool dry_run = false;
+  bool parsable = false;
+  std::string idempotency_key;
+};
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return InvalidArgument("", fmt::format("cannot read {}", path));
+  std::stringstream s;
+  s << f.rdbuf();
+  if (s.str().size() > (size_t{1} << 20)) {
+    return InvalidArgument("", fmt::format("{} is larger than 1 MiB", path));
+  }
+  return s.str();
+}
+
+// A YAML node as JSON: plain scalars that look like numbers, booleans or null become those.
+json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : n) out[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const auto& item : n) out.push_back(YamlToJson(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted
+      if (s == "true" || s == "True" || s == "TRUE") return true;
+      if (s == "false" || s == "False" || s == "FALSE") return false;
+      if (s == "null" || s == "~" || s == "Null" || s == "NULL") return nullptr;
+      json num = json::parse(s, nullptr, /*allow_exceptions=*/false);
+      if (num.is_number()) return num;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+Result<JobSpec> JobFromFile(const std::string& path, const std::string& text,
+                            const std::string& queue) {
+  json doc;
+  try {
+    doc = YamlToJson(YAML::Load(text));  // JSON is YAML
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("", fmt::format("{}: not valid YAML or JSON: {}", path, e.what()));
+  }
+  if (!doc.is_object()) {
+    return InvalidArgument("",
+                           fmt::format("{}: must hold one job object (queue, command, ...)", path));
+  }
+  if ((!doc.contains("queue") || doc["queue"].is_null()) && !queue.empty()) doc["queue"] = queue;
+  auto spec = api::ParseJobSubmission(doc.dump());
+  if (!spec.ok()) {
+    const Status& st = spec.status();
+    std::string msg = st.message();
+    if (st.field() == "queue" && !doc.contains("queue")) {
+      msg += "; add queue: to the file or pass --queue";
+    }
+    return Status(st.code(),
+                  fmt::format("{}: {}", path, Describe(Status(st.code(), msg, st.field()))));
+  }
+  return spec;
+}
+
+// The usable queues' names, for a message; "" when the server cannot say.
+std::string UsableQueues(ApiClient& api) {
+  auto r = api.Get("/api/v1/queues");
+  if (!r.ok()) return "";
+  std::string names;
+  for (const json& q : (*r)["items"]) {
+    AppendTo(&names, ", ", q.value("name", ""));
+  }
+  return names;
+}
+
+std::string RandomKey() {
+  std::random_device rd;
+  return fmt::format("cli-{:08x}{:08x}{:08x}", rd(), rd(), rd());
+}
+
+// GPU model names as the cluster spells them: "a100" -> "A100-80G" (case-insensitive, then a
+// unique or several prefix matches, kept in order of preference).
+void ResolveGpuModels(ApiClient& api, JobSpec* job) {
+  if (job->gpu_models.empty()) return;
+  auto nodes = api.Get("/api/v1/nodes");
+  if (!nodes.ok()) return;
+  std::set<std::string> known;
+  for (const json& n : (*nodes)["items"]) {
+    for (const json& g : n.value("gpus", json::array())) known.insert(g.value("model", ""));
+  }
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  std::vector<std::string> out;
+  for (const std::string& want : job->gpu_models) {
+    std::vector<std::string> match;
+    if (known.count(want)) {
+      match = {want};
+    } else {
+      for (const std::string& k : known) {
+        if (lower(k) == lower(want)) match = {k};
+      }
+      if (match.empty()) {
+        for (const std::string& k : known) {
+          if (lower(k).rfind(lower(want), 0) == 0) match.push_back(k);
+        }
+      }
+    }
+    if (match.empty()) match = {want};  // the server names the known ones
+    if (match.size() != 1 || match[0] != want) {
+      std::string joined;
+      for (const std::string& m : match) AppendTo(&joined, ", ", m);
+      Note(fmt::format("GPU model {} is {} on this cluster", want, joined));
+    }
+    for (const std::string& m : match) {
+      if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    }
+  }
+  job->gpu_models = out;
+}
+
+// #SBATCH -A: the tenant must be the token's (or, for admins, the queue's).
+Status CheckAccount(ApiClient& api, const std::string& account, const std::string& queue) {
+  auto who = api.Get("/api/v1/whoami");
+  if (!who.ok()) return who.status();
+  const std::string tenant = who->value("tenant", "");
+  if (who->value("role", "") != "admin") {
+    if (tenant != account) {
+      return InvalidArgument(
+          "account", fmt::format("#SBATCH --account={}: your token is for tenant {}; use a token "
+                                 "of {} or remove the directive",
+                                 account, tenant.empty() ? "(none)" : tenant, account));
+    }
+    return Status::Ok();
+  }
+  auto q = api.Get(fmt::format("/api/v1/queues/{}", queue));
+  if (q.ok() && q->value("tenant", "") != account) {
+    return InvalidArgument("account", fmt::format("#SBATCH --account={}: queue {} belongs to "
+                                                  "tenant {}",
+                                                  account, queue, q->value("tenant", "")));
+  }
+  return Status::Ok();
+}
+
+// Where "--" is on the command line after "submit" (-1: not there), and how many words follow.
+int WordsAfterSeparator(const std::vector<std::string>& argv) {
+  bool in_submit = false;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (!in_submit && argv[i] == "submit") {
+      in_submit = true;
+    } else if (in_submit && argv[i] == "--") {
+      return static_cast<int>(argv.size() - i - 1);
+    }
+  }
+  return -1;
+}
+
+bool HasSuffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+struct Built {
+  JobSpec job;
+  std::string source;  // the file ("" : a command)
+  bool from_script = false;
+  std::string account;  // #SBATCH -A
+  std::vector<std::string> unsupported;
+  std::vector<std::string> notes;
+};
+
+Result<Built> BuildFromScript(const std::string& path, const std::string& text,
+                              std::vector<std::string> args) {
+  Built b;
+  auto script = ParseBatchScript(text);
+  if (!script.ok()) {
+    return Status(script.status().code(), fmt::format("{}: {}", path, script.status().message()),
+                  script.status().field());
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  ScriptContext sc;
+  sc.text = text;
+  sc.name = fs::path(path).filename().string();
+  sc.args = std::move(args);
+  sc.submit_dir = fs::current_path(ec).string();
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) == 0) sc.submit_host = host;
+  b.notes = script->notes;
+  auto job = JobFromBatchScript(*script, sc, &b.notes);
+  if (!job.ok()) {
+    return Status(job.status().code(), fmt::format("{}: {}", path, job.status().message()),
+                  job.status().field());
+  }
+  b.job = std::move(job).value();
+  b.source = path;
+  b.from_script = true;
+  b.unsupported = script->unsupported;
+  b.account = script->slurm.account.value_or("");
+  if (!script->arbiter_args.empty()) {
+    CLI::App a{"#ARBITER directives"};
+    JobFlags af;
+    AddJobFlags(&a, &af);
+    std::vector<std::string> words(script->arbiter_args.rbegin(), script->arbiter_args.rend());
+    try {
+      a.parse(words);
+    } catch (const CLI::ParseError& e) {
+      return InvalidArgument("", fmt::format("{}: #ARBITER: {}", path, e.what()));
+    }
+    Status st = ApplyJobFlags(af, &b.job);
+    if (!st.ok()) {
+      return Status(st.code(), fmt::format("{}: #ARBITER: {}", path, Describe(st)), st.field());
+    }
+  }
+  return b;
+}
+
+// What to run, from the words given: a command (after --, or not a file), a job file or a batch
+// script. Errors are usage errors.
+Result<Built> BuildJob(const ContextPtr& ctx, const SubmitState& st, const Connection& conn) {
+  // Split the words at "--".
+  const int after = WordsAfterSeparator(ctx->argv);
+  const auto n_after =
+      static_cast<std::ptrdiff_t>(after < 0 ? 0 : std::min<size_t>(after, st.args.size()));
+  const std::vector<std::string> before(st.args.begin(), st.args.end() - n_after);
+  const std::vector<std::string> rest(st.args.end() - n_after, st.args.end());
+  if (before.empty() && rest.empty()) {
+    return InvalidArgument("",
+                           "nothing to run: arbiter submit [FLAGS] -- COMMAND ARGS..., arbiter "
+                           "submit job.yaml, or arbiter submit script.sh (see arbiter submit "
+                           "--help)");
+  }
+  Built b;
+  std::error_code ec;
+  if (before.empty() || !std::filesystem::is_regular_file(before[0], ec)) {
+    if (!before.empty() && (HasSuffix(before[0], ".yaml") || HasSuffix(before[0], ".yml") ||
+                            HasSuffix(before[0], ".json") || HasSuffix(before[0], ".sh") ||
+                            HasSuffix(before[0], ".sbatch") || HasSuffix(before[0], ".slurm"))) {
+      return InvalidArgument("", fmt::format("{}: no such file (to run a command on the node, "
+                                             "put it after --)",
+                                             before[0]));
+    }
+    b.job.command = before;
+    b.job.command.insert(b.job.command.end(), rest.begin(), rest.end());
+    return b;
+  }
+  const std::string& path = before[0];
+  b.source = path;
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  std::vector<std::string> args(before.begin() + 1, before.end());
+  args.insert(args.end(), rest.begin(), rest.end());
+  const size_t first = text->find_first_not_of(" \t\r\n");
+  const bool job_file = HasSuffix(path, ".yaml") || HasSuffix(path, ".yml") ||
+                        HasSuffix(path, ".json") ||
+                        (first != std::string::npos && (*text)[first] == '{');
+  if (!job_file) return BuildFromScript(path, *text, std::move(args));
+  if (!args.empty()) {
+    return InvalidArgument("", fmt::format("{} is a job file: it takes no arguments (the command "
+                                           "is in the file)",
+                                           path));
+  }
+  auto job = JobFromFile(path, *text, st.flags.given("queue") ? st.flags.queue : conn.queue);
+  if (!job.ok()) return job.status();
+  b.job = std::move(job).value();
+  return b;
+}
+
+int Submit(const ContextPtr& ctx, SubmitState& st) {
+  auto conn = ctx->Resolve();
+  if (!conn.ok()) return Fail(conn.status(), kExitUsage);
+
+  // 1. What to run.
+  auto built = BuildJob(ctx, st, *conn);
+  if (!built.ok()) return Fail(built.status(), kExitUsage);
+  Built& b = *built;
+  const bool from_script = b.from_script;
+
+  // 2. The command line's flags, then the default queue.
+  Status applied = ApplyJobFlags(st.flags, &b.job);
+  if (!applied.ok()) return Fail(applied, kExitUsage);
+  if (from_script) SetSlurmJobEnv(&b.job);
+  if (b.job.queue.empty()) b.job.queue = conn->queue;
+  if (!b.unsupported.empty()) {
+    std::string list;
+    for (const std::string& u : b.unsupported) AppendTo(&list, ", ", u);
+    Warn(fmt::format("{}: #SBATCH directives Arbiter does not support, ignored: {}", b.source,
+                     list));
+  }
+  for (const std::string& n : b.notes) Note(n);
+
+  // 3. No queue: say which ones there are.
+  if (b.job.queue.empty()) {
+    std::string usable;
+    if (!st.dry_run && !conn->token.empty()) {
+      ApiClient api(*conn);
+      usable = UsableQueues(api);
+    }
+    return Fail(
+        InvalidArgument(
+            "queue",
+            fmt::format("no queue: pass --queue QUEUE{} (or save a "
+                        "default with arbiter login --queue){}",
+                        from_script ? ", or add #SBATCH -p QUEUE" : "",
+                        usable.empty() ? "" : fmt::format("; queues you can use: {}", usable))),
+        kExitUsage);
+  }
+
+  // 4. Validate as the server will.
+  json body = api::JobSpecToJson(b.job);
+  auto checked = api::ParseJobSubmission(body.dump());
+  if (!checked.ok()) {
+    return Fail(Status(checked.status().code(),
+                       fmt::format("the job is not valid: {}", Describe(checked.status()))),
+                kExitUsage);
+  }
+  body = api::JobSpecToJson(*checked);
+
+  // 5. Dry run: the body, nothing sent.
+  if (st.dry_run) {
+    PrintStructured(
+        body, ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml);
+    std::fprintf(stderr, "dry run: nothing was submitted\n");
+    return kExitOk;
+  }
+
+  // 6. Submit.
+  ApiClient api(*conn);
+  if (!b.account.empty()) {
+    Status acc = CheckAccount(api, b.account, b.job.queue);
+    if (!acc.ok()) return Fail(acc);
+  }
+  ResolveGpuModels(api, &b.job);
+  body = api::JobSpecToJson(b.job);
+  HeaderMap headers = {
+      {"Idempotency-Key", st.idempotency_key.empty() ? RandomKey() : st.idempotency_key}};
+  // A broken connection is retried with the same key: the server answers with the job it made
+  // the first time, if it made one.
+  auto r = api.Post("/api/v1/jobs", body, headers);
+  auto broken = [](const Status& e) {
+    // A refused connection sent nothing: no retry.
+    return e.code() == StatusCode::kUnavailable && e.message().rfind("cannot reach", 0) != 0;
+  };
+  for (int attempt = 1; attempt < 3 && !r.ok() && broken(r.status()); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
+    r = api.Post("/api/v1/jobs", body, headers);
+  }
+  if (!r.ok()) return Fail(r.status());
+  if (st.parsable) {
+    std::printf("%llu\n", static_cast<unsigned long long>(r->value("id", uint64_t{0})));
+  } else if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+  } else {
+    std::printf("job %llu submitted to %s (%s)\n",
+                static_cast<unsigned long long>(r->value("id", uint64_t{0})),
+                r->value("queue", "").c_str(), r->value("state", "").c_str());
+  }
+  return kExitOk;
+}
+
+// The usage line without the placeholder positional.
+class SubmitFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    return fmt::format(
+        "Usage: {} [OPTIONS] (-- COMMAND [ARGS...] | job.yaml | script.sh "
+        "[ARGS...])\n",
+        name);
+  }
+};
+
+}  // namespace
+
+void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
+  auto st = std::make_shared<SubmitState>();
+  auto* cmd = app.add_subcommand(
+      "submit",
+      "Submit a job: a command after --, a job file (YAML or JSON), or a Slurm batch script");
+  cmd->formatter(std::make_shared<SubmitFormatter>());
+  AddJobFlags(cmd, &st->flags);
+  cmd->add_option("args", st->args, "job.yaml | script.sh [ARGS...] | -- COMMAND [ARGS...]");
+  // Never filled: while a positional is still open, CLI11 keeps the words after "--" for this
+  // command instead of handing them back to the parent.
+  cmd->add_option("unused", st->unused)->group("");
+  cmd->add_flag("--dry-run", st->dry_run,
+                "Print the job that would be submitted (-o json: the request body); send nothing");
+  cmd->add_flag("--parsable", st->parsable, "Print only the new job's id");
+  cmd->add_option("--idempotency-key", st->idempotency_key,
+                  "Submitting again with the same key returns the first job");
+  AddClientFlags(cmd, ctx);
+  AddOutputFlag(cmd, ctx, false);
+  cmd->footer(
+      "A job file holds the job object of the REST API (docs/config.md) as YAML or JSON.\n"
+      "A batch script's #SBATCH directives are read as sbatch would (docs/cli.md lists them;\n"
+      "unsupported ones are named in a warning); #ARBITER lines take this command's flags.\n"
+      "Flags given here override the file's and the script's settings.\n\n"
+      "Examples:\n"
+      "  arbiter submit --queue vision-train --gpus 2 -- python train.py --epochs 3\n"
+      "  arbiter submit --queue vision-dev --gpu-share 0.5 --walltime 2h -- python eval.py\n"
+      "  arbiter submit --tasks 4 --distinct-nodes --gpus 8 --gpu-model A100-80G -- torchrun ...\n"
+      "  arbiter submit job.yaml\n"
+      "  arbiter submit train.sh -- --lr 3e-4     # #SBATCH -p vision-train --gres=gpu:a100:4\n"
+      "  arbiter submit --dry-run -o json train.sh\n"
+      "  ID=$(arbiter submit --parsable --queue q -- ./run.sh) && arbiter wait $ID");
+  cmd->callback([ctx, st] { ctx->Run([&] { return Submit(ctx, *st); }); });
+}
+
+}  // namespace arbiter::cli
