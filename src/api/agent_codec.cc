@@ -37,7 +37,7 @@ std::string Str(const json& obj, const std::string& path, const char* key, bool 
     return "";
   }
   if (!v->is_string()) throw FieldError{Join(path, key), "must be a string"};
-  const std::string s = v->get<std::string>();
+  std::string s = v->get<std::string>();
   if (s.size() > max_bytes) {
     throw FieldError{Join(path, key), fmt::format("must be at most {} bytes", max_bytes)};
   }

@@ -201,6 +201,7 @@ void LocalExecutor::Launch(const TaskAssignment& a) {
                                                 : a.master_node;
   env["MASTER_PORT"] = std::to_string(20000 + a.job % 20000);
   std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
   for (const auto& [k, v] : env) env_strings.push_back(fmt::format("{}={}", k, v));
   const std::string out = fmt::format("{}/task-{}.out", job_dir, a.task);
   const std::string err = fmt::format("{}/task-{}.err", job_dir, a.task);
@@ -212,9 +213,11 @@ void LocalExecutor::Launch(const TaskAssignment& a) {
   // Everything the child needs is built before fork: between fork and exec it only makes calls.
   std::vector<std::string> args = a.spec.command;
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   const pid_t parent = getpid();

@@ -22,7 +22,7 @@ StreamEnd StreamTaskLog(const std::string& path, const StreamLogOptions& o,
   auto is_running = [&] { return o.follow && running && running(); };
   auto stopped = [&] { return stop != nullptr && stop->load(); };
   int fd = -1;
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(size_t{64} * 1024);
   auto idle_since = std::chrono::steady_clock::now();
   StreamEnd end = StreamEnd::kComplete;
   for (;;) {

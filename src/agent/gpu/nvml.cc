@@ -24,12 +24,12 @@ constexpr unsigned kMaxNvlinks = 18;        // NVML_NVLINK_MAX_LINKS
 constexpr unsigned kNameBytes = 96;         // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 constexpr unsigned kUuidBytes = 96;         // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
-struct nvmlMemory_t {
+struct NvmlMemory {  // nvmlMemory_t
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
-struct nvmlUtilization_t {
+struct NvmlUtilization {  // nvmlUtilization_t
   unsigned int gpu;
   unsigned int memory;
 };
@@ -45,10 +45,10 @@ struct NvmlGpus::Api {
   nvmlReturn_t (*count)(unsigned int*) = nullptr;
   nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
-  nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  nvmlReturn_t (*memory)(nvmlDevice_t, NvmlMemory*) = nullptr;
   // Optional: older drivers or GPUs lack some.
   nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
-  nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*utilization)(nvmlDevice_t, NvmlUtilization*) = nullptr;
   nvmlReturn_t (*ecc_errors)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
   nvmlReturn_t (*retired_pending)(nvmlDevice_t, int*) = nullptr;
   nvmlReturn_t (*p2p_status)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
@@ -128,7 +128,7 @@ std::string NvmlGpus::Describe() const {
 
 bool NvmlGpus::Healthy(void* device, std::string* reason) const {
   auto d = static_cast<nvmlDevice_t>(device);
-  nvmlMemory_t mem{};
+  NvmlMemory mem{};
   if (api_->memory(d, &mem) == kErrorGpuIsLost) {
     *reason = "the GPU has fallen off the bus";
     return false;
@@ -165,7 +165,7 @@ std::vector<DiscoveredGpu> NvmlGpus::Discover() {
     }
     char name[kNameBytes] = {0};
     if (api_->name(devices[i], name, kNameBytes) == kSuccess) g.model = name;
-    nvmlMemory_t mem{};
+    NvmlMemory mem{};
     if (api_->memory(devices[i], &mem) == kSuccess)
       g.memory_mib = static_cast<int64_t>(mem.total / kMiB);
     char uuid[kUuidBytes] = {0};
@@ -234,12 +234,12 @@ std::vector<GpuTelemetry> NvmlGpus::Sample(const std::set<int32_t>&) {
     }
     char uuid[kUuidBytes] = {0};
     if (api_->uuid != nullptr && api_->uuid(d, uuid, kUuidBytes) == kSuccess) t.uuid = uuid;
-    nvmlMemory_t mem{};
+    NvmlMemory mem{};
     if (api_->memory(d, &mem) == kSuccess) {
       t.memory_total_mib = static_cast<int64_t>(mem.total / kMiB);
       t.memory_used_mib = static_cast<int64_t>(mem.used / kMiB);
     }
-    nvmlUtilization_t u{};
+    NvmlUtilization u{};
     if (api_->utilization != nullptr && api_->utilization(d, &u) == kSuccess) {
       t.utilization_pct = static_cast<int32_t>(std::min(100u, u.gpu));
     }
