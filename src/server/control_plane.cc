@@ -1423,8 +1423,10 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt
       j.stop_cause = "failed";
       j.exit_code = exit_code;
     }
+    // The job ends once every task has exited. A task that never started counts only when the
+    // job is being stopped: its node then reports it exited before start, or is lost.
     const bool all = std::all_of(j.task_state.begin(), j.task_state.end(),
-                                 [](int32_t s) { return s == 2 || s == 0; });
+                                 [&](int32_t s) { return s == 2 || (s == 0 && j.stopping); });
     if (all) {
       FinishExecutionLocked(j, &b);
     } else {

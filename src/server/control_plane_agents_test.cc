@@ -137,6 +137,29 @@ TEST_F(AgentsTest, RepeatedReportsAreAppliedOnce) {
   EXPECT_EQ(Count(id, "succeeded"), 1);
 }
 
+TEST_F(AgentsTest, AGangSucceedsOnlyOnceEveryTaskHasRunAndExited) {
+  Register("gpu-01", "i1");
+  Register("gpu-02", "i2");
+  const uint64_t id =
+      Submit({{"tasks", 2}, {"distinct_nodes", true}, {"resources", {{"gpus", 4}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  const json placed = (*cp_->GetJob(admin_, id))["placement"];
+  ASSERT_EQ(placed.size(), 2u);
+  const std::string n0 = placed[0]["node"];
+  const std::string n1 = placed[1]["node"];
+  const std::string i0 = n0 == "gpu-01" ? "i1" : "i2";
+  const std::string i1 = n1 == "gpu-01" ? "i1" : "i2";
+  // Task 0 runs and exits 0 before task 1's node has even started it: the gang is not done.
+  Beat(n0, i0,
+       {{1, id, 0, 1, TaskEvent::kStarted, 0, false}, {2, id, 0, 1, TaskEvent::kExited, 0, false}});
+  EXPECT_NE(State(id), "succeeded");
+  EXPECT_EQ(Count(id, "succeeded"), 0);
+  Beat(n1, i1,
+       {{1, id, 1, 1, TaskEvent::kStarted, 0, false}, {2, id, 1, 1, TaskEvent::kExited, 0, false}});
+  EXPECT_EQ(State(id), "succeeded");
+  EXPECT_EQ(Count(id, "succeeded"), 1);
+}
+
 TEST_F(AgentsTest, ReportsOfAnEarlierAttemptChangeNothing) {
   Register("gpu-01", "i1");
   const uint64_t id = Submit(
