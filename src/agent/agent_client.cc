@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "agent/backoff.h"
 #include "api/agent_codec.h"
@@ -124,9 +126,11 @@ Status AgentClient::Beat() {
   if (!st.ok()) return st;
   std::vector<TaskAssignment> assignments;
   uint64_t acked = 0;
+  uint64_t version = 0;
   try {
     const json j = json::parse(answer);
     acked = j.value("acked_seq", uint64_t{0});
+    version = j.value("assign_version", uint64_t{0});
     const json& items = j.at("assignments");
     for (size_t i = 0; i < items.size(); ++i) {
       auto a = api::ParseTaskAssignment(items[i], fmt::format("assignments[{}]", i));
@@ -139,7 +143,7 @@ Status AgentClient::Beat() {
   } catch (const std::exception& e) {
     return {StatusCode::kInternal, fmt::format("unreadable heartbeat answer: {}", e.what())};
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   acked = std::min(acked, last_sent);
   while (!queue_.empty() && queue_.front().seq <= acked) queue_.pop_front();
   // A finished task stays filtered while any answer may still list it: until its report is
@@ -151,8 +155,75 @@ Status AgentClient::Beat() {
   for (auto it = finished_.begin(); it != finished_.end();) {
     it = listed.count(*it) || unacked.count(*it) ? std::next(it) : finished_.erase(it);
   }
+  auto key = [](const std::vector<TaskAssignment>& v) {
+    std::set<std::tuple<uint64_t, int32_t, uint64_t, bool>> out;
+    for (const TaskAssignment& a : v) out.insert({a.job, a.task, a.attempt, a.run});
+    return out;
+  };
+  const bool changed = key(assignments) != key(assignments_);
   assignments_ = std::move(assignments);
+  assign_version_ = version;  // the server's own count (it starts again when the server does)
+  answered_ = true;
+  cv_.notify_all();  // the watch (re)starts from this version
+  lock.unlock();
+  if (changed && on_assignments_) on_assignments_();
   return Status::Ok();
+}
+
+void AgentClient::WatchLoop() {
+  int failures = 0;
+  while (!stop_) {
+    uint64_t known = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Only between beats of a registered session: the first beat gives the version.
+      cv_.wait(lock, [&] { return stop_.load() || (registered_ && answered_); });
+      if (stop_) return;
+      known = assign_version_;
+    }
+    auto client = std::make_shared<httplib::Client>(options_.server);
+    httplib::Client& c = *client;
+    const DurationMs timeout = options_.watch_ms + options_.request_timeout_ms;
+    c.set_connection_timeout(options_.request_timeout_ms / 1000,
+                             (options_.request_timeout_ms % 1000) * 1000);
+    c.set_read_timeout(timeout / 1000, (timeout % 1000) * 1000);
+    c.set_tcp_nodelay(true);
+    c.set_bearer_token_auth(options_.token);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      watch_client_ = client;
+    }
+    auto r = c.Get(fmt::format("/api/v1/agent/watch?node={}&version={}&wait_ms={}",
+                               httplib::detail::encode_query_param(options_.node), known,
+                               options_.watch_ms));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watch_client_.reset();
+    }
+    if (stop_) return;
+    uint64_t version = known;
+    if (r && r->status == 200) {
+      failures = 0;
+      try {
+        version = json::parse(r->body).value("version", known);
+      } catch (const std::exception&) {
+      }
+    } else {
+      ++failures;  // the heartbeat reports the server's absence; retry calmly
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (failures > 0) {
+      cv_.wait_for(lock, std::chrono::milliseconds(std::min(10000, 250 * failures)),
+                   [&] { return stop_.load(); });
+    } else if (version != known) {
+      wake_ = true;  // a heartbeat now fetches the new assignments
+      cv_.notify_all();
+      // Until the beat answers, watching from the old version would return at once.
+      cv_.wait_for(lock, std::chrono::milliseconds(options_.request_timeout_ms),
+                   [&] { return stop_.load() || assign_version_ != known; });
+    }
+  }
 }
 
 void AgentClient::Loop() {
@@ -161,10 +232,11 @@ void AgentClient::Loop() {
   bool registered_again = false;  // after a "no session" answer, registered once without delay
   auto last_beat = std::chrono::steady_clock::now() - std::chrono::hours(1);
   while (!stop_) {
-    // Back-to-back beats for reports, but at most one every 50 ms (reports batch meanwhile).
+    // Back-to-back beats for reports and new work, but at most one every 20 ms (reports batch
+    // meanwhile).
     const auto since = std::chrono::steady_clock::now() - last_beat;
-    if (since < std::chrono::milliseconds(50)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50) - since);
+    if (since < std::chrono::milliseconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20) - since);
     }
     last_beat = std::chrono::steady_clock::now();
     const Status st = Beat();
@@ -200,6 +272,7 @@ void AgentClient::Loop() {
 
 void AgentClient::Start() {
   thread_ = std::thread([this] { Loop(); });
+  if (options_.watch_ms > 0) watch_thread_ = std::thread([this] { WatchLoop(); });
 }
 
 void AgentClient::Stop() {
@@ -209,6 +282,12 @@ void AgentClient::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (watch_client_) watch_client_->stop();
+  }
+  // A watch in flight ends within watch_ms (the server's answer) or at the request timeout.
+  if (watch_thread_.joinable()) watch_thread_.join();
 }
 
 void AgentClient::Flush(DurationMs timeout_ms) {

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -30,6 +31,10 @@
 #include "model/execution.h"
 #include "server/execution_backend.h"
 
+namespace httplib {
+class Client;
+}
+
 namespace arbiter::agent {
 
 struct AgentClientOptions {
@@ -40,6 +45,9 @@ struct AgentClientOptions {
   DurationMs backoff_base_ms = 250;
   DurationMs backoff_max_ms = 10000;
   DurationMs request_timeout_ms = 5000;
+  // Between heartbeats, a long poll of /api/v1/agent/watch brings a heartbeat as soon as the
+  // server has new assignments for the node (0: no watch, new work waits for the next beat).
+  DurationMs watch_ms = 10000;
 };
 
 class AgentClient : public server::ExecutionBackend {
@@ -70,6 +78,10 @@ class AgentClient : public server::ExecutionBackend {
                         bool timed_out) override;
   void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
 
+  // Called on the heartbeat thread after an answer changed the assignments (the executor acts
+  // on them at once instead of at its next tick). Set before Start().
+  void SetOnAssignments(std::function<void()> f) { on_assignments_ = std::move(f); }
+
   const std::string& instance() const { return instance_; }
   size_t queued_reports() const;
 
@@ -77,6 +89,7 @@ class AgentClient : public server::ExecutionBackend {
   using TaskKey = std::tuple<uint64_t, int32_t, uint64_t>;  // job, task, attempt
   void Enqueue(TaskReport r);
   void Loop();
+  void WatchLoop();
   Status Post(const std::string& path, const std::string& body, DurationMs timeout_ms,
               std::string* answer);
 
@@ -93,8 +106,13 @@ class AgentClient : public server::ExecutionBackend {
   uint64_t next_seq_ = 1;
   std::vector<TaskAssignment> assignments_;  // from the last heartbeat answer
   std::set<TaskKey> finished_;               // reported exited or lost
+  uint64_t assign_version_ = 0;              // of the node's assignments in the last answer
+  bool answered_ = false;  // a heartbeat was answered (assign_version_ is the server's)
+  std::function<void()> on_assignments_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::thread watch_thread_;
+  std::shared_ptr<httplib::Client> watch_client_;  // the watch in flight, stopped by Stop()
 };
 
 }  // namespace arbiter::agent

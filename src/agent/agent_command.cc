@@ -220,6 +220,7 @@ int RunAgent(const AgentOptions& o) {
   eo.limits = limits.get();
   server::LocalExecutor executor(&client, o.name, o.work_dir, WallClockMs, eo);
   executor_ptr = &executor;
+  client.SetOnAssignments([&executor] { executor.Wake(); });
   LogServer logs(o.work_dir, log_token,
                  [&executor](uint64_t job, int32_t task) { return executor.Running(job, task); });
   auto bound = logs.Start(listen_host, listen_port);

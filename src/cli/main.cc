@@ -5,6 +5,7 @@
 
 #include "agent/agent_command.h"
 #include "bench/bench_command.h"
+#include "bench/e2e_bench.h"
 #include "bench/submit_bench.h"
 #include "cli/commands.h"
 #include "server/server_command.h"
@@ -53,8 +54,34 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   bs->add_flag("--json", submit.json, "Print one JSON object");
   bs->callback([&] { exit_code = arbiter::bench::RunSubmitBench(submit); });
+  arbiter::bench::E2eBenchOptions e2e;
+  auto* be = b->add_subcommand(
+      "e2e",
+      "End-to-end packing of real jobs: a real server and real agents with fake GPUs on "
+      "loopback run a mix of 1-, 2-, 4- and 8-GPU sleep jobs released at once\n"
+      "Example: arbiter bench e2e --agents 16 --gpus-per-agent 8 --jobs 1000 --json");
+  be->add_option("--agents", e2e.agents, "Node agents to start")->check(CLI::Range(1, 256));
+  be->add_option("--gpus-per-agent", e2e.gpus_per_agent, "Fake GPUs per agent")
+      ->check(CLI::Range(1, 64));
+  be->add_option("--jobs", e2e.jobs, "Jobs in the mix")->check(CLI::Range(1, 1000000));
+  be->add_option("--job-seconds", e2e.job_seconds, "How long each job sleeps")
+      ->check(CLI::Range(0.0, 3600.0));
+  be->add_option("--walltime", e2e.walltime_seconds, "Each job's walltime in seconds")
+      ->check(CLI::Range(1, 86400));
+  be->add_option("--heartbeat-ms", e2e.heartbeat_ms, "The agents' heartbeat interval")
+      ->check(CLI::Range(50, 60000));
+  be->add_option("--cycle-interval-ms", e2e.cycle_interval_ms,
+                 "The server's time between periodic scheduling cycles")
+      ->check(CLI::Range(1, 60000));
+  be->add_option("--timeout", e2e.timeout_seconds, "Give up after this many seconds")
+      ->check(CLI::Range(1, 86400));
+  be->add_flag("--keep", e2e.keep, "Keep the temporary folder (logs, the store)");
+  be->add_flag("--json", e2e.json, "Print one JSON object");
+  be->callback([&] { exit_code = arbiter::bench::RunE2eBench(e2e); });
   b->callback([&] {
-    if (!b->got_subcommand(bs)) exit_code = arbiter::bench::RunBench(bench);
+    if (!b->got_subcommand(bs) && !b->got_subcommand(be)) {
+      exit_code = arbiter::bench::RunBench(bench);
+    }
   });
 
   auto* simulate = app.add_subcommand("simulate", "Run the scheduling core on a cluster trace");

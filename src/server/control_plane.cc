@@ -555,6 +555,11 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
   b->PutJob(JobRecordLocked(j));
   b->AppendJobEvent({0, j.spec.id.value(), j.updated_at, std::string(JobStateName(from)),
                      std::string(JobStateName(to)), reason, "{}"});
+  TouchNodesLocked(j);
+  // Work for the scheduler: a job to place, or capacity given back.
+  const bool takes = to == JobState::kAdmitted || to == JobState::kStarting ||
+                     to == JobState::kRunning || to == JobState::kPreempting;
+  if (!takes && wake_scheduler_) wake_scheduler_();
   PushEventLocked("job", {{"id", j.spec.id.value()},
                           {"tenant", j.spec.tenant},
                           {"from", JobStateName(from)},
@@ -727,6 +732,7 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
         j.stopping = true;  // the node stops the processes; the placement stays until it has
         j.stop_cause = to == JobState::kCancelled ? "cancel" : "suspend";
       } else {
+        TouchNodesLocked(j);  // assignments not started yet are withdrawn
         j.placement.clear();
         j.task_state.clear();
       }
@@ -1096,7 +1102,40 @@ Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& nam
 
 // --- Events ---------------------------------------------------------------------------------
 
+void ControlPlane::TouchNodesLocked(const JobEntry& j) {
+  bool any = false;
+  for (const PlacedTask& t : j.placement) {
+    auto it = nodes_.find(t.node);
+    if (it == nodes_.end()) continue;
+    ++it->second.assign_version;
+    any = true;
+  }
+  if (any) assign_cv_.notify_all();
+}
+
+void ControlPlane::SetSchedulerWake(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_scheduler_ = std::move(wake);
+}
+
+Result<uint64_t> ControlPlane::WatchAssignments(const Principal& p, const std::string& node,
+                                                uint64_t known, DurationMs wait_ms) {
+  if (p.role != Role::kNode) return Forbidden("only node tokens may watch assignments");
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    return NotFound(fmt::format("node {} is not registered: register it first", node));
+  }
+  assign_cv_.wait_for(lock, std::chrono::milliseconds(std::max<DurationMs>(0, wait_ms)), [&] {
+    auto n = nodes_.find(node);
+    return shutting_down_ || n == nodes_.end() || n->second.assign_version != known;
+  });
+  auto n = nodes_.find(node);
+  return n == nodes_.end() ? known : n->second.assign_version;
+}
+
 void ControlPlane::PushEventLocked(std::string kind, json data) {
+  if (kind == "node" && wake_scheduler_) wake_scheduler_();
   events_.push_back({++event_seq_, std::move(kind), std::move(data)});
   while (events_.size() > kMaxEvents) events_.pop_front();
   events_cv_.notify_all();
@@ -1107,7 +1146,14 @@ uint64_t ControlPlane::last_event_seq() const {
   return event_seq_;
 }
 
-void ControlPlane::WakeAll() { events_cv_.notify_all(); }
+void ControlPlane::WakeAll() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+  }
+  events_cv_.notify_all();
+  assign_cv_.notify_all();
+}
 
 std::vector<ServerEvent> ControlPlane::EventsAfter(uint64_t seq, int64_t wait_ms) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -1417,11 +1463,13 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt
     if (!j.stopping && timed_out) {
       j.stopping = true;
       j.stop_cause = "timeout";
+      TouchNodesLocked(j);
     } else if (!j.stopping && exit_code != 0) {
       // One failed task fails its gang: the others are stopped.
       j.stopping = true;
       j.stop_cause = "failed";
       j.exit_code = exit_code;
+      TouchNodesLocked(j);
     }
     // The job ends once every task has exited. A task that never started counts only when the
     // job is being stopped: its node then reports it exited before start, or is lost.
@@ -1491,6 +1539,7 @@ void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) 
     if (!j.stopping) {
       j.stopping = true;
       j.stop_cause = "lost";
+      TouchNodesLocked(j);
     }
   }
   ReportTaskExited(job, task, attempt, 137, false);

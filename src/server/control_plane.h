@@ -87,6 +87,7 @@ struct NodeEntry {
   std::string log_token = {};       // bearer token for it
   NodeState state_before_down = NodeState::kReady;
   nlohmann::json status = nullptr;  // what it says about itself: cgroups, GPU discovery, telemetry
+  uint64_t assign_version = 0;      // grows whenever the node's assignments may have changed
 };
 
 // Where a task's logs are (JobLogSource).
@@ -172,6 +173,15 @@ class ControlPlane : public ExecutionBackend {
   // answers the node's assignments. FailedPrecondition when the node has no session (the server
   // restarted, or another agent process registered it since): the agent registers again.
   Result<nlohmann::json> Heartbeat(const Principal& p, const AgentHeartbeat& hb);
+  // Node agents: waits up to `wait_ms` until the assignments of `node` may have changed from
+  // version `known` (as answered by an earlier watch or heartbeat), so that an agent learns of new
+  // work at once instead of at its next heartbeat. Returns the current version (the same one
+  // after a timeout or at shutdown).
+  Result<uint64_t> WatchAssignments(const Principal& p, const std::string& node, uint64_t known,
+                                    DurationMs wait_ms);
+  // Called (under the control plane's lock: it must only signal) whenever a cycle may admit more
+  // than the last one: capacity released, a job pending, a node changed.
+  void SetSchedulerWake(std::function<void()> wake);
   // Down detection: nodes registered by agents whose last heartbeat is older than `timeout`
   // become down (a node event) and their tasks are reported lost. Configured nodes no agent
   // registered for, and `builtin` (the --local-node), are exempt. Returns the nodes marked down.
@@ -218,6 +228,8 @@ class ControlPlane : public ExecutionBackend {
   nlohmann::json JobJsonLocked(const JobEntry& j) const;
   nlohmann::json QueueJsonLocked(size_t tree_index) const;
   void PushEventLocked(std::string kind, nlohmann::json data);
+  // The nodes `j` is placed on have new assignments: their watches return.
+  void TouchNodesLocked(const JobEntry& j);
   bool CanReadTenantLocked(const Principal& p, const std::string& tenant) const;
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
@@ -231,6 +243,9 @@ class ControlPlane : public ExecutionBackend {
   NowFn now_;
   mutable std::mutex mu_;
   std::condition_variable events_cv_;
+  std::condition_variable assign_cv_;  // WatchAssignments
+  bool shutting_down_ = false;         // WakeAll was called
+  std::function<void()> wake_scheduler_;
   bool loaded_ = false;
 
   api::ClusterConfig config_;

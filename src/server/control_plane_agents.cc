@@ -200,6 +200,14 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
     }
   }
   for (const auto& [job, task, attempt] : lost) ReportTaskLost(job, task, attempt);
+  // The version first: a change after it makes the agent's watch return, even if the
+  // assignments below already include it.
+  uint64_t version = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(hb.node);
+    if (it != nodes_.end()) version = it->second.assign_version;
+  }
   std::vector<TaskAssignment> assignments = AssignmentsFor(hb.node);
   json items = json::array();
   uint64_t acked = 0;
@@ -216,7 +224,7 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
       items.push_back(api::TaskAssignmentToJson(a));
     }
   }
-  return json{{"acked_seq", acked}, {"assignments", items}};
+  return json{{"acked_seq", acked}, {"assignments", items}, {"assign_version", version}};
 }
 
 std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,

@@ -160,6 +160,35 @@ TEST_F(AgentsTest, AGangSucceedsOnlyOnceEveryTaskHasRunAndExited) {
   EXPECT_EQ(Count(id, "succeeded"), 1);
 }
 
+TEST_F(AgentsTest, AWatchReturnsWhenTheNodeGetsWork) {
+  Register("gpu-01", "i1");
+  const uint64_t v0 = Beat("gpu-01", "i1")["assign_version"];
+  // Nothing changes: the watch waits its time and answers the same version.
+  auto same = cp_->WatchAssignments(node_, "gpu-01", v0, 20);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(*same, v0);
+  // A job placed on the node: a watch from the old version returns at once with a new one, and
+  // the next heartbeat carries the assignment and that version.
+  const uint64_t id = Submit({{"resources", {{"gpus", 2}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  auto changed = cp_->WatchAssignments(node_, "gpu-01", v0, 60000);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(*changed, v0);
+  const json out = Beat("gpu-01", "i1");
+  ASSERT_EQ(out["assignments"].size(), 1u);
+  EXPECT_EQ(out["assignments"][0]["job"], id);
+  EXPECT_EQ(out["assign_version"], *changed);
+  // A cancel changes the assignment (run: false) and wakes the watch again.
+  ASSERT_TRUE(cp_->JobAction(admin_, id, "cancel").ok());
+  auto stopped = cp_->WatchAssignments(node_, "gpu-01", *changed, 60000);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_NE(*stopped, *changed);
+  // Only node tokens watch, and only nodes that exist.
+  EXPECT_EQ(cp_->WatchAssignments(admin_, "gpu-01", 0, 0).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(cp_->WatchAssignments(node_, "gpu-09", 0, 0).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(AgentsTest, ReportsOfAnEarlierAttemptChangeNothing) {
   Register("gpu-01", "i1");
   const uint64_t id = Submit(

@@ -112,6 +112,28 @@ void HttpApi::RegisterAgentRoutes(const RouteFn& route) {
           if (!r.ok()) return SendError(res, r.status());
           res.set_content(r->dump(), "application/json");
         });
+  route("GET", "/api/v1/agent/watch", "/api/v1/agent/watch",
+        "Node agents (node tokens): returns when the node's assignments may have changed from "
+        "version=V (from a heartbeat or an earlier watch), or after wait_ms (default 10000, at "
+        "most 60000); answers the current version",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          if (Status st = NodeOnly(p); !st.ok()) return SendError(res, st);
+          const std::string node = req.get_param_value("node");
+          if (node.empty()) {
+            return SendError(res, InvalidArgument("node", "is required: the node's name"));
+          }
+          auto version = ParseUint(req.get_param_value("version"), "version", uint64_t{1} << 62);
+          if (!version.ok()) return SendError(res, version.status());
+          uint64_t wait_ms = 10000;
+          if (req.has_param("wait_ms")) {
+            auto w = ParseUint(req.get_param_value("wait_ms"), "wait_ms", 60000);
+            if (!w.ok()) return SendError(res, w.status());
+            wait_ms = *w;
+          }
+          auto r = cp_->WatchAssignments(p, node, *version, static_cast<DurationMs>(wait_ms));
+          if (!r.ok()) return SendError(res, r.status());
+          res.set_content(json{{"version", *r}}.dump(), "application/json");
+        });
   route("GET", "/api/v1/jobs/{id}/logs", R"(/api/v1/jobs/(\d+)/logs)",
         "A task's output: task=N (default 0), stream=stdout|stderr, follow=true streams until the "
         "task ends",

@@ -128,13 +128,25 @@ void LocalExecutor::Start() {
   thread_ = std::thread([this] {
     while (!stop_) {
       Tick();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      wake_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
+                        [&] { return woken_ || stop_.load(); });
+      woken_ = false;
     }
   });
 }
 
+void LocalExecutor::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    woken_ = true;
+  }
+  wake_cv_.notify_all();
+}
+
 void LocalExecutor::Stop(bool kill_tasks) {
   stop_ = true;
+  Wake();
   if (thread_.joinable()) thread_.join();
   if (!kill_tasks) return;
   for (auto& [key, p] : procs_) {

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -53,6 +54,8 @@ struct ExecutorOptions {
   // server retries the job elsewhere; its old processes must not run on).
   bool die_with_executor = false;
   TaskLimits* limits = nullptr;  // not owned; null: no limits
+  // Between ticks (reaping exits, enforcing walltimes); Wake() ticks at once.
+  DurationMs tick_ms = 20;
 };
 
 class LocalExecutor {
@@ -70,6 +73,8 @@ class LocalExecutor {
   // Stops the loop. Running tasks keep running unless `kill_tasks` (then they are killed and
   // reported lost: at shutdown, whose processes would otherwise outlive the executor).
   void Stop(bool kill_tasks);
+  // Ticks now (new assignments arrived) instead of at the next interval.
+  void Wake();
 
   // One step: start what should run, stop what should stop, reap what exited. Public for tests.
   void Tick();
@@ -103,6 +108,9 @@ class LocalExecutor {
   mutable std::mutex mu_;  // guards procs_ against BusyGpus/Running; the loop thread mutates it
   std::map<Key, Proc> procs_;
   std::atomic<bool> stop_{false};
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool woken_ = false;
   std::thread thread_;
 };
 

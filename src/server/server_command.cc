@@ -183,23 +183,42 @@ int RunServer(const ServerOptions& o) {
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool stop = false;
+  bool wake = false;  // something happened that a cycle may act on
+  cp.SetSchedulerWake([&] {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu);
+      wake = true;
+    }
+    stop_cv.notify_all();
+  });
   std::thread scheduler([&] {
+    using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lock(stop_mu);
     while (!stop) {
+      wake = false;
       lock.unlock();
+      const auto started = Clock::now();
       for (const std::string& node : cp.DetectDownNodes(o.node_timeout_ms, o.local_node)) {
         spdlog::warn("node {} is down: no heartbeat for {} ms; its tasks are lost", node,
                      o.node_timeout_ms);
       }
       auto r = cp.RunSchedulingCycle();
       if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
+      const double last_cycle_seconds = cp.stats().last_cycle_seconds;
+      // Never call the control plane under stop_mu: its wake callback takes stop_mu under its
+      // own lock.
       lock.lock();
-      // A cycle over a deep backlog may take a while: keep scheduling under ~20% of the time, so
-      // that the API stays responsive (wait at least 4x the last cycle).
-      const auto last = std::chrono::duration<double>(cp.stats().last_cycle_seconds * 4);
-      const auto wait = std::max<std::chrono::duration<double>>(
-          std::chrono::milliseconds(o.cycle_interval_ms), last);
-      stop_cv.wait_for(lock, wait, [&] { return stop; });
+      // A cycle runs every --cycle-interval-ms, and sooner when something happened (capacity
+      // released, a job submitted, a node changed), at most every 10 ms. A cycle over a deep
+      // backlog may take a while: keep scheduling under ~20% of the time, so that the API stays
+      // responsive (wait at least 4x the last cycle).
+      const auto busy = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(last_cycle_seconds * 4));
+      const auto earliest =
+          Clock::now() + std::max<Clock::duration>(std::chrono::milliseconds(10), busy);
+      const auto periodic = started + std::chrono::milliseconds(o.cycle_interval_ms);
+      stop_cv.wait_until(lock, std::max(periodic, earliest), [&] { return stop || wake; });
+      if (!stop && wake) stop_cv.wait_until(lock, earliest, [&] { return stop; });
     }
   });
   std::thread signal_thread([&] {
@@ -221,6 +240,7 @@ int RunServer(const ServerOptions& o) {
   }
   stop_cv.notify_all();
   scheduler.join();
+  cp.SetSchedulerWake(nullptr);
   if (executor) executor->Stop(true);
   // Wake the signal thread if Serve ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGTERM);

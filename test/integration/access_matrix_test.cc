@@ -59,7 +59,8 @@ constexpr std::array<CallerInfo, kCallers> kCallerInfo = {{
 // {name} is vision-train for queues and gpu-01 for nodes. Bodies: POST /jobs a job for
 // vision-train, POST /users a new vision member, POST /tokens {"user": "bob"}, PUT /config the
 // same configuration again, POST /agent/register a node agent-01 without GPUs, POST
-// /agent/heartbeat one for the session of agent-01 (registered just before).
+// /agent/heartbeat one for the session of agent-01 (registered just before), GET /agent/watch
+// gpu-01's assignments without waiting.
 struct Row {
   const char* route;
   std::array<int, kCallers> status;
@@ -104,6 +105,7 @@ const Row kMatrix[] = {
     // The node agents' routes take node tokens only (any node token: agents are admin-made).
     {"POST /api/v1/agent/register",       {401,  403,  403,  403,  403,  403,  200,  200,  403}},
     {"POST /api/v1/agent/heartbeat",      {401,  403,  403,  403,  403,  403,  200,  200,  403}},
+    {"GET /api/v1/agent/watch",           {401,  403,  403,  403,  403,  403,  200,  200,  403}},
 };
 // clang-format on
 
@@ -187,6 +189,7 @@ class AccessMatrixTest : public ::testing::Test {
       call.body = kTenantConfig;
       call.type = "application/yaml";
     }
+    if (route == "/api/v1/agent/watch") call.path += "?node=gpu-01&version=0&wait_ms=0";
     const json agent = {{"name", "agent-01"}, {"instance", "matrix-1"}};
     if (route == "/api/v1/agent/register" || route == "/api/v1/agent/heartbeat") {
       json reg = agent;
