@@ -636,6 +636,7 @@ Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std
         {{"id", id}, {"tenant", tenant}, {"from", ""}, {"to", "pending"}, {"reason", "submitted"}});
     out = JobJsonLocked(entry);
     done = store_->WriteAsync(std::move(b));
+    if (wake_scheduler_) wake_scheduler_();
   }
   ARBITER_RETURN_IF_ERROR(done.get());
   *created = true;

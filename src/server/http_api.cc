@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <functional>
@@ -73,6 +74,13 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
   // Small request/response pairs on keep-alive connections: without TCP_NODELAY, Nagle's algorithm
   // and delayed ACKs add ~40 ms to each exchange.
   http_->set_tcp_nodelay(true);
+  // The listening socket: cpp-httplib listens with a backlog of 5, which drops the SYNs of many
+  // clients connecting at once (each then waits a 1 s retransmission). Its fd is noted here and
+  // its backlog raised once bound (Bind).
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;  // the last one created: the one that bound
+  });
   Register();
 }
 
@@ -87,6 +95,13 @@ Result<int> HttpApi::Bind(const std::string& host, int port) {
   }
   if (bound <= 0) {
     return Status(StatusCode::kUnavailable, fmt::format("cannot listen on {}:{}", host, port));
+  }
+  // listen() again on a listening socket only changes its backlog (capped by somaxconn).
+  int accepting = 0;
+  socklen_t len = sizeof(accepting);
+  if (listen_fd_ >= 0 && getsockopt(listen_fd_, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0 &&
+      accepting) {
+    ::listen(listen_fd_, 4096);
   }
   return bound;
 }

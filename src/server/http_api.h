@@ -81,6 +81,7 @@ class HttpApi {
   HttpOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::vector<RouteInfo> route_info_;
+  int listen_fd_ = -1;  // the listening socket, once created
   std::atomic<bool> stopping_{false};
   struct Bucket {
     double tokens = 0;
