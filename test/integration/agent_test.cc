@@ -372,6 +372,42 @@ TEST_F(AgentTest, UnhealthyGpuLosesItsTask) {
 
 // Logs through the API, proxied from the agent: whole, followed while the job runs, stderr;
 // access as for reading the job.
+// Preemption delivered by an agent: SIGTERM to the low-priority job's process group, which saves
+// a checkpoint; the preemptor runs on the same GPUs; the first job resumes from its checkpoint
+// with ARBITER_RESTART_COUNT=1 and succeeds.
+TEST_F(AgentTest, PreemptedJobCheckpointsOnItsAgentAndResumes) {
+  const std::string config = std::string(kConfig) + R"(priority_classes:
+  - {name: critical, value: 1000, preemptible: false}
+  - {name: best-effort, value: 0, preemptible: true, min_runtime_seconds: 0}
+)";
+  auto applied = admin_->Put("/api/v1/config", config, "application/yaml");
+  ASSERT_TRUE(applied && applied->status == 200) << (applied ? applied->body : "no answer");
+  StartAgent("node-a");
+  const char* script =
+      "if [ -f \"$ARBITER_CHECKPOINT_DIR/ckpt\" ]; then "
+      "  echo \"resumed from $(cat $ARBITER_CHECKPOINT_DIR/ckpt) restart=$ARBITER_RESTART_COUNT\";"
+      "  exit 0; fi; "
+      "trap 'echo step-42 > \"$ARBITER_CHECKPOINT_DIR/ckpt\"; exit 0' TERM; "
+      "echo started; while true; do sleep 0.1; done";
+  const uint64_t low = Submit({{"command", {"sh", "-c", script}},
+                               {"priority_class", "best-effort"},
+                               {"resources", {{"gpus", 4}}}});
+  WaitFor(low, "running");
+  const uint64_t high = Submit({{"command", {"sh", "-c", "sleep 0.3"}},
+                                {"priority_class", "critical"},
+                                {"resources", {{"gpus", 4}}}});
+  WaitFor(high, "succeeded");
+  const json l = WaitFor(low, "succeeded");
+  EXPECT_EQ(l["preemptions"], 1);
+  auto log = admin_->Get(fmt::format("/api/v1/jobs/{}/logs", low));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->body, "started\nresumed from step-42 restart=1\n");
+  const std::vector<std::string> to = EventStates(low);
+  EXPECT_EQ(Count(to, "preempting"), 1);
+  EXPECT_EQ(Count(to, "preempted"), 1);
+  EXPECT_EQ(Count(to, "succeeded"), 1);
+}
+
 TEST_F(AgentTest, LogsThroughTheApi) {
   StartAgent("node-a");
   const uint64_t id =
