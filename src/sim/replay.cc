@@ -123,6 +123,64 @@ Stats Stats::Of(std::vector<double> v) {
   return s;
 }
 
+AllocSeriesBuilder::AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points)
+    : start_(start), capacity_(capacity_milli), max_points_(std::max<size_t>(2, max_points)) {}
+
+void AllocSeriesBuilder::Fit(TimeMs to) {
+  auto steps = [&] { return static_cast<size_t>((to - start_ + step_ - 1) / step_); };
+  while (steps() > max_points_) {
+    // Step i of the doubled series is steps 2i and 2i + 1 of the old one.
+    for (size_t i = 0; i < integral_.size(); ++i) {
+      integral_[i / 2] = (i % 2 == 0 ? 0 : integral_[i / 2]) + integral_[i];
+    }
+    integral_.resize((integral_.size() + 1) / 2);
+    step_ *= 2;
+  }
+  if (integral_.size() < steps()) integral_.resize(steps(), 0);
+}
+
+void AllocSeriesBuilder::Add(TimeMs from, TimeMs to, int64_t alloc_milli) {
+  if (to <= from) return;
+  ARBITER_CHECK(from >= start_, "AllocSeriesBuilder: an interval before the start");
+  Fit(to);
+  if (alloc_milli == 0) return;
+  for (auto b = static_cast<size_t>((from - start_) / step_);
+       b < integral_.size() && start_ + static_cast<TimeMs>(b) * step_ < to; ++b) {
+    const TimeMs lo = start_ + static_cast<TimeMs>(b) * step_;
+    const TimeMs overlap = std::min(to, lo + step_) - std::max(from, lo);
+    integral_[b] += Integral{alloc_milli} * overlap;
+  }
+}
+
+AllocSeries AllocSeriesBuilder::Finish(TimeMs end) const {
+  AllocSeries s;
+  s.step_seconds = static_cast<double>(step_) / 1000.0;
+  if (end <= start_ || capacity_ <= 0) return s;
+  const auto n =
+      std::min(integral_.size(), static_cast<size_t>((end - start_ + step_ - 1) / step_));
+  for (size_t b = 0; b < n; ++b) {
+    const TimeMs lo = start_ + static_cast<TimeMs>(b) * step_;
+    const TimeMs width = std::min(end, lo + step_) - lo;
+    // alloc % = integral of the allocated milli dt / (capacity x width)
+    s.alloc_pct.push_back(Percent(integral_[b], Int128{capacity_} * width));
+  }
+  return s;
+}
+
+std::vector<std::pair<double, double>> PercentileCurve(std::vector<double> v) {
+  std::vector<std::pair<double, double>> out;
+  if (v.empty()) return out;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double p) {
+    const auto r = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+    return v[std::clamp<size_t>(r, 1, v.size()) - 1];
+  };
+  // Whole percentiles up to 90, then half ones: the tail is where policies differ.
+  for (int i = 0; i <= 90; ++i) out.emplace_back(i, rank(i));
+  for (int i = 181; i <= 200; ++i) out.emplace_back(i / 2.0, rank(i / 2.0));
+  return out;
+}
+
 namespace {
 
 // The leaf queue of every job (in file order) and the workload's queues in order of first use.
@@ -292,7 +350,9 @@ class Replayer {
         queue_wait_time_(w.queues.size(), 0),
         queue_wait_alloc_int_(w.queues.size(), 0),
         queue_preempted_(w.queues.size(), 0),
-        capacity_(w.cluster->capacity()[core::kDimGpu]) {
+        capacity_(w.cluster->capacity()[core::kDimGpu]),
+        series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
+                o.max_series_points) {
     for (const core::QuotaNode& n : w.tree->nodes()) decay_ = decay_ || n.half_life_seconds > 0;
     if (decay_) {
       history_.assign(w.tree->size(), core::QuotaVec{});
@@ -374,11 +434,13 @@ class Replayer {
   int64_t decisions_ = 0;
   std::array<int64_t, 3> by_reason_{};
   int64_t capacity_ = 0;
+  AllocSeriesBuilder series_;
 };
 
 void Replayer::Integrate(TimeMs t) {
   const TimeMs dt = t - last_;
   if (dt <= 0) return;
+  series_.Add(last_, t, alloc_);
   alloc_int_ += Int128{alloc_} * dt;
   if (waiting_ > 0) idle_while_waiting_int_ += Int128{capacity_ - alloc_} * dt;
   for (size_t q = 0; q < w_.queues.size(); ++q) {
@@ -770,7 +832,9 @@ ReplayReport Replayer::Report(std::string_view policy) const {
   std::vector<Samples> by_queue(w_.queues.size());
   std::vector<Samples> by_type(static_cast<size_t>(JobType::kExperiment) + 1);
   JobOutcomes(&rep, &all, &by_queue, &by_type);
+  rep.wait_percentiles = PercentileCurve(all.wait);
   rep.wait = Stats::Of(std::move(all.wait));
+  rep.alloc_series = series_.Finish(rep.end);
   rep.jct = Stats::Of(std::move(all.jct));
   for (size_t t = 0; t < by_type.size(); ++t) {
     if (by_type[t].jobs == 0) continue;
@@ -839,37 +903,42 @@ nlohmann::json ReplayReportJson(const ReplayReport& r) {
                      {"wait_seconds", StatsJson(g.wait)},
                      {"jct_seconds", StatsJson(g.jct)}});
   }
-  return {{"policy", r.policy},
-          {"seed", r.seed},
-          {"jobs", r.jobs},
-          {"completed", r.completed},
-          {"timed_out", r.timed_out},
-          {"dropped", r.dropped},
-          {"unfinished", r.unfinished},
-          {"jobs_waited", r.jobs_waited},
-          {"time_limit_reached", r.time_limit_reached},
-          {"wait_seconds", StatsJson(r.wait)},
-          {"jct_seconds", StatsJson(r.jct)},
-          {"gpu_alloc_pct", r.gpu_alloc_pct},
-          {"gpu_hours_allocated", r.gpu_hours_allocated},
-          {"gpu_hours_idle_while_waiting", r.gpu_hours_idle_while_waiting},
-          {"gpu_hours_lost_to_preemption", r.gpu_hours_lost_to_preemption},
-          {"preemptions", r.preemptions},
-          {"preemption_decisions", r.preemption_decisions},
-          {"jobs_preempted", r.jobs_preempted},
-          {"preemptions_by_reason",
-           {{"priority", r.preemptions_by_reason[0]},
-            {"reclaim", r.preemptions_by_reason[1]},
-            {"anywhere", r.preemptions_by_reason[2]}}},
-          {"fairness", {{"jain", r.jain}, {"jain_while_waiting", r.jain_while_waiting}}},
-          {"start_seconds", Seconds(r.start)},
-          {"end_seconds", Seconds(r.end)},
-          {"makespan_seconds", r.makespan_seconds},
-          {"cycles", r.cycles},
-          {"by_queue", queues},
-          {"by_type", types},
-          {"dropped_jobs", EndedJson(r.dropped_jobs)},
-          {"unfinished_jobs", EndedJson(r.unfinished_jobs)}};
+  nlohmann::json series = nlohmann::json::array();
+  // Four decimals: the series is for charts, the exact average is gpu_alloc_pct.
+  for (double v : r.alloc_series.alloc_pct) series.push_back(std::round(v * 1e4) / 1e4);
+  return {
+      {"policy", r.policy},
+      {"seed", r.seed},
+      {"jobs", r.jobs},
+      {"completed", r.completed},
+      {"timed_out", r.timed_out},
+      {"dropped", r.dropped},
+      {"unfinished", r.unfinished},
+      {"jobs_waited", r.jobs_waited},
+      {"time_limit_reached", r.time_limit_reached},
+      {"wait_seconds", StatsJson(r.wait)},
+      {"jct_seconds", StatsJson(r.jct)},
+      {"gpu_alloc_pct", r.gpu_alloc_pct},
+      {"gpu_hours_allocated", r.gpu_hours_allocated},
+      {"gpu_hours_idle_while_waiting", r.gpu_hours_idle_while_waiting},
+      {"gpu_hours_lost_to_preemption", r.gpu_hours_lost_to_preemption},
+      {"preemptions", r.preemptions},
+      {"preemption_decisions", r.preemption_decisions},
+      {"jobs_preempted", r.jobs_preempted},
+      {"preemptions_by_reason",
+       {{"priority", r.preemptions_by_reason[0]},
+        {"reclaim", r.preemptions_by_reason[1]},
+        {"anywhere", r.preemptions_by_reason[2]}}},
+      {"fairness", {{"jain", r.jain}, {"jain_while_waiting", r.jain_while_waiting}}},
+      {"start_seconds", Seconds(r.start)},
+      {"end_seconds", Seconds(r.end)},
+      {"makespan_seconds", r.makespan_seconds},
+      {"cycles", r.cycles},
+      {"gpu_alloc_series", {{"step_seconds", r.alloc_series.step_seconds}, {"alloc_pct", series}}},
+      {"by_queue", queues},
+      {"by_type", types},
+      {"dropped_jobs", EndedJson(r.dropped_jobs)},
+      {"unfinished_jobs", EndedJson(r.unfinished_jobs)}};
 }
 
 }  // namespace arbiter::sim

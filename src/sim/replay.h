@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -122,7 +123,47 @@ struct ReplayOptions {
   // Called every `progress_every` cycles (and at the end) when set.
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_every = 100;
+  // Most points of the GPU allocation time series (ReplayReport::alloc_series), >= 2.
+  size_t max_series_points = 2000;
 };
+
+// The GPU allocation over time, in equal steps from the first submit: point i is the
+// time-averaged allocated GPU milli / the cluster's GPU milli over [start + i x step,
+// start + (i + 1) x step), percent (the last step ends at the report's end). The step is the
+// smallest power of two seconds, times one second, that keeps the series within
+// ReplayOptions::max_series_points: the replay starts at 1 s steps and, whenever the run would
+// outgrow the series, doubles the step and merges neighbouring pairs, exactly (integer
+// milli-GPU x ms integrals), so the series depends only on the run, not on when cycles ran.
+struct AllocSeries {
+  double step_seconds = 1;
+  std::vector<double> alloc_pct;
+};
+
+// Builds an AllocSeries from a piecewise-constant allocation, in bounded memory (at most
+// max_points integrals, whatever the run's length).
+class AllocSeriesBuilder {
+ public:
+  // start: the series' origin; capacity_milli: the cluster's GPU milli; max_points >= 2.
+  AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points);
+  // The allocation was `alloc_milli` over [from, to); start <= from, intervals in time order.
+  void Add(TimeMs from, TimeMs to, int64_t alloc_milli);
+  // The series up to `end` (empty when end <= start).
+  AllocSeries Finish(TimeMs end) const;
+
+ private:
+  __extension__ using Integral = __int128;  // milli-GPU x ms
+  void Fit(TimeMs to);                      // doubles the step until [start, to) fits
+
+  TimeMs start_;
+  int64_t capacity_;
+  size_t max_points_;
+  DurationMs step_ = 1000;
+  std::vector<Integral> integral_;
+};
+
+// (p, value at the nearest rank p) for p = 0, 1, ..., 90, 90.5, ..., 100, as
+// ReplayReport::wait_percentiles; empty for no values.
+std::vector<std::pair<double, double>> PercentileCurve(std::vector<double> values);
 
 // Percentiles by nearest rank (the value at rank ceil(p/100 x n) of the sorted values), seconds.
 struct Stats {
@@ -175,6 +216,11 @@ struct ReplayReport {
   bool time_limit_reached = false;
   Stats wait;
   Stats jct;
+  // The wait distribution of the jobs that started, for a CDF: (p, wait seconds at the nearest
+  // rank p) for p = 0, 1, ..., 90, then 90.5, 91, ..., 100 (p = 0 gives the minimum); empty when
+  // no job started.
+  std::vector<std::pair<double, double>> wait_percentiles;
+  AllocSeries alloc_series;
   std::vector<QueueReport> queues;
   std::vector<GroupReport> types;  // job types that occur, in JobType order
   // Time-averaged allocated GPU milli / the cluster's GPU milli over the makespan, percent.
