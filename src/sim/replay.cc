@@ -123,8 +123,12 @@ Stats Stats::Of(std::vector<double> v) {
   return s;
 }
 
-AllocSeriesBuilder::AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points)
-    : start_(start), capacity_(capacity_milli), max_points_(std::max<size_t>(2, max_points)) {}
+AllocSeriesBuilder::AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points,
+                                       TimeMs until)
+    : start_(start),
+      capacity_(capacity_milli),
+      max_points_(std::max<size_t>(2, max_points)),
+      until_(until) {}
 
 void AllocSeriesBuilder::Fit(TimeMs to) {
   auto steps = [&] { return static_cast<size_t>((to - start_ + step_ - 1) / step_); };
@@ -140,6 +144,7 @@ void AllocSeriesBuilder::Fit(TimeMs to) {
 }
 
 void AllocSeriesBuilder::Add(TimeMs from, TimeMs to, int64_t alloc_milli) {
+  to = std::min(to, until_);
   if (to <= from) return;
   ARBITER_CHECK(from >= start_, "AllocSeriesBuilder: an interval before the start");
   Fit(to);
@@ -153,9 +158,11 @@ void AllocSeriesBuilder::Add(TimeMs from, TimeMs to, int64_t alloc_milli) {
 }
 
 AllocSeries AllocSeriesBuilder::Finish(TimeMs end) const {
+  end = std::min(end, until_);
   AllocSeries s;
   s.step_seconds = static_cast<double>(step_) / 1000.0;
   if (end <= start_ || capacity_ <= 0) return s;
+  s.span_seconds = static_cast<double>(end - start_) / 1000.0;
   const auto n =
       std::min(integral_.size(), static_cast<size_t>((end - start_ + step_ - 1) / step_));
   for (size_t b = 0; b < n; ++b) {
@@ -167,17 +174,22 @@ AllocSeries AllocSeriesBuilder::Finish(TimeMs end) const {
   return s;
 }
 
-std::vector<std::pair<double, double>> PercentileCurve(std::vector<double> v) {
-  std::vector<std::pair<double, double>> out;
-  if (v.empty()) return out;
+std::vector<std::pair<double, int64_t>> SurvivalCurve(std::vector<double> v, size_t max_points) {
+  std::vector<std::pair<double, int64_t>> all;
+  if (v.empty()) return all;
   std::sort(v.begin(), v.end());
-  auto rank = [&](double p) {
-    const auto r = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-    return v[std::clamp<size_t>(r, 1, v.size()) - 1];
-  };
-  // Whole percentiles up to 90, then half ones: the tail is where policies differ.
-  for (int i = 0; i <= 90; ++i) out.emplace_back(i, rank(i));
-  for (int i = 181; i <= 200; ++i) out.emplace_back(i / 2.0, rank(i / 2.0));
+  const auto n = static_cast<int64_t>(v.size());
+  if (v.front() > 0) all.emplace_back(0, n);
+  for (size_t i = 0; i < v.size(); ++i) {
+    // The last of a run of equal values: the values after it are the greater ones.
+    if (i + 1 == v.size() || v[i + 1] != v[i])
+      all.emplace_back(v[i], n - 1 - static_cast<int64_t>(i));
+  }
+  max_points = std::max<size_t>(2, max_points);
+  if (all.size() <= max_points) return all;
+  std::vector<std::pair<double, int64_t>> out;
+  for (size_t k = 0; k < max_points; ++k)
+    out.push_back(all[k * (all.size() - 1) / (max_points - 1)]);
   return out;
 }
 
@@ -352,7 +364,10 @@ class Replayer {
         queue_preempted_(w.queues.size(), 0),
         capacity_(w.cluster->capacity()[core::kDimGpu]),
         series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
-                o.max_series_points) {
+                o.max_series_points),
+        arrival_series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
+                        o.max_series_points,
+                        w.jobs.empty() ? 0 : w.jobs.back().pending.submit_time) {
     for (const core::QuotaNode& n : w.tree->nodes()) decay_ = decay_ || n.half_life_seconds > 0;
     if (decay_) {
       history_.assign(w.tree->size(), core::QuotaVec{});
@@ -435,12 +450,14 @@ class Replayer {
   std::array<int64_t, 3> by_reason_{};
   int64_t capacity_ = 0;
   AllocSeriesBuilder series_;
+  AllocSeriesBuilder arrival_series_;  // until the last submit time
 };
 
 void Replayer::Integrate(TimeMs t) {
   const TimeMs dt = t - last_;
   if (dt <= 0) return;
   series_.Add(last_, t, alloc_);
+  arrival_series_.Add(last_, t, alloc_);
   alloc_int_ += Int128{alloc_} * dt;
   if (waiting_ > 0) idle_while_waiting_int_ += Int128{capacity_ - alloc_} * dt;
   for (size_t q = 0; q < w_.queues.size(); ++q) {
@@ -832,9 +849,10 @@ ReplayReport Replayer::Report(std::string_view policy) const {
   std::vector<Samples> by_queue(w_.queues.size());
   std::vector<Samples> by_type(static_cast<size_t>(JobType::kExperiment) + 1);
   JobOutcomes(&rep, &all, &by_queue, &by_type);
-  rep.wait_percentiles = PercentileCurve(all.wait);
+  rep.wait_survival = SurvivalCurve(all.wait);
   rep.wait = Stats::Of(std::move(all.wait));
   rep.alloc_series = series_.Finish(rep.end);
+  rep.arrival_alloc_series = arrival_series_.Finish(rep.end);
   rep.jct = Stats::Of(std::move(all.jct));
   for (size_t t = 0; t < by_type.size(); ++t) {
     if (by_type[t].jobs == 0) continue;

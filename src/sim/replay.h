@@ -35,6 +35,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -123,8 +124,9 @@ struct ReplayOptions {
   // Called every `progress_every` cycles (and at the end) when set.
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_every = 100;
-  // Most points of the GPU allocation time series (ReplayReport::alloc_series), >= 2.
-  size_t max_series_points = 2000;
+  // Most points of each GPU allocation time series (ReplayReport::alloc_series and
+  // arrival_alloc_series), >= 2.
+  size_t max_series_points = 1000;
 };
 
 // The GPU allocation over time, in equal steps from the first submit: point i is the
@@ -136,6 +138,7 @@ struct ReplayOptions {
 // milli-GPU x ms integrals), so the series depends only on the run, not on when cycles ran.
 struct AllocSeries {
   double step_seconds = 1;
+  double span_seconds = 0;  // from the start to the series' end
   std::vector<double> alloc_pct;
 };
 
@@ -143,11 +146,13 @@ struct AllocSeries {
 // max_points integrals, whatever the run's length).
 class AllocSeriesBuilder {
  public:
-  // start: the series' origin; capacity_milli: the cluster's GPU milli; max_points >= 2.
-  AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points);
+  // start: the series' origin; capacity_milli: the cluster's GPU milli; max_points >= 2; the
+  // series ends at `until` at the latest (what is added after it is left out).
+  AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points,
+                     TimeMs until = std::numeric_limits<TimeMs>::max());
   // The allocation was `alloc_milli` over [from, to); start <= from, intervals in time order.
   void Add(TimeMs from, TimeMs to, int64_t alloc_milli);
-  // The series up to `end` (empty when end <= start).
+  // The series up to `end` (or `until` when earlier; empty when end <= start).
   AllocSeries Finish(TimeMs end) const;
 
  private:
@@ -157,13 +162,17 @@ class AllocSeriesBuilder {
   TimeMs start_;
   int64_t capacity_;
   size_t max_points_;
+  TimeMs until_;
   DurationMs step_ = 1000;
   std::vector<Integral> integral_;
 };
 
-// (p, value at the nearest rank p) for p = 0, 1, ..., 90, 90.5, ..., 100, as
-// ReplayReport::wait_percentiles; empty for no values.
-std::vector<std::pair<double, double>> PercentileCurve(std::vector<double> values);
+// The complementary distribution of waits, in jobs: (x, how many values are greater than x) at
+// x = 0 and at every distinct value, ascending (the last count is 0); at most `max_points` of
+// them when there are more, evenly spaced by index, the first and the last kept. Empty for no
+// values. As ReplayReport::wait_survival.
+std::vector<std::pair<double, int64_t>> SurvivalCurve(std::vector<double> values,
+                                                      size_t max_points = 200);
 
 // Percentiles by nearest rank (the value at rank ceil(p/100 x n) of the sorted values), seconds.
 struct Stats {
@@ -216,11 +225,14 @@ struct ReplayReport {
   bool time_limit_reached = false;
   Stats wait;
   Stats jct;
-  // The wait distribution of the jobs that started, for a CDF: (p, wait seconds at the nearest
-  // rank p) for p = 0, 1, ..., 90, then 90.5, 91, ..., 100 (p = 0 gives the minimum); empty when
-  // no job started.
-  std::vector<std::pair<double, double>> wait_percentiles;
+  // The wait distribution of the jobs that started: (wait seconds x, jobs that waited longer than
+  // x), SurvivalCurve() of `wait`'s values; empty when no job started.
+  std::vector<std::pair<double, int64_t>> wait_survival;
+  // GPU allocation over the whole run, and over the arrivals only (from the first to the last
+  // submit time, at a finer step when the run lasts longer; empty when every job arrives at
+  // once).
   AllocSeries alloc_series;
+  AllocSeries arrival_alloc_series;
   std::vector<QueueReport> queues;
   std::vector<GroupReport> types;  // job types that occur, in JobType order
   // Time-averaged allocated GPU milli / the cluster's GPU milli over the makespan, percent.

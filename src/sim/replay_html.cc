@@ -81,13 +81,14 @@ report::Table SummaryTable(const std::vector<ReplayReport>& reports) {
   return t;
 }
 
-// Allocation per step, held until the next step; the last value is held to the end.
-report::LineChart AllocationChart(const std::vector<ReplayReport>& reports) {
+// Allocation per step, held until the next step; the last value is held to the series' end.
+report::LineChart AllocationChart(const std::vector<ReplayReport>& reports,
+                                  AllocSeries ReplayReport::*field, std::string title) {
   double longest = 0;
-  for (const ReplayReport& r : reports) longest = std::max(longest, r.makespan_seconds);
+  for (const ReplayReport& r : reports) longest = std::max(longest, (r.*field).span_seconds);
   const TimeUnit unit = UnitFor(longest);
   report::LineChart c;
-  c.title = "GPUs allocated over time";
+  c.title = std::move(title);
   c.x_label = fmt::format("simulated time since the first submit ({})", unit.name);
   c.y_label = "GPUs allocated (% of all GPUs)";
   c.step = true;
@@ -95,59 +96,73 @@ report::LineChart AllocationChart(const std::vector<ReplayReport>& reports) {
   c.x_min = 0;
   c.x_max = longest > 0 ? longest / unit.seconds : 1;
   for (const ReplayReport& r : reports) {
+    const AllocSeries& a = r.*field;
     report::Series s{r.policy, {}};
-    const std::vector<double>& v = r.alloc_series.alloc_pct;
-    for (size_t i = 0; i < v.size(); ++i) {
-      s.points.emplace_back(static_cast<double>(i) * r.alloc_series.step_seconds / unit.seconds,
-                            v[i]);
+    for (size_t i = 0; i < a.alloc_pct.size(); ++i) {
+      s.points.emplace_back(static_cast<double>(i) * a.step_seconds / unit.seconds, a.alloc_pct[i]);
     }
-    if (!v.empty()) s.points.emplace_back(r.makespan_seconds / unit.seconds, v.back());
+    if (!a.alloc_pct.empty())
+      s.points.emplace_back(a.span_seconds / unit.seconds, a.alloc_pct.back());
     c.series.push_back(std::move(s));
   }
   return c;
 }
 
-report::LineChart WaitCdfChart(const std::vector<ReplayReport>& reports) {
+// The steps of a group of series: "N s", or "N to M s" when they differ.
+std::string StepText(const std::vector<ReplayReport>& reports, AllocSeries ReplayReport::*field) {
+  double lo = 0, hi = 0;
+  for (const ReplayReport& r : reports) {
+    const double step = (r.*field).step_seconds;
+    lo = lo == 0 ? step : std::min(lo, step);
+    hi = std::max(hi, step);
+  }
+  return hi > lo ? fmt::format("{} to {} s", Num(lo, 0), Num(hi, 0))
+                 : fmt::format("{} s", Num(lo, 0));
+}
+
+// Jobs that waited longer than x, per policy: a step line falling to 0 at the longest wait.
+report::LineChart WaitSurvivalChart(const std::vector<ReplayReport>& reports) {
   double longest = 0;
   for (const ReplayReport& r : reports) longest = std::max(longest, r.wait.max);
   const TimeUnit unit = UnitFor(longest);
   report::LineChart c;
-  c.title = "Wait time distribution (jobs that started)";
+  c.title = "Jobs that waited longer than a given time";
   c.x_label = fmt::format("wait ({})", unit.name);
-  c.y_label = "jobs that waited at most this long (%)";
-  c.y_min = 0;
-  c.y_max = 100;
+  c.y_label = "jobs that waited longer";
+  c.step = true;
+  c.y_from_zero = true;
   c.x_min = 0;
   c.x_max = longest > 0 ? longest / unit.seconds : 1;
   for (const ReplayReport& r : reports) {
     report::Series s{r.policy, {}};
-    // (wait at the nearest rank p, p): at least p% of the jobs waited at most that long.
-    for (const auto& [p, wait] : r.wait_percentiles) s.points.emplace_back(wait / unit.seconds, p);
+    for (const auto& [wait, jobs] : r.wait_survival) {
+      s.points.emplace_back(wait / unit.seconds, static_cast<double>(jobs));
+    }
     c.series.push_back(std::move(s));
   }
   return c;
 }
 
-// p95 waits of a breakdown (queues or types): one category per group, one bar per policy.
+// p99 waits of a breakdown (queues or types): one category per group, one bar per policy.
 template <typename Group>
-report::BarChart P95Bars(const std::vector<ReplayReport>& reports,
+report::BarChart P99Bars(const std::vector<ReplayReport>& reports,
                          const std::vector<Group> ReplayReport::*groups, std::string title,
                          std::string x_label) {
   double longest = 0;
   for (const ReplayReport& r : reports) {
-    for (const Group& g : r.*groups) longest = std::max(longest, g.wait.p95);
+    for (const Group& g : r.*groups) longest = std::max(longest, g.wait.p99);
   }
   const TimeUnit unit = UnitFor(longest);
   report::BarChart c;
   c.title = std::move(title);
   c.x_label = std::move(x_label);
-  c.y_label = fmt::format("wait p95 ({})", unit.name);
+  c.y_label = fmt::format("wait p99 ({})", unit.name);
   if (!reports.empty()) {
     for (const Group& g : reports.front().*groups) c.categories.push_back(g.name);
   }
   for (const ReplayReport& r : reports) {
     report::BarChart::BarSeries s{r.policy, {}};
-    for (const Group& g : r.*groups) s.values.push_back(g.wait.p95 / unit.seconds);
+    for (const Group& g : r.*groups) s.values.push_back(g.wait.p99 / unit.seconds);
     c.series.push_back(std::move(s));
   }
   return c;
@@ -276,50 +291,61 @@ report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const 
     s.title = "Summary";
     s.tables.push_back(SummaryTable(reports));
   }
-  // 2. Allocation over time.
+  // 2. and 3. Allocation over time: the whole run, and while jobs arrive.
   {
     report::Section& s = r.sections.emplace_back();
     s.title = "GPU allocation over time";
-    double lo = 0, hi = 0;
-    for (const ReplayReport& rep : reports) {
-      const double step = rep.alloc_series.step_seconds;
-      lo = lo == 0 ? step : std::min(lo, step);
-      hi = std::max(hi, step);
-    }
     s.paragraphs.push_back(fmt::format(
-        "The share of the cluster's GPUs allocated to running jobs, averaged over steps of {} s "
-        "of simulated time{}: the smallest power of two seconds that keeps a policy's series "
-        "within its bound of points. The time-averaged allocation over the whole makespan is in "
-        "the summary.",
-        Num(lo, 0), hi > lo ? fmt::format(" (up to {} s for a longer makespan)", Num(hi, 0)) : ""));
-    s.charts.emplace_back(AllocationChart(reports));
+        "The share of the cluster's GPUs allocated to running jobs, averaged over steps of {} of "
+        "simulated time (the smallest power of two seconds that keeps a series within its bound "
+        "of points). The time-averaged allocation over the whole makespan is in the summary.",
+        StepText(reports, &ReplayReport::alloc_series)));
+    s.charts.emplace_back(
+        AllocationChart(reports, &ReplayReport::alloc_series, "GPUs allocated over time"));
   }
-  // 3. Wait distribution.
+  {
+    report::Section& s = r.sections.emplace_back();
+    s.title = "GPU allocation while jobs arrive";
+    bool any = false;
+    for (const ReplayReport& rep : reports)
+      any = any || !rep.arrival_alloc_series.alloc_pct.empty();
+    s.paragraphs.push_back(
+        any ? fmt::format("The same from the first to the last submit time, in steps of {}: where "
+                          "the policies fill the cluster while work keeps coming.",
+                          StepText(reports, &ReplayReport::arrival_alloc_series))
+            : std::string("Every job is submitted at the same time: nothing to show."));
+    s.charts.emplace_back(AllocationChart(reports, &ReplayReport::arrival_alloc_series,
+                                          "GPUs allocated from the first to the last submit"));
+  }
+  // 4. Wait distribution.
   {
     report::Section& s = r.sections.emplace_back();
     s.title = "Wait time distribution";
     s.paragraphs.push_back(
-        "For each wait on the horizontal axis, the share of the started jobs that waited at most "
-        "that long (percentiles 0 to 90 in steps of 1, then of 0.5). A curve further up and to "
-        "the left is better.");
-    s.charts.emplace_back(WaitCdfChart(reports));
+        "For each wait on the horizontal axis, how many of the started jobs waited longer (the "
+        "complementary distribution, in jobs; at 0, the jobs that waited at all). A curve that "
+        "falls sooner is better.");
+    s.charts.emplace_back(WaitSurvivalChart(reports));
   }
-  // 4. and 5. Waits by queue and by type.
+  // 5. and 6. Waits by queue and by type.
   {
     report::Section& s = r.sections.emplace_back();
     s.title = "Waits by queue";
+    s.paragraphs.push_back(
+        "The 99th percentile of each queue's waits per policy (0 when fewer than 1% of its jobs "
+        "waited); the table has the other percentiles and the maximum.");
     s.charts.emplace_back(
-        P95Bars(reports, &ReplayReport::queues, "95th percentile of the wait, by queue", "queue"));
+        P99Bars(reports, &ReplayReport::queues, "99th percentile of the wait, by queue", "queue"));
     s.tables.push_back(QueueWaitTable(reports));
   }
   {
     report::Section& s = r.sections.emplace_back();
     s.title = "Waits and completion times by job type";
-    s.charts.emplace_back(P95Bars(reports, &ReplayReport::types,
-                                  "95th percentile of the wait, by job type", "job type"));
+    s.charts.emplace_back(P99Bars(reports, &ReplayReport::types,
+                                  "99th percentile of the wait, by job type", "job type"));
     s.tables.push_back(TypeTable(reports));
   }
-  // 6. and 7. Shares against the guarantees.
+  // 7. and 8. Shares against the guarantees.
   {
     report::Section& s = r.sections.emplace_back();
     s.title = "GPU share by queue";
@@ -338,7 +364,7 @@ report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const 
         "measures this over the queues). A queue that never waited shows 0.");
     s.charts.emplace_back(ShareBars(reports, true));
   }
-  // 8. Jobs that did not end.
+  // 9. Jobs that did not end.
   {
     report::Section& s = r.sections.emplace_back();
     s.title = "Dropped and unfinished jobs";

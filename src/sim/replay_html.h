@@ -4,13 +4,14 @@
 // Sections, in this order (each chart section holds exactly one chart):
 //   1. Summary: a table, one column per policy (outcomes, waits, JCT, allocation, idle GPU-hours
 //      while jobs waited, preemptions, Jain's index, makespan, cycles).
-//   2. GPU allocation over time: ReplayReport::alloc_series of every policy (a step line).
-//   3. Wait time distribution: the CDF of the waits of the jobs that started, per policy.
-//   4. Waits by queue and 5. by job type: p95 wait as grouped bars, and a table of the
+//   2. GPU allocation over time: ReplayReport::alloc_series of every policy (a step line); 3. the
+//      same from the first to the last submit (arrival_alloc_series).
+//   4. Wait time distribution: per policy, how many started jobs waited longer than x.
+//   5. Waits by queue and 6. by job type: p99 wait as grouped bars, and a table of the
 //      percentiles (by type with the JCT too).
-//   6. GPU share by queue: each queue's time-averaged share per policy against its guaranteed
-//      share (bars and a table); 7. the same share over the time the queue had jobs waiting.
-//   8. Dropped and unfinished jobs: their reasons with counts, per policy (a table, or a line
+//   7. GPU share by queue: each queue's time-averaged share per policy against its guaranteed
+//      share (bars and a table); 8. the same share over the time the queue had jobs waiting.
+//   9. Dropped and unfinished jobs: their reasons with counts, per policy (a table, or a line
 //      saying there were none).
 //
 // Thread safety: a pure function of its arguments.

@@ -143,13 +143,10 @@ TEST(Replay, WaitsMakespanAndAllocationOfAFifoQueue) {
   EXPECT_DOUBLE_EQ(r.alloc_series.alloc_pct[79], 100);
   EXPECT_DOUBLE_EQ(r.alloc_series.alloc_pct[80], 50);
   EXPECT_DOUBLE_EQ(r.alloc_series.alloc_pct[119], 100);
-  // Waits 0, 0, 40, 80: p25 and p50 are 0 (ranks 1 and 2), p51 is 40, p76 and p100 are 80.
-  ASSERT_EQ(r.wait_percentiles.size(), 111u);
-  EXPECT_EQ(r.wait_percentiles[0], (std::pair<double, double>{0, 0}));
-  EXPECT_EQ(r.wait_percentiles[50].second, 0);
-  EXPECT_EQ(r.wait_percentiles[51].second, 40);
-  EXPECT_EQ(r.wait_percentiles[76].second, 80);
-  EXPECT_EQ(r.wait_percentiles.back(), (std::pair<double, double>{100, 80}));
+  // Waits 0, 0, 40, 80: two jobs waited longer than 0 s, one longer than 40 s, none than 80 s.
+  EXPECT_EQ(r.wait_survival, (std::vector<std::pair<double, int64_t>>{{0, 2}, {40, 1}, {80, 0}}));
+  // The arrivals end at 20 s: both nodes are full until then.
+  EXPECT_EQ(r.arrival_alloc_series.alloc_pct, std::vector<double>(20, 100.0));
 
   // At most 4 points: the step doubles to 32 s. [0,32) and [32,64): 16 of 16 GPUs; [64,96): 16
   // on 16 s, 8 on 16 s; [96,120): 8 on 4 s, 16 on 20 s.
@@ -193,18 +190,26 @@ TEST(AllocSeriesBuilder, MergesStepsExactlyAndStaysBounded) {
   ASSERT_EQ(e.alloc_pct.size(), 2u);
   EXPECT_DOUBLE_EQ(e.alloc_pct[1], 100);
   EXPECT_TRUE(d.Finish(5000).alloc_pct.empty());
+  // Cut at `until`: what comes after is left out, the last step ends there.
+  AllocSeriesBuilder u(0, 1000, 100, 2500);
+  u.Add(0, 2000, 1000);
+  u.Add(2000, 9000, 500);
+  EXPECT_EQ(u.Finish(9000).alloc_pct, (std::vector<double>{100, 100, 50}));
 }
 
-TEST(PercentileCurve, NearestRanksWithAFinerTail) {
+TEST(SurvivalCurve, JobsLongerThanEachDistinctValueAtMostMaxPoints) {
+  EXPECT_TRUE(SurvivalCurve({}).empty());
+  // No zero: the curve starts at (0, n).
+  EXPECT_EQ(SurvivalCurve({5, 1, 5, 3}),
+            (std::vector<std::pair<double, int64_t>>{{0, 4}, {1, 3}, {3, 2}, {5, 0}}));
+  EXPECT_EQ(SurvivalCurve({0, 0, 0}), (std::vector<std::pair<double, int64_t>>{{0, 0}}));
   std::vector<double> v;
-  for (int i = 1; i <= 200; ++i) v.push_back(i);
-  const auto c = PercentileCurve(v);
-  ASSERT_EQ(c.size(), 111u);
-  EXPECT_EQ(c[0], (std::pair<double, double>{0, 1}));      // rank clamped to 1: the minimum
-  EXPECT_EQ(c[50], (std::pair<double, double>{50, 100}));  // rank 100 of 200
-  EXPECT_EQ(c[91], (std::pair<double, double>{90.5, 181}));
-  EXPECT_EQ(c.back(), (std::pair<double, double>{100, 200}));
-  EXPECT_TRUE(PercentileCurve({}).empty());
+  for (int i = 0; i <= 1000; ++i) v.push_back(i);
+  const auto c = SurvivalCurve(v, 11);
+  ASSERT_EQ(c.size(), 11u);
+  EXPECT_EQ(c.front(), (std::pair<double, int64_t>{0, 1000}));
+  EXPECT_EQ(c[1], (std::pair<double, int64_t>{100, 900}));
+  EXPECT_EQ(c.back(), (std::pair<double, int64_t>{1000, 0}));
 }
 
 TEST(Replay, AJobLongerThanItsWalltimeEndsTimedOut) {

@@ -93,6 +93,21 @@ TEST(RenderChart, EveryKindIsOneSvgWithItsLabels) {
   EXPECT_EQ(Count(svg, "<path"), 2u);  // one line per series
 }
 
+TEST(RenderChart, RotatedCategoryLabelsGetRoomAboveTheAxisLabel) {
+  BarChart bars;
+  bars.x_label = "queue";
+  bars.categories = {"a", "b"};
+  bars.series = {{"s", {1, 2}}};
+  const std::string short_labels = RenderChart(bars);
+  EXPECT_EQ(short_labels.find("rotate(-30"), std::string::npos);
+  EXPECT_NE(short_labels.find("viewBox=\"0 0 760 366\""), std::string::npos) << short_labels;
+  for (int i = 0; i < 12; ++i) bars.categories.push_back(fmt::format("tenant-{}-online", i));
+  const std::string long_labels = RenderChart(bars);
+  EXPECT_NE(long_labels.find("rotate(-30"), std::string::npos);
+  // 16 characters: 16 + 0.5 x 6.6 x 16 + 30 = 98.8 under the plot instead of 52.
+  EXPECT_NE(long_labels.find("viewBox=\"0 0 760 412.8\""), std::string::npos) << long_labels;
+}
+
 TEST(RenderChart, NonFiniteValuesAreLeftOut) {
   LineChart line;
   line.series = {{"s", {{0, 1}, {1, std::nan("")}, {2, 3}}}};
@@ -262,23 +277,23 @@ TEST(ReplayHtml, LoadsInHeadlessChromiumWithoutErrorsAndOneChartPerChartSection)
   std::string dom;
   ASSERT_NO_FATAL_FAILURE(ExpectLoadsCleanly(chromium, o.html_path, dir, &dom));
 
-  // Summary (table), allocation over time, wait CDF, waits by queue, by type, shares, shares
-  // while waiting (one chart each), dropped and unfinished jobs (text or a table).
+  // Summary (table), allocation over time and while jobs arrive, waits, waits by queue, by type,
+  // shares, shares while waiting (one chart each), dropped and unfinished jobs (text or a table).
   const std::vector<std::string> sections = Sections(dom);
-  ASSERT_EQ(sections.size(), 8u) << dom.substr(0, 2000);
-  const std::array<size_t, 8> charts = {0, 1, 1, 1, 1, 1, 1, 0};
+  ASSERT_EQ(sections.size(), 9u) << dom.substr(0, 2000);
+  const std::array<size_t, 9> charts = {0, 1, 1, 1, 1, 1, 1, 1, 0};
   for (size_t i = 0; i < sections.size(); ++i) {
     EXPECT_EQ(Count(sections[i], "<svg"), charts[i]) << "section " << i + 1;
   }
   EXPECT_NE(sections[1].find("simulated time since the first submit"), std::string::npos);
   // Every policy is in the legend of every chart but the per-policy summary table's section.
-  for (size_t i = 1; i < 7; ++i) {
+  for (size_t i = 1; i < 8; ++i) {
     for (const std::string& p : o.policies) {
       EXPECT_NE(sections[i].find(fmt::format(">{}</text>", p)), std::string::npos)
           << "section " << i + 1 << ": " << p;
     }
   }
-  EXPECT_NE(sections[5].find(">guaranteed</text>"), std::string::npos);
+  EXPECT_NE(sections[6].find(">guaranteed</text>"), std::string::npos);
   ExpectScreenshotAndCleanUp(chromium, o.html_path, dir);
 }
 
