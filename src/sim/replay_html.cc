@@ -184,6 +184,7 @@ report::Table QueueWaitTable(const std::vector<ReplayReport>& reports) {
   if (reports.empty()) return t;
   for (size_t q = 0; q < reports.front().queues.size(); ++q) {
     for (const ReplayReport& r : reports) {
+      if (q >= r.queues.size()) continue;
       const QueueReport& g = r.queues[q];
       std::vector<std::string> row = {g.name, g.tenant, r.policy, fmt::format("{}", g.jobs)};
       Append(&row, StatsCells(g.wait));
@@ -202,6 +203,7 @@ report::Table TypeTable(const std::vector<ReplayReport>& reports) {
   if (reports.empty()) return t;
   for (size_t k = 0; k < reports.front().types.size(); ++k) {
     for (const ReplayReport& r : reports) {
+      if (k >= r.types.size()) continue;
       const GroupReport& g = r.types[k];
       std::vector<std::string> row = {g.name, r.policy, fmt::format("{}", g.jobs)};
       Append(&row, StatsCells(g.wait));
@@ -245,6 +247,7 @@ report::Table ShareTable(const std::vector<ReplayReport>& reports) {
   if (reports.empty()) return t;
   for (size_t q = 0; q < reports.front().queues.size(); ++q) {
     for (const ReplayReport& r : reports) {
+      if (q >= r.queues.size()) continue;
       const QueueReport& g = r.queues[q];
       t.rows.push_back({g.name, r.policy, Num(g.entitlement_pct, 2), Num(g.gpu_share_pct, 2),
                         Num(g.share_while_waiting_pct, 2), Num(g.waiting_time_pct, 2)});

@@ -25,7 +25,8 @@
 
 namespace arbiter::sim {
 
-// `reports` are the replays of one trace under each policy, in the order to show them;
+// `reports` are the replays of one workload under each policy, in the order to show them (so the
+// same queues and job types, in the same order; the first report's are the ones shown);
 // `command` is the command line, shown under the title; `trace` and `nodes` name the inputs.
 report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const std::string& trace,
                                 const std::string& nodes, const std::string& command);
