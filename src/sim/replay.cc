@@ -182,14 +182,16 @@ std::vector<std::pair<double, int64_t>> SurvivalCurve(std::vector<double> v, siz
   if (v.front() > 0) all.emplace_back(0, n);
   for (size_t i = 0; i < v.size(); ++i) {
     // The last of a run of equal values: the values after it are the greater ones.
-    if (i + 1 == v.size() || v[i + 1] != v[i])
+    if (i + 1 == v.size() || v[i + 1] != v[i]) {
       all.emplace_back(v[i], n - 1 - static_cast<int64_t>(i));
+    }
   }
   max_points = std::max<size_t>(2, max_points);
   if (all.size() <= max_points) return all;
   std::vector<std::pair<double, int64_t>> out;
-  for (size_t k = 0; k < max_points; ++k)
+  for (size_t k = 0; k < max_points; ++k) {
     out.push_back(all[k * (all.size() - 1) / (max_points - 1)]);
+  }
   return out;
 }
 
@@ -921,42 +923,43 @@ nlohmann::json ReplayReportJson(const ReplayReport& r) {
                      {"wait_seconds", StatsJson(g.wait)},
                      {"jct_seconds", StatsJson(g.jct)}});
   }
-  nlohmann::json series = nlohmann::json::array();
+  nlohmann::json alloc = nlohmann::json::array();
   // Four decimals: the series is for charts, the exact average is gpu_alloc_pct.
-  for (double v : r.alloc_series.alloc_pct) series.push_back(std::round(v * 1e4) / 1e4);
-  return {
-      {"policy", r.policy},
-      {"seed", r.seed},
-      {"jobs", r.jobs},
-      {"completed", r.completed},
-      {"timed_out", r.timed_out},
-      {"dropped", r.dropped},
-      {"unfinished", r.unfinished},
-      {"jobs_waited", r.jobs_waited},
-      {"time_limit_reached", r.time_limit_reached},
-      {"wait_seconds", StatsJson(r.wait)},
-      {"jct_seconds", StatsJson(r.jct)},
-      {"gpu_alloc_pct", r.gpu_alloc_pct},
-      {"gpu_hours_allocated", r.gpu_hours_allocated},
-      {"gpu_hours_idle_while_waiting", r.gpu_hours_idle_while_waiting},
-      {"gpu_hours_lost_to_preemption", r.gpu_hours_lost_to_preemption},
-      {"preemptions", r.preemptions},
-      {"preemption_decisions", r.preemption_decisions},
-      {"jobs_preempted", r.jobs_preempted},
-      {"preemptions_by_reason",
-       {{"priority", r.preemptions_by_reason[0]},
-        {"reclaim", r.preemptions_by_reason[1]},
-        {"anywhere", r.preemptions_by_reason[2]}}},
-      {"fairness", {{"jain", r.jain}, {"jain_while_waiting", r.jain_while_waiting}}},
-      {"start_seconds", Seconds(r.start)},
-      {"end_seconds", Seconds(r.end)},
-      {"makespan_seconds", r.makespan_seconds},
-      {"cycles", r.cycles},
-      {"gpu_alloc_series", {{"step_seconds", r.alloc_series.step_seconds}, {"alloc_pct", series}}},
-      {"by_queue", queues},
-      {"by_type", types},
-      {"dropped_jobs", EndedJson(r.dropped_jobs)},
-      {"unfinished_jobs", EndedJson(r.unfinished_jobs)}};
+  for (double v : r.alloc_series.alloc_pct) alloc.push_back(std::round(v * 1e4) / 1e4);
+  const nlohmann::json series = {{"step_seconds", r.alloc_series.step_seconds},
+                                 {"alloc_pct", alloc}};
+  return {{"policy", r.policy},
+          {"seed", r.seed},
+          {"jobs", r.jobs},
+          {"completed", r.completed},
+          {"timed_out", r.timed_out},
+          {"dropped", r.dropped},
+          {"unfinished", r.unfinished},
+          {"jobs_waited", r.jobs_waited},
+          {"time_limit_reached", r.time_limit_reached},
+          {"wait_seconds", StatsJson(r.wait)},
+          {"jct_seconds", StatsJson(r.jct)},
+          {"gpu_alloc_pct", r.gpu_alloc_pct},
+          {"gpu_hours_allocated", r.gpu_hours_allocated},
+          {"gpu_hours_idle_while_waiting", r.gpu_hours_idle_while_waiting},
+          {"gpu_hours_lost_to_preemption", r.gpu_hours_lost_to_preemption},
+          {"preemptions", r.preemptions},
+          {"preemption_decisions", r.preemption_decisions},
+          {"jobs_preempted", r.jobs_preempted},
+          {"preemptions_by_reason",
+           {{"priority", r.preemptions_by_reason[0]},
+            {"reclaim", r.preemptions_by_reason[1]},
+            {"anywhere", r.preemptions_by_reason[2]}}},
+          {"fairness", {{"jain", r.jain}, {"jain_while_waiting", r.jain_while_waiting}}},
+          {"start_seconds", Seconds(r.start)},
+          {"end_seconds", Seconds(r.end)},
+          {"makespan_seconds", r.makespan_seconds},
+          {"cycles", r.cycles},
+          {"gpu_alloc_series", series},
+          {"by_queue", queues},
+          {"by_type", types},
+          {"dropped_jobs", EndedJson(r.dropped_jobs)},
+          {"unfinished_jobs", EndedJson(r.unfinished_jobs)}};
 }
 
 }  // namespace arbiter::sim

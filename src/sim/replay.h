@@ -132,7 +132,7 @@ struct ReplayOptions {
 // The GPU allocation over time, in equal steps from the first submit: point i is the
 // time-averaged allocated GPU milli / the cluster's GPU milli over [start + i x step,
 // start + (i + 1) x step), percent (the last step ends at the report's end). The step is the
-// smallest power of two seconds, times one second, that keeps the series within
+// smallest power-of-two number of seconds that keeps the series within
 // ReplayOptions::max_series_points: the replay starts at 1 s steps and, whenever the run would
 // outgrow the series, doubles the step and merges neighbouring pairs, exactly (integer
 // milli-GPU x ms integrals), so the series depends only on the run, not on when cycles ran.
