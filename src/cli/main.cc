@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
       "Replay a trace online in virtual time through the production scheduling cycle: arrivals,\n"
       "departures, walltimes, preemptions; wait, JCT, GPU allocation, fairness per policy\n"
       "Example: arbiter simulate replay --nodes openb_node_list_gpu_node.csv --pods "
-      "openb_pod_list_default.csv --policy default --policy fgd --json replay.json");
+      "openb_pod_list_default.csv --policy default --policy fgd --json replay.json --html "
+      "replay.html");
   rep->add_option("--nodes", replay.nodes_path,
                   "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
   rep->add_option("--config", replay.config_path,
@@ -148,6 +149,9 @@ int main(int argc, char** argv) {
   rep->add_flag("--no-preemption", replay.no_preemption, "Never preempt");
   rep->add_option("--json", replay.json_path,
                   "Write the report as JSON to this file ('-': stdout)");
+  rep->add_option("--html", replay.html_path,
+                  "Write a self-contained HTML report to this file: GPU allocation over time, wait "
+                  "distributions, queue shares against their guarantees, a summary per policy");
   rep->callback([&] { exit_code = arbiter::sim::RunReplayCommand(replay); });
 
   arbiter::sim::ConvertCommandOptions convert;

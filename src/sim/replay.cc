@@ -123,6 +123,78 @@ Stats Stats::Of(std::vector<double> v) {
   return s;
 }
 
+AllocSeriesBuilder::AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points,
+                                       TimeMs until)
+    : start_(start),
+      capacity_(capacity_milli),
+      max_points_(std::max<size_t>(2, max_points)),
+      until_(until) {}
+
+void AllocSeriesBuilder::Fit(TimeMs to) {
+  auto steps = [&] { return static_cast<size_t>((to - start_ + step_ - 1) / step_); };
+  while (steps() > max_points_) {
+    // Step i of the doubled series is steps 2i and 2i + 1 of the old one.
+    for (size_t i = 0; i < integral_.size(); ++i) {
+      integral_[i / 2] = (i % 2 == 0 ? 0 : integral_[i / 2]) + integral_[i];
+    }
+    integral_.resize((integral_.size() + 1) / 2);
+    step_ *= 2;
+  }
+  if (integral_.size() < steps()) integral_.resize(steps(), 0);
+}
+
+void AllocSeriesBuilder::Add(TimeMs from, TimeMs to, int64_t alloc_milli) {
+  to = std::min(to, until_);
+  if (to <= from) return;
+  ARBITER_CHECK(from >= start_, "AllocSeriesBuilder: an interval before the start");
+  Fit(to);
+  if (alloc_milli == 0) return;
+  for (auto b = static_cast<size_t>((from - start_) / step_);
+       b < integral_.size() && start_ + static_cast<TimeMs>(b) * step_ < to; ++b) {
+    const TimeMs lo = start_ + static_cast<TimeMs>(b) * step_;
+    const TimeMs overlap = std::min(to, lo + step_) - std::max(from, lo);
+    integral_[b] += Integral{alloc_milli} * overlap;
+  }
+}
+
+AllocSeries AllocSeriesBuilder::Finish(TimeMs end) const {
+  end = std::min(end, until_);
+  AllocSeries s;
+  s.step_seconds = static_cast<double>(step_) / 1000.0;
+  if (end <= start_ || capacity_ <= 0) return s;
+  s.span_seconds = static_cast<double>(end - start_) / 1000.0;
+  const auto n =
+      std::min(integral_.size(), static_cast<size_t>((end - start_ + step_ - 1) / step_));
+  for (size_t b = 0; b < n; ++b) {
+    const TimeMs lo = start_ + static_cast<TimeMs>(b) * step_;
+    const TimeMs width = std::min(end, lo + step_) - lo;
+    // alloc % = integral of the allocated milli dt / (capacity x width)
+    s.alloc_pct.push_back(Percent(integral_[b], Int128{capacity_} * width));
+  }
+  return s;
+}
+
+std::vector<std::pair<double, int64_t>> SurvivalCurve(std::vector<double> v, size_t max_points) {
+  std::vector<std::pair<double, int64_t>> all;
+  if (v.empty()) return all;
+  std::sort(v.begin(), v.end());
+  const auto n = static_cast<int64_t>(v.size());
+  if (v.front() > 0) all.emplace_back(0, n);
+  for (size_t i = 0; i < v.size(); ++i) {
+    // The last of a run of equal values: the values after it are the greater ones.
+    if (i + 1 == v.size() || v[i + 1] != v[i]) {
+      all.emplace_back(v[i], n - 1 - static_cast<int64_t>(i));
+    }
+  }
+  max_points = std::max<size_t>(2, max_points);
+  if (all.size() <= max_points) return all;
+  std::vector<std::pair<double, int64_t>> out;
+  for (size_t k = 0; k < max_points; ++k) {
+    out.push_back(all[k * (all.size() - 1) / (max_points - 1)]);
+  }
+  return out;
+}
+
 namespace {
 
 // The leaf queue of every job (in file order) and the workload's queues in order of first use.
@@ -292,7 +364,12 @@ class Replayer {
         queue_wait_time_(w.queues.size(), 0),
         queue_wait_alloc_int_(w.queues.size(), 0),
         queue_preempted_(w.queues.size(), 0),
-        capacity_(w.cluster->capacity()[core::kDimGpu]) {
+        capacity_(w.cluster->capacity()[core::kDimGpu]),
+        series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
+                o.max_series_points),
+        arrival_series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
+                        o.max_series_points,
+                        w.jobs.empty() ? 0 : w.jobs.back().pending.submit_time) {
     for (const core::QuotaNode& n : w.tree->nodes()) decay_ = decay_ || n.half_life_seconds > 0;
     if (decay_) {
       history_.assign(w.tree->size(), core::QuotaVec{});
@@ -374,11 +451,15 @@ class Replayer {
   int64_t decisions_ = 0;
   std::array<int64_t, 3> by_reason_{};
   int64_t capacity_ = 0;
+  AllocSeriesBuilder series_;
+  AllocSeriesBuilder arrival_series_;  // until the last submit time
 };
 
 void Replayer::Integrate(TimeMs t) {
   const TimeMs dt = t - last_;
   if (dt <= 0) return;
+  series_.Add(last_, t, alloc_);
+  arrival_series_.Add(last_, t, alloc_);
   alloc_int_ += Int128{alloc_} * dt;
   if (waiting_ > 0) idle_while_waiting_int_ += Int128{capacity_ - alloc_} * dt;
   for (size_t q = 0; q < w_.queues.size(); ++q) {
@@ -770,7 +851,10 @@ ReplayReport Replayer::Report(std::string_view policy) const {
   std::vector<Samples> by_queue(w_.queues.size());
   std::vector<Samples> by_type(static_cast<size_t>(JobType::kExperiment) + 1);
   JobOutcomes(&rep, &all, &by_queue, &by_type);
+  rep.wait_survival = SurvivalCurve(all.wait);
   rep.wait = Stats::Of(std::move(all.wait));
+  rep.alloc_series = series_.Finish(rep.end);
+  rep.arrival_alloc_series = arrival_series_.Finish(rep.end);
   rep.jct = Stats::Of(std::move(all.jct));
   for (size_t t = 0; t < by_type.size(); ++t) {
     if (by_type[t].jobs == 0) continue;
@@ -839,6 +923,11 @@ nlohmann::json ReplayReportJson(const ReplayReport& r) {
                      {"wait_seconds", StatsJson(g.wait)},
                      {"jct_seconds", StatsJson(g.jct)}});
   }
+  nlohmann::json alloc = nlohmann::json::array();
+  // Four decimals: the series is for charts, the exact average is gpu_alloc_pct.
+  for (double v : r.alloc_series.alloc_pct) alloc.push_back(std::round(v * 1e4) / 1e4);
+  const nlohmann::json series = {{"step_seconds", r.alloc_series.step_seconds},
+                                 {"alloc_pct", alloc}};
   return {{"policy", r.policy},
           {"seed", r.seed},
           {"jobs", r.jobs},
@@ -866,6 +955,7 @@ nlohmann::json ReplayReportJson(const ReplayReport& r) {
           {"end_seconds", Seconds(r.end)},
           {"makespan_seconds", r.makespan_seconds},
           {"cycles", r.cycles},
+          {"gpu_alloc_series", series},
           {"by_queue", queues},
           {"by_type", types},
           {"dropped_jobs", EndedJson(r.dropped_jobs)},

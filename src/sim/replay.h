@@ -35,9 +35,11 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -122,7 +124,55 @@ struct ReplayOptions {
   // Called every `progress_every` cycles (and at the end) when set.
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_every = 100;
+  // Most points of each GPU allocation time series (ReplayReport::alloc_series and
+  // arrival_alloc_series), >= 2.
+  size_t max_series_points = 1000;
 };
+
+// The GPU allocation over time, in equal steps from the first submit: point i is the
+// time-averaged allocated GPU milli / the cluster's GPU milli over [start + i x step,
+// start + (i + 1) x step), percent (the last step ends at the report's end). The step is the
+// smallest power-of-two number of seconds that keeps the series within
+// ReplayOptions::max_series_points: the replay starts at 1 s steps and, whenever the run would
+// outgrow the series, doubles the step and merges neighbouring pairs, exactly (integer
+// milli-GPU x ms integrals), so the series depends only on the run, not on when cycles ran.
+struct AllocSeries {
+  double step_seconds = 1;
+  double span_seconds = 0;  // from the start to the series' end
+  std::vector<double> alloc_pct;
+};
+
+// Builds an AllocSeries from a piecewise-constant allocation, in bounded memory (at most
+// max_points integrals, whatever the run's length).
+class AllocSeriesBuilder {
+ public:
+  // start: the series' origin; capacity_milli: the cluster's GPU milli; max_points >= 2; the
+  // series ends at `until` at the latest (what is added after it is left out).
+  AllocSeriesBuilder(TimeMs start, int64_t capacity_milli, size_t max_points,
+                     TimeMs until = std::numeric_limits<TimeMs>::max());
+  // The allocation was `alloc_milli` over [from, to); start <= from, intervals in time order.
+  void Add(TimeMs from, TimeMs to, int64_t alloc_milli);
+  // The series up to `end` (or `until` when earlier; empty when end <= start).
+  AllocSeries Finish(TimeMs end) const;
+
+ private:
+  __extension__ using Integral = __int128;  // milli-GPU x ms
+  void Fit(TimeMs to);                      // doubles the step until [start, to) fits
+
+  TimeMs start_;
+  int64_t capacity_;
+  size_t max_points_;
+  TimeMs until_;
+  DurationMs step_ = 1000;
+  std::vector<Integral> integral_;
+};
+
+// The complementary distribution of waits, in jobs: (x, how many values are greater than x) at
+// x = 0 and at every distinct value, ascending (the last count is 0); at most `max_points` of
+// them when there are more, evenly spaced by index, the first and the last kept. Empty for no
+// values. As ReplayReport::wait_survival.
+std::vector<std::pair<double, int64_t>> SurvivalCurve(std::vector<double> values,
+                                                      size_t max_points = 200);
 
 // Percentiles by nearest rank (the value at rank ceil(p/100 x n) of the sorted values), seconds.
 struct Stats {
@@ -175,6 +225,14 @@ struct ReplayReport {
   bool time_limit_reached = false;
   Stats wait;
   Stats jct;
+  // The wait distribution of the jobs that started: (wait seconds x, jobs that waited longer than
+  // x), SurvivalCurve() of `wait`'s values; empty when no job started.
+  std::vector<std::pair<double, int64_t>> wait_survival;
+  // GPU allocation over the whole run, and over the arrivals only (from the first to the last
+  // submit time, at a finer step when the run lasts longer; empty when every job arrives at
+  // once).
+  AllocSeries alloc_series;
+  AllocSeries arrival_alloc_series;
   std::vector<QueueReport> queues;
   std::vector<GroupReport> types;  // job types that occur, in JobType order
   // Time-averaged allocated GPU milli / the cluster's GPU milli over the makespan, percent.

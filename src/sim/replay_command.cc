@@ -13,6 +13,7 @@
 #include "core/cluster.h"
 #include "core/quota/quota_tree.h"
 #include "sim/openb.h"
+#include "sim/replay_html.h"
 
 namespace arbiter::sim {
 
@@ -226,6 +227,22 @@ std::string FormatReplayTable(const std::vector<ReplayReport>& reports) {
   return out;
 }
 
+std::string ReplayCommandLine(const ReplayCommandOptions& o) {
+  std::string cmd = "arbiter simulate replay";
+  if (!o.nodes_path.empty()) cmd += fmt::format(" --nodes {}", o.nodes_path);
+  if (!o.config_path.empty()) cmd += fmt::format(" --config {}", o.config_path);
+  if (!o.trace_path.empty()) cmd += fmt::format(" --trace {}", o.trace_path);
+  if (!o.pods_path.empty()) {
+    cmd += fmt::format(" --pods {} --tenants {} --time-scale {}", o.pods_path, o.convert.tenants,
+                       o.convert.time_scale);
+  }
+  for (const std::string& p : o.policies) cmd += fmt::format(" --policy {}", p);
+  cmd += fmt::format(" --seed {} --cycle-interval {}", o.seed, o.cycle_interval_seconds);
+  if (o.time_limit_seconds > 0) cmd += fmt::format(" --time-limit {}", o.time_limit_seconds);
+  if (o.no_preemption) cmd += " --no-preemption";
+  return cmd;
+}
+
 int RunReplayCommand(const ReplayCommandOptions& o) {
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "arbiter simulate replay: %s\n", st.ToString().c_str());
@@ -280,6 +297,14 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
     j["wall_seconds"] = r.wall_seconds;
     results.push_back(std::move(j));
     reports.push_back(std::move(r));
+  }
+  if (!o.html_path.empty()) {
+    const Status st = report::WriteHtml(
+        ReplayHtmlReport(reports, Stem(o.trace_path.empty() ? o.pods_path : o.trace_path),
+                         Stem(o.nodes_path.empty() ? o.config_path : o.nodes_path),
+                         ReplayCommandLine(o)),
+        o.html_path);
+    if (!st.ok()) return fail(st);
   }
   const nlohmann::json report =
       results.size() == 1 ? results[0] : nlohmann::json{{"results", results}};

@@ -4,14 +4,15 @@
 //   arbiter simulate replay (--nodes NODES.csv | --config FILE.yaml | both)
 //       (--trace TRACE.csv | --pods PODS.csv [--tenants N] [--time-scale F])
 //       --policy NAME [--policy NAME2 ...] [--seed S] [--cycle-interval S] [--time-limit S]
-//       [--no-preemption] [--json OUT]
+//       [--no-preemption] [--json OUT] [--html OUT.html]
 //
 // The cluster is an openb node list (--nodes) or the nodes of an Arbiter configuration (--config,
 // docs/config.md), not both. The configuration's priority classes and tenants with their queues,
 // when it has them, replace the defaults of sim/replay.h. A pod list is converted on the fly
 // (sim/convert.h, with the replay's seed). A table goes to stdout, one column per policy;
 // `--json OUT` writes one object per policy ({"results": [...]} for several; "-": stdout instead
-// of the table). Progress goes to stderr.
+// of the table). `--html OUT.html` also writes a self-contained page with charts
+// (sim/replay_html.h). Progress goes to stderr.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,11 @@ struct ReplayCommandOptions {
   int64_t time_limit_seconds = 0;  // 0: none
   bool no_preemption = false;
   std::string json_path;  // empty: table only; "-": JSON on stdout
+  std::string html_path;  // empty: no HTML report
 };
+
+// The command line these options stand for (shown in the HTML report).
+std::string ReplayCommandLine(const ReplayCommandOptions& options);
 
 // The side-by-side table of several policies' reports.
 std::string FormatReplayTable(const std::vector<ReplayReport>& reports);

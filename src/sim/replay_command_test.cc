@@ -91,6 +91,65 @@ TEST(RunReplayCommand, ATraceFileAndAConfiguration) {
   for (const auto& p : {trace, config, out}) std::filesystem::remove(p);
 }
 
+std::string ReadText(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(RunReplayCommand, WritesAnHtmlReportWithEverySection) {
+  const auto html = TempPath("report.html");
+  const auto json = TempPath("report.json");
+  ReplayCommandOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.pods_path = kFixtures + "/pods.csv";
+  o.policies = {"default", "bestfit"};
+  o.convert.time_scale = 0.0001;
+  o.json_path = json.string();
+  o.html_path = html.string();
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  const std::string page = ReadText(html);
+  ASSERT_THAT(page, HasSubstr("<!DOCTYPE html>"));
+  EXPECT_THAT(page, HasSubstr("<title>Trace replay: pods on nodes</title>"));
+  EXPECT_THAT(page, HasSubstr("arbiter simulate replay --nodes "));
+  EXPECT_THAT(page, HasSubstr("--policy default --policy bestfit"));
+  for (const char* title :
+       {">Summary</h2>", ">GPU allocation over time</h2>", ">GPU allocation while jobs arrive</h2>",
+        ">Wait time distribution</h2>", ">Waits by queue</h2>",
+        ">Waits and completion times by job type</h2>", ">GPU share by queue</h2>",
+        ">GPU share while waiting</h2>", ">Dropped and unfinished jobs</h2>"}) {
+    EXPECT_THAT(page, HasSubstr(title));
+  }
+  EXPECT_EQ(Count(page, "<section"), 9u);
+  EXPECT_EQ(Count(page, "<svg"), 7u);
+  EXPECT_EQ(Count(page, ">guaranteed</text>"), 2u);  // the legends of both share charts
+  // The JSON carries the allocation series: bounded, in percent.
+  const nlohmann::json j = ReadJson(json);
+  for (const nlohmann::json& r : j["results"]) {
+    const nlohmann::json& series = r["gpu_alloc_series"];
+    EXPECT_GT(series["step_seconds"].get<double>(), 0);
+    ASSERT_FALSE(series["alloc_pct"].empty());
+    EXPECT_LE(series["alloc_pct"].size(), 1000u);
+    for (const nlohmann::json& v : series["alloc_pct"]) {
+      EXPECT_GE(v.get<double>(), 0);
+      EXPECT_LE(v.get<double>(), 100);
+    }
+  }
+  // An HTML path that cannot be written is an error.
+  o.json_path.clear();
+  o.html_path = (TempPath("no-such-dir") / "report.html").string();
+  EXPECT_EQ(RunReplayCommand(o), 2);
+  std::filesystem::remove(html);
+  std::filesystem::remove(json);
+}
+
 TEST(RunReplayCommand, BadInputIsExitCodeTwo) {
   ReplayCommandOptions o;
   o.nodes_path = kFixtures + "/nodes.csv";

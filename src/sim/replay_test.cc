@@ -137,6 +137,79 @@ TEST(Replay, WaitsMakespanAndAllocationOfAFifoQueue) {
   EXPECT_NEAR(r.queues[0].share_while_waiting_pct, 100.0 * 1280 / (16.0 * 90), 1e-9);
   ASSERT_EQ(r.types.size(), 1u);
   EXPECT_EQ(r.types[0].name, "training");
+  // 120 one-second steps, 100% until 80, 50% until 100, 100% to the end.
+  ASSERT_EQ(r.alloc_series.alloc_pct.size(), 120u);
+  EXPECT_DOUBLE_EQ(r.alloc_series.step_seconds, 1);
+  EXPECT_DOUBLE_EQ(r.alloc_series.alloc_pct[79], 100);
+  EXPECT_DOUBLE_EQ(r.alloc_series.alloc_pct[80], 50);
+  EXPECT_DOUBLE_EQ(r.alloc_series.alloc_pct[119], 100);
+  // Waits 0, 0, 40, 80: two jobs waited longer than 0 s, one longer than 40 s, none than 80 s.
+  EXPECT_EQ(r.wait_survival, (std::vector<std::pair<double, int64_t>>{{0, 2}, {40, 1}, {80, 0}}));
+  // The arrivals end at 20 s: both nodes are full until then.
+  EXPECT_EQ(r.arrival_alloc_series.alloc_pct, std::vector<double>(20, 100.0));
+
+  // At most 4 points: the step doubles to 32 s. [0,32) and [32,64): 16 of 16 GPUs; [64,96): 16
+  // on 16 s, 8 on 16 s; [96,120): 8 on 4 s, 16 on 20 s.
+  ReplayOptions o;
+  o.max_series_points = 4;
+  const AllocSeries a = s.Run("binpack", o).alloc_series;
+  EXPECT_DOUBLE_EQ(a.step_seconds, 32);
+  ASSERT_EQ(a.alloc_pct.size(), 4u);
+  EXPECT_NEAR(a.alloc_pct[0], 100, 1e-12);
+  EXPECT_NEAR(a.alloc_pct[1], 100, 1e-12);
+  EXPECT_NEAR(a.alloc_pct[2], 100.0 * (16 * 16 + 8 * 16) / (16 * 32), 1e-12);
+  EXPECT_NEAR(a.alloc_pct[3], 100.0 * (8 * 4 + 16 * 20) / (16 * 24), 1e-12);
+}
+
+TEST(AllocSeriesBuilder, MergesStepsExactlyAndStaysBounded) {
+  // 10 GPUs; 5 allocated on [0, 3 s), 10 on [3 s, 10 s), then 0 until 1000 s.
+  AllocSeriesBuilder b(0, 10 * kMilliPerGpu, 8);
+  b.Add(0, 3000, 5 * kMilliPerGpu);
+  b.Add(3000, 10000, 10 * kMilliPerGpu);
+  AllocSeries s = b.Finish(10000);
+  EXPECT_DOUBLE_EQ(s.step_seconds, 2);  // 10 one-second steps would be more than 8
+  ASSERT_EQ(s.alloc_pct.size(), 5u);
+  EXPECT_DOUBLE_EQ(s.alloc_pct[0], 50);
+  EXPECT_DOUBLE_EQ(s.alloc_pct[1], 75);  // [2 s, 4 s): half at 50%, half at 100%
+  EXPECT_DOUBLE_EQ(s.alloc_pct[4], 100);
+  b.Add(10000, 1000000, 0);
+  s = b.Finish(1000000);
+  EXPECT_LE(s.alloc_pct.size(), 8u);
+  EXPECT_DOUBLE_EQ(s.step_seconds, 128);  // the smallest power of two with 1000 s in 8 steps
+  EXPECT_NEAR(s.alloc_pct[0], 100.0 * (5 * 3 + 10 * 7) / (10 * 128), 1e-12);
+  // The same allocation cut into other pieces gives the same series.
+  AllocSeriesBuilder c(0, 10 * kMilliPerGpu, 8);
+  for (TimeMs t = 0; t < 3000; t += 700) c.Add(t, std::min<TimeMs>(t + 700, 3000), 5000);
+  for (TimeMs t = 3000; t < 10000; t += 999) c.Add(t, std::min<TimeMs>(t + 999, 10000), 10000);
+  c.Add(10000, 1000000, 0);
+  EXPECT_EQ(c.Finish(1000000).alloc_pct, s.alloc_pct);
+  // A partial last step averages over its own width; nothing before the start.
+  AllocSeriesBuilder d(5000, 1000, 100);
+  d.Add(5000, 6500, 1000);
+  const AllocSeries e = d.Finish(6500);
+  ASSERT_EQ(e.alloc_pct.size(), 2u);
+  EXPECT_DOUBLE_EQ(e.alloc_pct[1], 100);
+  EXPECT_TRUE(d.Finish(5000).alloc_pct.empty());
+  // Cut at `until`: what comes after is left out, the last step ends there.
+  AllocSeriesBuilder u(0, 1000, 100, 2500);
+  u.Add(0, 2000, 1000);
+  u.Add(2000, 9000, 500);
+  EXPECT_EQ(u.Finish(9000).alloc_pct, (std::vector<double>{100, 100, 50}));
+}
+
+TEST(SurvivalCurve, JobsLongerThanEachDistinctValueAtMostMaxPoints) {
+  EXPECT_TRUE(SurvivalCurve({}).empty());
+  // No zero: the curve starts at (0, n).
+  EXPECT_EQ(SurvivalCurve({5, 1, 5, 3}),
+            (std::vector<std::pair<double, int64_t>>{{0, 4}, {1, 3}, {3, 2}, {5, 0}}));
+  EXPECT_EQ(SurvivalCurve({0, 0, 0}), (std::vector<std::pair<double, int64_t>>{{0, 0}}));
+  std::vector<double> v;
+  for (int i = 0; i <= 1000; ++i) v.push_back(i);
+  const auto c = SurvivalCurve(v, 11);
+  ASSERT_EQ(c.size(), 11u);
+  EXPECT_EQ(c.front(), (std::pair<double, int64_t>{0, 1000}));
+  EXPECT_EQ(c[1], (std::pair<double, int64_t>{100, 900}));
+  EXPECT_EQ(c.back(), (std::pair<double, int64_t>{1000, 0}));
 }
 
 TEST(Replay, AJobLongerThanItsWalltimeEndsTimedOut) {

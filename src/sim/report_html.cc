@@ -100,12 +100,21 @@ std::vector<double> LogTicks(double* lo, double* hi) {
 
 std::string Attr(std::string_view s) { return EscapeHtml(s); }
 
+// Room under the plot for category labels rotated by 30 degrees (their height is half their
+// length), then the x label.
+double RotatedAxisBelow(size_t longest_label) {
+  return std::max(kAxisBelow, 16 + 0.5 * kCharWidth * static_cast<double>(longest_label) + 30);
+}
+
 // The frame shared by all charts: an <svg> with title, grid, y axis and labels. The caller adds
 // the plot and the x axis; Close() adds the legend and the closing tag.
 class Canvas {
  public:
-  Canvas(std::string_view title, std::vector<std::string> legend, bool legend_as_boxes)
-      : title_(title), legend_(std::move(legend)), boxes_(legend_as_boxes) {
+  // `axis_below`: room under the plot for the tick labels and the x label (more for rotated
+  // category labels).
+  Canvas(std::string_view title, std::vector<std::string> legend, bool legend_as_boxes,
+         double axis_below = kAxisBelow)
+      : title_(title), legend_(std::move(legend)), boxes_(legend_as_boxes), below_(axis_below) {
     // Lay the legend out in rows first: the SVG's height depends on it.
     double x = kLeft;
     int rows = legend_.empty() ? 0 : 1;
@@ -118,7 +127,7 @@ class Canvas {
       legend_pos_.push_back({x, rows});
       x += w;
     }
-    height_ = kTop + kPlotHeight + kAxisBelow + kLegendRow * rows + (rows > 0 ? 6 : 0);
+    height_ = kTop + kPlotHeight + below_ + kLegendRow * rows + (rows > 0 ? 6 : 0);
     out_ = fmt::format(
         "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" "
         "role=\"img\" aria-label=\"{}\">\n",
@@ -165,7 +174,7 @@ class Canvas {
   void XLabel(std::string_view label) {
     out_ += fmt::format(
         "<text class=\"alabel\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
-        (plot_left() + plot_right()) / 2, plot_bottom() + 40, EscapeHtml(label));
+        (plot_left() + plot_right()) / 2, plot_bottom() + below_ - 12, EscapeHtml(label));
   }
 
   std::string Close() {
@@ -174,7 +183,7 @@ class Canvas {
         plot_left(), plot_top(), plot_right() - plot_left(), plot_bottom() - plot_top());
     for (size_t i = 0; i < legend_.size(); ++i) {
       const double x = legend_pos_[i].first;
-      const double y = plot_bottom() + kAxisBelow + kLegendRow * (legend_pos_[i].second - 1) + 10;
+      const double y = plot_bottom() + below_ + kLegendRow * (legend_pos_[i].second - 1) + 10;
       out_ += "<g class=\"legend\">";
       if (boxes_) {
         out_ +=
@@ -197,6 +206,7 @@ class Canvas {
   std::string title_;
   std::vector<std::string> legend_;
   bool boxes_;
+  double below_;
   std::vector<std::pair<double, int>> legend_pos_;
   double height_ = 0;
   std::string out_;
@@ -293,21 +303,22 @@ std::string RenderBars(const BarChart& c) {
     yhi = std::max(yhi, pos);
     ylo = std::min(ylo, neg);
   }
+  if (yhi == 0 && ylo == 0) yhi = 1;  // all zero: an axis from 0, not around it
   std::vector<std::string> names;
   for (const auto& s : c.series) names.push_back(s.name);
-  Canvas cv(c.title, c.series.size() > 1 ? names : std::vector<std::string>{}, true);
+  const double band = (kWidth - kRight - kLeft) / static_cast<double>(std::max<size_t>(1, nc));
+  size_t longest = 0;
+  for (const std::string& cat : c.categories) longest = std::max(longest, cat.size());
+  const bool rotate = kCharWidth * static_cast<double>(longest) > band;
+  Canvas cv(c.title, c.series.size() > 1 ? names : std::vector<std::string>{}, true,
+            rotate ? RotatedAxisBelow(longest) : kAxisBelow);
   std::vector<double> yt = FitLinear(&ylo, &yhi, true);
   const Scale y{ylo, yhi, cv.plot_bottom(), cv.plot_top()};
   cv.YAxis(y, yt, c.y_label);
   cv.XLabel(c.x_label);
   std::string& o = cv.out();
-  const double band =
-      (cv.plot_right() - cv.plot_left()) / static_cast<double>(std::max<size_t>(1, nc));
   const double inner = band * 0.8;
   const size_t ns = std::max<size_t>(1, c.series.size());
-  size_t longest = 0;
-  for (const std::string& cat : c.categories) longest = std::max(longest, cat.size());
-  const bool rotate = kCharWidth * static_cast<double>(longest) > band;
   for (size_t k = 0; k < nc; ++k) {
     const double x0 = cv.plot_left() + band * static_cast<double>(k) + (band - inner) / 2;
     double pos = 0, neg = 0;
@@ -361,18 +372,18 @@ std::string RenderBoxes(const BoxChart& c) {
   }
   if (!std::isfinite(lo)) lo = c.log_y ? 1 : 0, hi = c.log_y ? 10 : 1;
   if (!c.log_y && c.y_from_zero && lo > 0) lo = 0;
-  Canvas cv(c.title, {}, true);
+  const size_t n = std::max<size_t>(1, c.boxes.size());
+  const double band = (kWidth - kRight - kLeft) / static_cast<double>(n);
+  size_t longest = 0;
+  for (const Box& b : c.boxes) longest = std::max(longest, b.label.size());
+  const bool rotate = kCharWidth * static_cast<double>(longest) > band;
+  Canvas cv(c.title, {}, true, rotate ? RotatedAxisBelow(longest) : kAxisBelow);
   std::vector<double> yt = c.log_y ? LogTicks(&lo, &hi) : FitLinear(&lo, &hi, true);
   const Scale y{lo, hi, cv.plot_bottom(), cv.plot_top(), c.log_y};
   cv.YAxis(y, yt, c.y_label);
   cv.XLabel(c.x_label);
   std::string& o = cv.out();
-  const size_t n = std::max<size_t>(1, c.boxes.size());
-  const double band = (cv.plot_right() - cv.plot_left()) / static_cast<double>(n);
   const double w = std::min(60.0, band * 0.5);
-  size_t longest = 0;
-  for (const Box& b : c.boxes) longest = std::max(longest, b.label.size());
-  const bool rotate = kCharWidth * static_cast<double>(longest) > band;
   for (size_t k = 0; k < c.boxes.size(); ++k) {
     const Box& b = c.boxes[k];
     const double cx = cv.plot_left() + band * (static_cast<double>(k) + 0.5);

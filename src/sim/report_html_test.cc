@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sim/inflate_command.h"
+#include "sim/replay_command.h"
 
 namespace arbiter::sim::report {
 namespace {
@@ -92,6 +93,21 @@ TEST(RenderChart, EveryKindIsOneSvgWithItsLabels) {
   EXPECT_EQ(Count(svg, "<path"), 2u);  // one line per series
 }
 
+TEST(RenderChart, RotatedCategoryLabelsGetRoomAboveTheAxisLabel) {
+  BarChart bars;
+  bars.x_label = "queue";
+  bars.categories = {"a", "b"};
+  bars.series = {{"s", {1, 2}}};
+  const std::string short_labels = RenderChart(bars);
+  EXPECT_EQ(short_labels.find("rotate(-30"), std::string::npos);
+  EXPECT_NE(short_labels.find("viewBox=\"0 0 760 366\""), std::string::npos) << short_labels;
+  for (int i = 0; i < 12; ++i) bars.categories.push_back(fmt::format("tenant-{}-online", i));
+  const std::string long_labels = RenderChart(bars);
+  EXPECT_NE(long_labels.find("rotate(-30"), std::string::npos);
+  // 16 characters: 16 + 0.5 x 6.6 x 16 + 30 = 98.8 under the plot instead of 52.
+  EXPECT_NE(long_labels.find("viewBox=\"0 0 760 412.8\""), std::string::npos) << long_labels;
+}
+
 TEST(RenderChart, NonFiniteValuesAreLeftOut) {
   LineChart line;
   line.series = {{"s", {{0, 1}, {1, std::nan("")}, {2, 3}}}};
@@ -130,7 +146,7 @@ TEST(RenderHtml, SectionsInOrderWithTablesAndUniqueClipIds) {
   EXPECT_EQ(html.find("@import"), std::string::npos);
 }
 
-// --- The inflate report in a real headless browser ---------------------------------------------
+// --- The reports in a real headless browser ---------------------------------------------------
 
 const std::string kFixtures = ARBITER_FIXTURES_DIR "/openb";
 
@@ -168,17 +184,56 @@ int RunChromium(const std::string& chromium, const std::string& mode, const std:
   return std::system(cmd.c_str());
 }
 
-TEST(InflateHtml, LoadsInHeadlessChromiumWithoutErrorsAndOneChartPerChartSection) {
-  const std::string chromium = Chromium();
-  if (chromium.empty()) {
-    GTEST_SKIP() << "SKIPPED: chromium is not installed (Debian: apt-get install chromium, or "
-                    "set ARBITER_CHROMIUM to the browser): the browser test of the HTML report "
-                    "did not run";
-  }
-  const auto dir =
-      std::filesystem::temp_directory_path() / fmt::format("arbiter_html_test_{}", ::getpid());
+// The skip message of the browser tests, when no chromium is there.
+constexpr const char* kNoChromium =
+    "SKIPPED: chromium is not installed (Debian: apt-get install chromium, or set "
+    "ARBITER_CHROMIUM to the browser): the browser test of the HTML report did not run";
+
+// A fresh temporary folder for one browser test.
+std::filesystem::path BrowserTestDir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("arbiter_html_test_{}_{}", name, ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Loads `html_path` in headless chromium: the page's own script ran to the end, nothing raised an
+// error or failed to load. `dom` gets the page as the browser built it.
+void ExpectLoadsCleanly(const std::string& chromium, const std::string& html_path,
+                        const std::filesystem::path& dir, std::string* dom) {
+  ASSERT_FALSE(ReadFile(html_path).empty());
+  const std::string url = fmt::format("file://{}", html_path);
+  ASSERT_EQ(RunChromium(chromium, "--dump-dom", url, dir, dir / "dom.html", dir / "stderr.txt"), 0)
+      << ReadFile(dir / "stderr.txt");
+  *dom = ReadFile(dir / "dom.html");
+  const std::string log = ReadFile(dir / "stderr.txt");
+  EXPECT_NE(dom->find("data-report-ready=\"1\""), std::string::npos) << dom->substr(0, 2000);
+  EXPECT_EQ(dom->find("data-report-error=\""), std::string::npos) << dom->substr(0, 2000);
+  EXPECT_EQ(log.find("Uncaught"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Failed to load resource"), std::string::npos) << log;
+}
+
+// A screenshot renders (kept in the temp folder when ARBITER_KEEP_REPORT is set).
+void ExpectScreenshotAndCleanUp(const std::string& chromium, const std::string& html_path,
+                                const std::filesystem::path& dir) {
+  const std::string url = fmt::format("file://{}", html_path);
+  ASSERT_EQ(RunChromium(chromium, fmt::format("--screenshot={}", (dir / "report.png").string()),
+                        url, dir, dir / "shot.txt", dir / "shot_err.txt"),
+            0)
+      << ReadFile(dir / "shot_err.txt");
+  EXPECT_GT(std::filesystem::file_size(dir / "report.png"), 10000u);
+  if (std::getenv("ARBITER_KEEP_REPORT") == nullptr) {
+    std::filesystem::remove_all(dir);
+  } else {
+    std::printf("report kept in %s\n", dir.string().c_str());
+  }
+}
+
+TEST(InflateHtml, LoadsInHeadlessChromiumWithoutErrorsAndOneChartPerChartSection) {
+  const std::string chromium = Chromium();
+  if (chromium.empty()) GTEST_SKIP() << kNoChromium;
+  const auto dir = BrowserTestDir("inflate");
   InflateOptions o;
   o.nodes_path = kFixtures + "/nodes.csv";
   o.pods_path = kFixtures + "/pods.csv";
@@ -188,19 +243,8 @@ TEST(InflateHtml, LoadsInHeadlessChromiumWithoutErrorsAndOneChartPerChartSection
   o.json_path = (dir / "report.json").string();
   o.html_path = (dir / "report.html").string();
   ASSERT_EQ(RunInflateCommand(o), 0);
-  const std::string html = ReadFile(o.html_path);
-  ASSERT_FALSE(html.empty());
-
-  const std::string url = fmt::format("file://{}", o.html_path);
-  ASSERT_EQ(RunChromium(chromium, "--dump-dom", url, dir, dir / "dom.html", dir / "stderr.txt"), 0)
-      << ReadFile(dir / "stderr.txt");
-  const std::string dom = ReadFile(dir / "dom.html");
-  const std::string log = ReadFile(dir / "stderr.txt");
-  // The page's own script ran to the end, and nothing raised an error.
-  EXPECT_NE(dom.find("data-report-ready=\"1\""), std::string::npos) << dom.substr(0, 2000);
-  EXPECT_EQ(dom.find("data-report-error=\""), std::string::npos) << dom.substr(0, 2000);
-  EXPECT_EQ(log.find("Uncaught"), std::string::npos) << log;
-  EXPECT_EQ(log.find("Failed to load resource"), std::string::npos) << log;
+  std::string dom;
+  ASSERT_NO_FATAL_FAILURE(ExpectLoadsCleanly(chromium, o.html_path, dir, &dom));
 
   // Summary (table), allocation, allocation near saturation, fragmentation, per-seed spread
   // (charts), runs (table): exactly one <svg> in each chart section, none elsewhere.
@@ -215,18 +259,42 @@ TEST(InflateHtml, LoadsInHeadlessChromiumWithoutErrorsAndOneChartPerChartSection
   for (const std::string& p : o.policies) {
     EXPECT_NE(sections[1].find(fmt::format(">{}</text>", p)), std::string::npos) << p;
   }
+  ExpectScreenshotAndCleanUp(chromium, o.html_path, dir);
+}
 
-  // A screenshot renders (kept in the temp folder when ARBITER_KEEP_REPORT is set).
-  ASSERT_EQ(RunChromium(chromium, fmt::format("--screenshot={}", (dir / "report.png").string()),
-                        url, dir, dir / "shot.txt", dir / "shot_err.txt"),
-            0)
-      << ReadFile(dir / "shot_err.txt");
-  EXPECT_GT(std::filesystem::file_size(dir / "report.png"), 10000u);
-  if (std::getenv("ARBITER_KEEP_REPORT") == nullptr) {
-    std::filesystem::remove_all(dir);
-  } else {
-    std::printf("report kept in %s\n", dir.string().c_str());
+TEST(ReplayHtml, LoadsInHeadlessChromiumWithoutErrorsAndOneChartPerChartSection) {
+  const std::string chromium = Chromium();
+  if (chromium.empty()) GTEST_SKIP() << kNoChromium;
+  const auto dir = BrowserTestDir("replay");
+  ReplayCommandOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.pods_path = kFixtures + "/pods.csv";
+  o.policies = {"default", "fgd", "bestfit"};
+  o.convert.time_scale = 0.0001;
+  o.json_path = (dir / "report.json").string();
+  o.html_path = (dir / "report.html").string();
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  std::string dom;
+  ASSERT_NO_FATAL_FAILURE(ExpectLoadsCleanly(chromium, o.html_path, dir, &dom));
+
+  // Summary (table), allocation over time and while jobs arrive, waits, waits by queue, by type,
+  // shares, shares while waiting (one chart each), dropped and unfinished jobs (text or a table).
+  const std::vector<std::string> sections = Sections(dom);
+  ASSERT_EQ(sections.size(), 9u) << dom.substr(0, 2000);
+  const std::array<size_t, 9> charts = {0, 1, 1, 1, 1, 1, 1, 1, 0};
+  for (size_t i = 0; i < sections.size(); ++i) {
+    EXPECT_EQ(Count(sections[i], "<svg"), charts[i]) << "section " << i + 1;
   }
+  EXPECT_NE(sections[1].find("simulated time since the first submit"), std::string::npos);
+  // Every policy is in the legend of every chart but the per-policy summary table's section.
+  for (size_t i = 1; i < 8; ++i) {
+    for (const std::string& p : o.policies) {
+      EXPECT_NE(sections[i].find(fmt::format(">{}</text>", p)), std::string::npos)
+          << "section " << i + 1 << ": " << p;
+    }
+  }
+  EXPECT_NE(sections[6].find(">guaranteed</text>"), std::string::npos);
+  ExpectScreenshotAndCleanUp(chromium, o.html_path, dir);
 }
 
 }  // namespace
