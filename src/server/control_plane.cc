@@ -8,6 +8,7 @@
 
 #include "api/job_codec.h"
 #include "core/budget/budget.h"
+#include "server/control_plane_compiled.h"
 
 namespace arbiter::server {
 
@@ -96,14 +97,6 @@ TimeMs PeriodStart(const std::string& period, TimeMs now) {
 }
 
 }  // namespace
-
-// The compiled form of configuration and nodes, rebuilt when either changes.
-struct ControlPlane::Compiled {
-  core::Cluster cluster;
-  core::QuotaTree tree;
-  std::unique_ptr<core::Profile> profile;
-  std::map<std::string, PriorityClass> classes;
-};
 
 ControlPlane::ControlPlane(store::Store* store, NowFn now) : store_(store), now_(std::move(now)) {}
 
@@ -549,6 +542,7 @@ json ControlPlane::JobJsonLocked(const JobEntry& j) const {
 void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string reason,
                                           store::WriteBatch* b) {
   const JobState from = j.state;
+  CountTransitionLocked(j, from, to, j.updated_at);
   j.state = to;
   j.reason = reason;
   j.updated_at = now_();
@@ -1235,6 +1229,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     ++stats_.cycles;
     stats_.last_cycle_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    metrics_.SchedulingCycle(stats_.last_cycle_seconds);
     if (compiled != compiled_) return size_t{0};  // configuration changed meanwhile: next cycle
     store::WriteBatch b;
     ApplyCycleLocked(in, result, pending_ids, &b);
@@ -1296,6 +1291,8 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
                              fmt::format("preempted by job {} ({})", d.preemptor.value(),
                                          core::PreemptionReasonName(d.reason)),
                              b);
+      metrics_.JobPreempted(it->second.spec.tenant, it->second.spec.queue,
+                            core::PreemptionReasonName(d.reason));
     }
     auto p = jobs_.find(d.preemptor.value());
     if (p != jobs_.end()) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -169,6 +170,24 @@ int RunServer(const ServerOptions& o) {
   http_options.threads = static_cast<size_t>(o.http_threads);
   http_options.local_node = o.local_node;
   http_options.local_work_dir = o.data_dir;
+  http_options.metrics_public = o.metrics_public;
+  if (!o.metrics_token_file.empty()) {
+    std::ifstream in(o.metrics_token_file);
+    if (!in.is_open()) {
+      spdlog::error("--metrics-token-file: cannot read {}", o.metrics_token_file);
+      return 2;
+    }
+    std::getline(in, http_options.metrics_token);
+    while (!http_options.metrics_token.empty() &&
+           std::isspace(static_cast<unsigned char>(http_options.metrics_token.back()))) {
+      http_options.metrics_token.pop_back();
+    }
+    if (http_options.metrics_token.size() < 16) {
+      spdlog::error("--metrics-token-file: the secret in {} must have at least 16 characters",
+                    o.metrics_token_file);
+      return 2;
+    }
+  }
   HttpApi api(&cp, http_options);
   auto bound = api.Bind(host, port);
   if (!bound.ok()) {
