@@ -255,6 +255,21 @@ TEST_F(MetricsTest, ARealScrapePassesPromtoolAndMatchesTheJobs) {
             0);
   EXPECT_EQ(text.find("route=\"/api/v1/jobs/1\""), std::string::npos);
 
+  // Every metric is documented.
+  const std::string docs = ReadFile(std::string(ARBITER_SOURCE_DIR) + "/docs/metrics.md");
+  ASSERT_FALSE(docs.empty());
+  std::istringstream lines(text);
+  std::string line;
+  size_t families = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    ++families;
+    EXPECT_NE(docs.find(fmt::format("`{}`", name)), std::string::npos)
+        << name << " is not in docs/metrics.md";
+  }
+  EXPECT_GE(families, 20u);
+
   if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << kPromtool << " is missing (Debian: prometheus)";
   const std::string file = dir_.path() + "/scrape.txt";
   {
@@ -359,6 +374,37 @@ TEST_F(MetricsTest, PrometheusScrapesTheServer) {
   const json upj = json::parse(up->body, nullptr, false);
   ASSERT_TRUE(upj.is_object() && !upj["data"]["result"].empty()) << up->body;
   EXPECT_EQ(upj["data"]["result"][0]["value"][1], "1") << up->body;
+  // Every query of deploy/grafana-dashboard.json is valid PromQL over documented metrics.
+  const json dashboard = json::parse(
+      ReadFile(std::string(ARBITER_SOURCE_DIR) + "/deploy/grafana-dashboard.json"), nullptr, false);
+  ASSERT_TRUE(dashboard.is_object() && dashboard.contains("panels"));
+  const std::string docs = ReadFile(std::string(ARBITER_SOURCE_DIR) + "/docs/metrics.md");
+  size_t queries = 0;
+  for (const json& panel : dashboard["panels"]) {
+    for (const json& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
+               {"$__rate_interval", "1m"}, {"$tenant", ".*"}, {"$queue", ".*"}}) {
+        for (size_t at = expr.find(var); at != std::string::npos; at = expr.find(var)) {
+          expr.replace(at, var.size(), value);
+        }
+      }
+      for (size_t at = expr.find("arbiter_"); at != std::string::npos;
+           at = expr.find("arbiter_", at + 1)) {
+        std::string name = expr.substr(at, expr.find_first_of("{[() ", at) - at);
+        for (const char* suffix : {"_bucket", "_count", "_sum"}) {
+          if (name.ends_with(suffix)) name.resize(name.size() - std::string(suffix).size());
+        }
+        EXPECT_NE(docs.find(fmt::format("`{}`", name)), std::string::npos)
+            << panel["title"] << ": " << name << " is not a documented metric";
+      }
+      auto r = c.Get("/api/v1/query?query=" + httplib::detail::encode_query_param(expr));
+      ASSERT_TRUE(r) << expr;
+      EXPECT_EQ(r->status, 200) << panel["title"] << ": " << expr << ": " << r->body;
+      ++queries;
+    }
+  }
+  EXPECT_GE(queries, 15u);
   const int status = prometheus.Stop();
   EXPECT_TRUE(WIFEXITED(status)) << "Prometheus did not stop on SIGTERM";
 }
