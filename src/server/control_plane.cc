@@ -615,6 +615,7 @@ Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std
     const uint64_t id = j.spec.id.value();
     if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
     auto& entry = jobs_.emplace(id, std::move(j)).first->second;
+    metrics_.JobSubmitted(tenant, entry.spec.queue);
     store::WriteBatch b;
     b.PutJob(JobRecordLocked(entry));
     b.AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});

@@ -165,7 +165,9 @@ const std::vector<double>& ServerMetrics::RequestBuckets() {
 }
 
 ServerMetrics::ServerMetrics()
-    : admissions_(CounterFamily(registry_, "arbiter_job_admissions_total",
+    : submissions_(CounterFamily(registry_, "arbiter_job_submissions_total",
+                                 "Jobs submitted (accepted; an idempotent replay counts once)")),
+      admissions_(CounterFamily(registry_, "arbiter_job_admissions_total",
                                 "Jobs admitted by the scheduler (placed on nodes)")),
       starts_(CounterFamily(registry_, "arbiter_job_starts_total",
                             "Job runs whose processes all started (the job became running)")),
@@ -184,6 +186,10 @@ ServerMetrics::ServerMetrics()
       requests_(HistogramFamily(registry_, "arbiter_http_request_duration_seconds",
                                 "API request latency by route template, method and status "
                                 "class")) {}
+
+void ServerMetrics::JobSubmitted(const std::string& tenant, const std::string& queue) {
+  submissions_.Add({{"tenant", tenant}, {"queue", queue}}).Increment();
+}
 
 void ServerMetrics::JobAdmitted(const std::string& tenant, const std::string& queue,
                                 double wait_seconds) {

@@ -2,7 +2,8 @@
 //
 // Two kinds of series, following Prometheus' naming conventions (arbiter_ prefix, base units:
 // seconds and bytes, _total for counters):
-//   - counters and histograms of events (job admissions, starts and ends by outcome, preemptions
+//   - counters and histograms of events (job submissions, admissions, starts and ends by outcome,
+//   preemptions
 //     by reason, wait time, scheduling-cycle time, API request latency), kept here for the life of
 //     the process: they start at zero when the server starts, which Prometheus' rate() and
 //     increase() treat as a counter reset;
@@ -85,6 +86,7 @@ class ServerMetrics {
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
   // Job events, labelled by the job's tenant and queue.
+  void JobSubmitted(const std::string& tenant, const std::string& queue);
   void JobAdmitted(const std::string& tenant, const std::string& queue, double wait_seconds);
   void JobStarted(const std::string& tenant, const std::string& queue);
   // `outcome`: one of kJobOutcomes.
@@ -107,6 +109,7 @@ class ServerMetrics {
 
  private:
   prometheus::Registry registry_;
+  prometheus::Family<prometheus::Counter>& submissions_;
   prometheus::Family<prometheus::Counter>& admissions_;
   prometheus::Family<prometheus::Counter>& starts_;
   prometheus::Family<prometheus::Counter>& ends_;

@@ -268,6 +268,7 @@ TEST_F(ControlPlaneMetricsTest, AJobsLifeMovesGaugesAndCounters) {
   EXPECT_EQ(Value(text, "arbiter_queue_guaranteed_gpus", kLabQ), 2);
   EXPECT_EQ(Value(text, "arbiter_queue_max_gpus", kLabQ), 4);
   EXPECT_TRUE(std::isnan(Value(text, "arbiter_job_admissions_total", kLabQ)));
+  EXPECT_EQ(Value(text, "arbiter_job_submissions_total", kLabQ), 1);
 
   now_ += 30'000;  // waits 30 s
   ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
@@ -314,6 +315,18 @@ TEST_F(ControlPlaneMetricsTest, AJobsLifeMovesGaugesAndCounters) {
   // The store committed the job's changes.
   EXPECT_GT(Value(text, "arbiter_store_commits_total"), 0);
   EXPECT_GT(Value(text, "arbiter_store_commit_duration_seconds_count"), 0);
+}
+
+TEST_F(ControlPlaneMetricsTest, AReplayedSubmissionCountsOnce) {
+  for (int i = 0; i < 2; ++i) {
+    auto spec = api::ParseJobSubmission(
+        json{{"queue", "lab-q"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}}.dump());
+    ASSERT_TRUE(spec.ok());
+    bool created = false;
+    ASSERT_TRUE(cp_->SubmitJob(admin_, std::move(spec).value(), "key-1", &created).ok());
+    EXPECT_EQ(created, i == 0);
+  }
+  EXPECT_EQ(Value(cp_->MetricsText(), "arbiter_job_submissions_total", kLabQ), 1);
 }
 
 TEST_F(ControlPlaneMetricsTest, EndsAreCountedByOutcome) {
