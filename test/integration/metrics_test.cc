@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent_process.h"
 #include "server_process.h"
 
 namespace arbiter::testing {
@@ -279,6 +280,40 @@ TEST_F(MetricsTest, ARealScrapePassesPromtoolAndMatchesTheJobs) {
   std::string out;
   EXPECT_EQ(Shell(fmt::format("{} check metrics < {}", kPromtool, file), &out), 0) << out;
   EXPECT_EQ(out.find("problem"), std::string::npos) << out;
+}
+
+// Busy GPUs and utilisation come from a real agent's telemetry (its fake GPUs report 80-99% on
+// the GPUs its tasks use, 0 on the others).
+TEST_F(MetricsTest, BusyGpusComeFromAgentTelemetry) {
+  StartServer();
+  for (const char* node : {"box", "spare"}) {
+    auto r = admin_->Post(fmt::format("/api/v1/nodes/{}/cordon", node), "", "application/json");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  }
+  auto t = admin_->Post("/api/v1/tokens", json{{"user", "admin"}, {"role", "node"}}.dump(),
+                        "application/json");
+  ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no response");
+  AgentProcess agent;
+  ASSERT_TRUE(agent.Start(fmt::format("http://127.0.0.1:{}", server_.port()),
+                          json::parse(t->body)["token"], "agent-01", dir_.path() + "/agent-01"))
+      << agent.Log();
+  const uint64_t id = Submit("vision-train", 2);
+  ASSERT_TRUE(WaitFor(id, "running"));
+  const std::string node = "node=\"agent-01\"";
+  std::string text;
+  for (int i = 0; i < 200; ++i) {  // bounded: heartbeats come every 200 ms
+    text = Scrape(kMetricsSecret);
+    if (Sum(text, "arbiter_gpus_busy", node) == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(Sum(text, "arbiter_gpus_busy", node), 2) << text;
+  EXPECT_EQ(Sum(text, "arbiter_gpus_allocated", node), 2);
+  EXPECT_EQ(Sum(text, "arbiter_gpus", node), 4);
+  const double utilization = Sum(text, "arbiter_gpu_utilization_ratio", node);
+  EXPECT_GE(utilization, 2 * 0.80 / 4);
+  EXPECT_LE(utilization, 2 * 0.99 / 4);
+  // The built-in node sends no telemetry: no busy series for it.
+  EXPECT_EQ(text.find("arbiter_gpus_busy{gpu_model=\"A100-80G\",node=\"box\"}"), std::string::npos);
 }
 
 TEST_F(MetricsTest, AdminsAndTheScrapeSecretMayReadOthersMayNot) {
