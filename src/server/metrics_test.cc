@@ -368,6 +368,21 @@ TEST_F(ControlPlaneMetricsTest, PreemptionsAreCountedByReasonAndVictimQueue) {
             1);
 }
 
+TEST_F(ControlPlaneMetricsTest, AQueueReclaimingItsGuaranteeCountsAsReclaim) {
+  const uint64_t borrower = Submit("lab-dev", 4, "low");  // 2 of them lab-q's guarantee
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  Beat({{++seq_, borrower, 0, 1, TaskEvent::kStarted, 0, false}});
+  std::string text = cp_->MetricsText();
+  EXPECT_EQ(Value(text, "arbiter_queue_borrowed_gpus", {{"queue", "lab-dev"}}), 2);
+  const uint64_t owner = Submit("lab-q", 2, "low");
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  ASSERT_EQ(State(borrower), "preempting") << (*cp_->WhyPending(admin_, owner)).dump();
+  text = cp_->MetricsText();
+  EXPECT_EQ(Value(text, "arbiter_preemptions_total", {{"queue", "lab-dev"}, {"reason", "reclaim"}}),
+            1);
+  EXPECT_TRUE(std::isnan(Value(text, "arbiter_preemptions_total", {{"reason", "priority"}})));
+}
+
 TEST_F(ControlPlaneMetricsTest, LabelsComeFromBoundedSets) {
   for (int i = 0; i < 5; ++i) Submit("lab-q", 1);
   ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
