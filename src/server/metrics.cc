@@ -57,8 +57,12 @@ void AddStoreMetrics(prometheus::Registry& r, const store::StoreStats& s) {
       .Add({})
       .Set(static_cast<double>(s.max_group));
   std::vector<double> bounds;
-  for (uint64_t us : store::StoreStats::kCommitUsBounds) bounds.push_back(us / 1e6);
+  bounds.reserve(store::StoreStats::kCommitUsBounds.size());
+  for (uint64_t us : store::StoreStats::kCommitUsBounds) {
+    bounds.push_back(static_cast<double>(us) / 1e6);
+  }
   std::vector<double> increments;
+  increments.reserve(s.commit_us_histogram.size());
   for (uint64_t n : s.commit_us_histogram) increments.push_back(static_cast<double>(n));
   HistogramFamily(r, "arbiter_store_commit_duration_seconds",
                   "Store commit latency: from the start of the transaction to the return of the "

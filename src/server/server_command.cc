@@ -67,6 +67,23 @@ void SetupLogging(const std::string& format) {
   spdlog::set_default_logger(logger);
 }
 
+// The scrape secret: the file's first line, without trailing white space.
+Result<std::string> ReadMetricsToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.is_open())
+    return Status(StatusCode::kInvalidArgument, fmt::format("cannot read {}", path));
+  std::string secret;
+  std::getline(in, secret);
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.size() < 16) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the secret in {} must have at least 16 characters", path));
+  }
+  return secret;
+}
+
 }  // namespace
 
 int RunServer(const ServerOptions& o) {
@@ -172,21 +189,12 @@ int RunServer(const ServerOptions& o) {
   http_options.local_work_dir = o.data_dir;
   http_options.metrics_public = o.metrics_public;
   if (!o.metrics_token_file.empty()) {
-    std::ifstream in(o.metrics_token_file);
-    if (!in.is_open()) {
-      spdlog::error("--metrics-token-file: cannot read {}", o.metrics_token_file);
+    auto secret = ReadMetricsToken(o.metrics_token_file);
+    if (!secret.ok()) {
+      spdlog::error("--metrics-token-file: {}", secret.status().message());
       return 2;
     }
-    std::getline(in, http_options.metrics_token);
-    while (!http_options.metrics_token.empty() &&
-           std::isspace(static_cast<unsigned char>(http_options.metrics_token.back()))) {
-      http_options.metrics_token.pop_back();
-    }
-    if (http_options.metrics_token.size() < 16) {
-      spdlog::error("--metrics-token-file: the secret in {} must have at least 16 characters",
-                    o.metrics_token_file);
-      return 2;
-    }
+    http_options.metrics_token = *secret;
   }
   HttpApi api(&cp, http_options);
   auto bound = api.Bind(host, port);

@@ -341,6 +341,17 @@ TEST_F(MetricsTest, AdminsAndTheScrapeSecretMayReadOthersMayNot) {
   EXPECT_EQ(other->status, 401);
 }
 
+TEST_F(MetricsTest, AShortScrapeSecretIsRefusedAtStart) {
+  {
+    std::ofstream t(dir_.path() + "/short.token");
+    t << "too-short\n";
+  }
+  ASSERT_FALSE(server_.Start(dir_.path(), {"--metrics-token-file", dir_.path() + "/short.token"}));
+  const int status = server_.Kill(SIGKILL);  // reaps the exited process
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
 TEST_F(MetricsTest, MetricsPublicNeedsNoToken) {
   StartServer({"--metrics-public"});
   auto r = server_.Client("")->Get("/metrics");
