@@ -207,6 +207,11 @@ int main(int argc, char** argv) {
                   "A node whose agent sends no heartbeat for this long is down; its tasks are lost")
       ->check(CLI::Range(100, 86400000))
       ->capture_default_str();
+  srv->add_flag("--metrics-public", server.metrics_public,
+                "Serve GET /metrics without a token (else: an admin token or the metrics token)");
+  srv->add_option(
+      "--metrics-token-file", server.metrics_token_file,
+      "File whose first line is a secret that may read GET /metrics (and nothing else)");
   srv->callback([&] { exit_code = arbiter::server::RunServer(server); });
 
   arbiter::agent::AgentOptions agent;

@@ -8,6 +8,7 @@
 
 #include "api/job_codec.h"
 #include "core/budget/budget.h"
+#include "server/control_plane_compiled.h"
 
 namespace arbiter::server {
 
@@ -96,14 +97,6 @@ TimeMs PeriodStart(const std::string& period, TimeMs now) {
 }
 
 }  // namespace
-
-// The compiled form of configuration and nodes, rebuilt when either changes.
-struct ControlPlane::Compiled {
-  core::Cluster cluster;
-  core::QuotaTree tree;
-  std::unique_ptr<core::Profile> profile;
-  std::map<std::string, PriorityClass> classes;
-};
 
 ControlPlane::ControlPlane(store::Store* store, NowFn now) : store_(store), now_(std::move(now)) {}
 
@@ -549,6 +542,7 @@ json ControlPlane::JobJsonLocked(const JobEntry& j) const {
 void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string reason,
                                           store::WriteBatch* b) {
   const JobState from = j.state;
+  CountTransitionLocked(j, from, to, j.updated_at);
   j.state = to;
   j.reason = reason;
   j.updated_at = now_();
@@ -626,6 +620,7 @@ Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std
     const uint64_t id = j.spec.id.value();
     if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
     auto& entry = jobs_.emplace(id, std::move(j)).first->second;
+    metrics_.JobSubmitted(tenant, entry.spec.queue);
     store::WriteBatch b;
     b.PutJob(JobRecordLocked(entry));
     b.AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
@@ -1282,6 +1277,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     ++stats_.cycles;
     stats_.last_cycle_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    metrics_.SchedulingCycle(stats_.last_cycle_seconds);
     if (compiled != compiled_) return size_t{0};  // configuration changed meanwhile: next cycle
     store::WriteBatch b;
     ApplyCycleLocked(in, result, pending_ids, &b);
@@ -1343,6 +1339,8 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
                              fmt::format("preempted by job {} ({})", d.preemptor.value(),
                                          core::PreemptionReasonName(d.reason)),
                              b);
+      metrics_.JobPreempted(it->second.spec.tenant, it->second.spec.queue,
+                            core::PreemptionReasonName(d.reason));
     }
     auto p = jobs_.find(d.preemptor.value());
     if (p != jobs_.end()) {

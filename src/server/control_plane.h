@@ -31,6 +31,7 @@
 #include "server/auth.h"
 #include "server/execution_backend.h"
 #include "server/lifecycle.h"
+#include "server/metrics.h"
 #include "store/store.h"
 
 namespace arbiter::server {
@@ -209,6 +210,12 @@ class ControlPlane : public ExecutionBackend {
   // Whether the store is open and the state loaded.
   bool ready() const;
 
+  // Metrics (control_plane_metrics.cc): the counters and histograms the operations update, and
+  // GET /metrics' text: those, the live state's gauges gathered under mu_, and the store's stats.
+  ServerMetrics& metrics() { return metrics_; }
+  MetricsSnapshot GatherMetrics();
+  std::string MetricsText();
+
   struct Stats {
     uint64_t cycles = 0;
     uint64_t admissions = 0;
@@ -224,6 +231,8 @@ class ControlPlane : public ExecutionBackend {
   // `previous`: the configuration being replaced, to delete what is gone (may be null).
   Status PersistConfigLocked(store::WriteBatch* b, const api::ClusterConfig* previous) const;
   void RecordTransitionLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b);
+  // Counts a transition in metrics_; `since`: when the job entered `from`.
+  void CountTransitionLocked(const JobEntry& j, JobState from, JobState to, TimeMs since);
   store::JobRecord JobRecordLocked(const JobEntry& j) const;
   nlohmann::json JobJsonLocked(const JobEntry& j) const;
   nlohmann::json QueueJsonLocked(size_t tree_index) const;
@@ -266,6 +275,7 @@ class ControlPlane : public ExecutionBackend {
   uint64_t event_seq_ = 0;
   TimeMs down_detection_since_ = 0;  // nodes loaded from the store count as heard of then
   Stats stats_;
+  ServerMetrics metrics_;
 };
 
 }  // namespace arbiter::server

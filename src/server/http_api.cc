@@ -136,22 +136,30 @@ void HttpApi::Register() {
   auto route = [this](const char* method, std::string path, std::string regex, std::string summary,
                       Handler h) {
     route_info_.push_back({method, path, summary});
-    auto wrapped = [this, h, method](const httplib::Request& req, httplib::Response& res) {
+    auto wrapped = [this, h, method, path](const httplib::Request& req, httplib::Response& res) {
+      // The latency histogram is labelled with the route's template, never the raw path.
+      const auto t0 = std::chrono::steady_clock::now();
+      auto observe = [&] {
+        cp_->metrics().HttpRequest(
+            method, path, res.status,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      };
       auto p = cp_->Authenticate(Bearer(req));
       if (!p.ok()) {
         SendError(res, p.status());
-        return;
+        return observe();
       }
       if (!AllowRate(p->token_id)) {
         SendError(res, Status(StatusCode::kResourceExhausted,
                               "rate limit exceeded for this token; retry shortly"));
         res.set_header("Retry-After", "1");
-        return;
+        return observe();
       }
       h(*p, req, res);
       if (std::string_view(method) != "GET" && res.status == 403) {
         cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
       }
+      observe();
     };
     // Bodies are read here, at most kMaxBodyBytes: cpp-httplib checks its limit against the
     // Content-Length only, and would read a chunked body whole into memory.
@@ -203,6 +211,13 @@ void HttpApi::Register() {
   route_info_.push_back({"GET", "/api/v1/openapi.json", "This document"});
   http_->Get("/api/v1/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200, OpenApi());
+  });
+
+  route_info_.push_back({"GET", "/metrics",
+                         "Prometheus metrics (text format): an admin token or the "
+                         "--metrics-token-file secret; no token with --metrics-public"});
+  http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    ServeMetrics(req, res);
   });
 
   route("GET", "/api/v1/whoami", "/api/v1/whoami", "The caller's user, tenant and role",
@@ -464,6 +479,44 @@ void HttpApi::Register() {
           "application/json");
     }
   });
+}
+
+// Metrics are cluster-wide (every tenant's queues and usage), so a tenant's token may not read
+// them, as it may not read another tenant's objects; Prometheus gets an admin token, or better the
+// dedicated scrape secret (`authorization: credentials_file` in its scrape config).
+void HttpApi::ServeMetrics(const httplib::Request& req, httplib::Response& res) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string bearer = Bearer(req);
+  std::string rate_key = "metrics";
+  Status denied = Status::Ok();
+  if (options_.metrics_public) {
+    rate_key = "";
+  } else if (!options_.metrics_token.empty() && !bearer.empty() &&
+             bearer.size() == options_.metrics_token.size() &&
+             SecureEquals(bearer, options_.metrics_token)) {
+    // the scrape secret
+  } else if (auto p = cp_->Authenticate(bearer); !p.ok()) {
+    denied = p.status();
+  } else if (p->role != Role::kAdmin) {
+    denied = Status(StatusCode::kPermissionDenied,
+                    "metrics cover every tenant: they need an admin token or the server's metrics "
+                    "token (--metrics-token-file)");
+  } else {
+    rate_key = p->token_id;
+  }
+  if (denied.ok() && !rate_key.empty() && !AllowRate(rate_key)) {
+    denied = Status(StatusCode::kResourceExhausted, "rate limit exceeded; retry shortly");
+    res.set_header("Retry-After", "1");
+  }
+  if (!denied.ok()) {
+    SendError(res, denied);
+  } else {
+    res.status = 200;
+    res.set_content(cp_->MetricsText(), "text/plain; version=0.0.4; charset=utf-8");
+  }
+  cp_->metrics().HttpRequest(
+      "GET", "/metrics", res.status,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 json HttpApi::OpenApi() const {

@@ -36,6 +36,10 @@ struct HttpOptions {
   // The built-in node (--local-node) and its work folder, whose task logs the API reads directly.
   std::string local_node;
   std::string local_work_dir;
+  // GET /metrics: readable without a token (metrics_public), else with an admin token or, when
+  // not empty, this dedicated scrape secret (which opens nothing else).
+  bool metrics_public = false;
+  std::string metrics_token;
 };
 
 class HttpApi {
@@ -76,6 +80,7 @@ class HttpApi {
   void ProxyLogs(const Principal& p, const LogQuery& q, const LogSource& src,
                  httplib::Response& res);
   bool AllowRate(const std::string& token_id);
+  void ServeMetrics(const httplib::Request& req, httplib::Response& res);
 
   ControlPlane* cp_;
   HttpOptions options_;

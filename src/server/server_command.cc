@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -64,6 +65,23 @@ void SetupLogging(const std::string& format) {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
   }
   spdlog::set_default_logger(logger);
+}
+
+// The scrape secret: the file's first line, without trailing white space.
+Result<std::string> ReadMetricsToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.is_open())
+    return Status(StatusCode::kInvalidArgument, fmt::format("cannot read {}", path));
+  std::string secret;
+  std::getline(in, secret);
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.size() < 16) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the secret in {} must have at least 16 characters", path));
+  }
+  return secret;
 }
 
 }  // namespace
@@ -169,6 +187,15 @@ int RunServer(const ServerOptions& o) {
   http_options.threads = static_cast<size_t>(o.http_threads);
   http_options.local_node = o.local_node;
   http_options.local_work_dir = o.data_dir;
+  http_options.metrics_public = o.metrics_public;
+  if (!o.metrics_token_file.empty()) {
+    auto secret = ReadMetricsToken(o.metrics_token_file);
+    if (!secret.ok()) {
+      spdlog::error("--metrics-token-file: {}", secret.status().message());
+      return 2;
+    }
+    http_options.metrics_token = *secret;
+  }
   HttpApi api(&cp, http_options);
   auto bound = api.Bind(host, port);
   if (!bound.ok()) {

@@ -20,6 +20,10 @@ struct ServerOptions {
   int fake_gpus = 8;
   // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).
   int node_timeout_ms = 6000;
+  // GET /metrics without a token; or with the secret in this file (its first line), besides admin
+  // tokens.
+  bool metrics_public = false;
+  std::string metrics_token_file;
 };
 
 // Runs until SIGTERM or SIGINT; returns the process exit code.

@@ -72,6 +72,8 @@ const Row kMatrix[] = {
     {"GET /healthz",                      {200,  200,  200,  200,  200,  200,  200,  200,  200}},
     {"GET /readyz",                       {200,  200,  200,  200,  200,  200,  200,  200,  200}},
     {"GET /api/v1/openapi.json",          {200,  200,  200,  200,  200,  200,  200,  200,  200}},
+    // Metrics cover every tenant: admins (and the server's scrape secret, not a caller here).
+    {"GET /metrics",                      {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     {"GET /api/v1/whoami",                {401,  200,  200,  200,  200,  200,  200,  200,  200}},
     // A foreign queue is "not found" like a missing one; the queue is a body field, hence 400.
     {"POST /api/v1/jobs",                 {401,  201,  201,  201,  201,  403,  403,  403,  400}},

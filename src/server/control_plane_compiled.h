@@ -1,0 +1,23 @@
+// ControlPlane's compiled form of configuration and nodes (internal to the control plane's
+// translation units): rebuilt under mu_ when either changes, shared with a running cycle.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/cluster.h"
+#include "core/quota/quota_tree.h"
+#include "server/control_plane.h"
+
+namespace arbiter::server {
+
+// The compiled form of configuration and nodes, rebuilt when either changes.
+struct ControlPlane::Compiled {
+  core::Cluster cluster;
+  core::QuotaTree tree;
+  std::unique_ptr<core::Profile> profile;
+  std::map<std::string, PriorityClass> classes;
+};
+
+}  // namespace arbiter::server
