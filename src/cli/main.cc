@@ -176,6 +176,10 @@ int main(int argc, char** argv) {
                   "A node whose agent sends no heartbeat for this long is down; its tasks are lost")
       ->check(CLI::Range(100, 86400000))
       ->capture_default_str();
+  srv->add_option("--sample-interval-ms", server.sample_interval_ms,
+                  "Time between metering samples of the cluster and its GPUs (docs/reports.md)")
+      ->check(CLI::Range(1000, 3600000))
+      ->capture_default_str();
   srv->callback([&] { exit_code = arbiter::server::RunServer(server); });
 
   arbiter::agent::AgentOptions agent;

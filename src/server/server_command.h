@@ -20,6 +20,8 @@ struct ServerOptions {
   int fake_gpus = 8;
   // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).
   int node_timeout_ms = 6000;
+  // Metering: a cluster sample and the GPUs' telemetry samples every this long (reports).
+  int sample_interval_ms = 60000;
 };
 
 // Runs until SIGTERM or SIGINT; returns the process exit code.
