@@ -204,6 +204,8 @@ class ControlPlane : public ExecutionBackend {
   // Report `name` over `q`, from the stored records and the intervals still open. Admins see
   // every tenant; anyone else only their own tenant's records, and not the cluster-wide reports.
   Result<reports::Table> Report(const Principal& p, std::string_view name, reports::Query q);
+  // The control plane's clock.
+  TimeMs Now() const { return now_(); }
 
   // Whether the store is open and the state loaded.
   bool ready() const;

@@ -348,6 +348,7 @@ void HttpApi::Register() {
   }
 
   RegisterAgentRoutes(route);
+  RegisterReportRoutes(route);
 
   // Configuration.
   route(
