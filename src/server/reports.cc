@@ -463,7 +463,7 @@ Table Cluster(const Ctx& c) {
     covered += w;
     total += static_cast<double>(s.Int("gpus_total")) * w;
     alloc += static_cast<double>(s.Int("gpus_allocated")) * w;
-    idle_nodes += static_cast<double>(Field(s.data, "idle_nodes").size()) * w;
+    idle_nodes += static_cast<double>(s.Int("idle_nodes")) * w;
     int64_t pending = 0;
     for (const auto& [q, v] : Field(s.data, "queues").items()) {
       pending += v.value("pending_jobs", int64_t{0});

@@ -107,7 +107,7 @@ class ReportsTest : public ::testing::Test {
                                         {"gpu_model", "A100"},
                                         {"gpus", 4000},
                                         {"busy", 3000}}});
-    auto sample = [](int64_t alloc, int64_t free, int64_t frag, json idle, int64_t pending,
+    auto sample = [](int64_t alloc, int64_t free, int64_t frag, int64_t idle, int64_t pending,
                      int64_t pending_gpus, json reasons, json running) {
       int64_t waiting = 0;
       for (const auto& [k, v] : reasons.items()) waiting += v.get<int64_t>();
@@ -126,12 +126,10 @@ class ReportsTest : public ::testing::Test {
           .dump();
     };
     in_.cluster_samples = {
-        {At(4), kHour, sample(7000, 1000, 1000, json::array(), 1, 1000, {{"quota", 1}}, running4)},
-        {At(5), kHour,
-         sample(6000, 2000, 0, json::array({"n2"}), 1, 1000, {{"quota", 1}}, json::array())},
+        {At(4), kHour, sample(7000, 1000, 1000, 0, 1, 1000, {{"quota", 1}}, running4)},
+        {At(5), kHour, sample(6000, 2000, 0, 1, 1, 1000, {{"quota", 1}}, json::array())},
         {At(6), kHour,
-         sample(4000, 4000, 0, json::array({"n2"}), 2, 3000, {{"quota", 1}, {"wrong_model", 1}},
-                json::array())},
+         sample(4000, 4000, 0, 1, 2, 3000, {{"quota", 1}, {"wrong_model", 1}}, json::array())},
     };
     in_.gpu_samples = {{60'000, "n1", 0, At(4), 60'000, 30'000, 100, 0},
                        {kHour, "n1", 0, At(5), kHour, kHour / 2, 100, 0}};

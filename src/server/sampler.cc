@@ -82,7 +82,7 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
     // 2. Nodes: capacity, allocation, telemetry (fresh only: at most two intervals old).
     int64_t total = 0, allocated = 0, free = 0;
     std::optional<int64_t> busy;
-    json idle_nodes = json::array();
+    int64_t idle_nodes = 0;
     std::vector<NodeFree> ready;
     std::map<std::pair<std::string, int32_t>, int32_t> util;  // by (node, index), percent
     store::WriteBatch b;
@@ -122,7 +122,7 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
       }
       if (e.node.state != NodeState::kReady) continue;
       free += nf.total_free;
-      if (node_alloc == 0 && !e.node.gpus.empty()) idle_nodes.push_back(name);
+      if (node_alloc == 0 && !e.node.gpus.empty()) ++idle_nodes;
       if (nf.total_free > 0) ready.push_back(std::move(nf));
     }
     // 3. Running work by (tenant, queue, user, type, model): GPUs held and, where the GPUs report
@@ -191,7 +191,7 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
                  {"gpus_busy", busy ? json(*busy) : json(nullptr)},
                  {"gpus_free", free},
                  {"fragmented", fragmented},
-                 {"idle_nodes", std::move(idle_nodes)},
+                 {"idle_nodes", idle_nodes},
                  {"queues", std::move(queues)},
                  {"waiting", {{"jobs", waiting}, {"by_reason", by_reason}}},
                  {"running", std::move(running_json)}};

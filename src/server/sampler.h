@@ -18,7 +18,7 @@ namespace arbiter::server {
 struct SampleRetention {
   DurationMs raw_gpu_ms = int64_t{14} * 24 * 3'600'000;      // 1-minute GPU samples: 14 days
   DurationMs hourly_gpu_ms = int64_t{396} * 24 * 3'600'000;  // hourly GPU samples: 13 months
-  DurationMs cluster_ms = int64_t{396} * 24 * 3'600'000;     // cluster samples: 13 months
+  DurationMs cluster_ms = int64_t{90} * 24 * 3'600'000;      // cluster samples: 90 days
 };
 
 // The retention op for `now`: roll up raw GPU samples older than raw_gpu_ms, delete hourly ones

@@ -278,7 +278,7 @@ INSERT INTO gpu_samples (resolution_ms, node, gpu, at_ms, span_ms, busy_ms, memo
          max(memory_max_mib), sum(memory_mib_ms)
   FROM gpu_samples WHERE resolution_ms < 3600000 AND at_ms < ?1
   GROUP BY node, gpu, at_ms / 3600000
-  ON CONFLICT (resolution_ms, node, gpu, at_ms) DO UPDATE SET
+  ON CONFLICT (at_ms, node, gpu, resolution_ms) DO UPDATE SET
     span_ms = span_ms + excluded.span_ms, busy_ms = busy_ms + excluded.busy_ms,
     memory_max_mib = max(memory_max_mib, excluded.memory_max_mib),
     memory_mib_ms = memory_mib_ms + excluded.memory_mib_ms)sql";
@@ -613,7 +613,7 @@ Status Reader::PrepareAll() {
       {&audit_, SelectSql("audit", kAuditCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
       {&cluster_samples_, SelectSql("cluster_samples", kClusterSampleCols,
                                     "WHERE at_ms >= ?1 AND at_ms < ?2 ORDER BY at_ms")},
-      // Rows are at most an hour long: the first bound lets the at_ms index narrow the scan.
+      // Rows are at most an hour long: the second bound lets the key (at_ms first) narrow the scan.
       {&gpu_samples_,
        SelectSql("gpu_samples", kGpuSampleCols,
                  "WHERE at_ms < ?2 AND at_ms > ?1 - 3600000 AND at_ms + resolution_ms > ?1 "

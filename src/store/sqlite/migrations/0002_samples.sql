@@ -21,6 +21,7 @@ CREATE TABLE gpu_samples (
   busy_ms        INTEGER NOT NULL CHECK (busy_ms >= 0),
   memory_max_mib INTEGER NOT NULL,
   memory_mib_ms  INTEGER NOT NULL,
-  PRIMARY KEY (resolution_ms, node, gpu, at_ms)
+  -- Time first: reports read a window, the roll-up and retention delete the oldest rows, and no
+  -- second index is needed (about 50 bytes a row; docs/reports.md has the sizes).
+  PRIMARY KEY (at_ms, node, gpu, resolution_ms)
 ) WITHOUT ROWID;
-CREATE INDEX gpu_samples_by_time ON gpu_samples (at_ms);
