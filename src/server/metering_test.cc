@@ -240,19 +240,54 @@ TEST_F(MeteringTest, SamplesFeedTheReports) {
   EXPECT_EQ(cp_->Report(node_, "usage", q).status().code(), StatusCode::kPermissionDenied);
 }
 
-TEST_F(MeteringTest, TheSamplerSamplesEachIntervalAndCompacts) {
-  Register();
+TEST_F(MeteringTest, TheSamplerSamplesEachIntervalAndRollsUpOldGpuSamples) {
+  Register("i1", 2);
   SamplerOptions o;
   o.interval_ms = 60'000;
+  o.compact_every_ms = 60'000;
   o.retention.raw_gpu_ms = 120'000;
   Sampler sampler(cp_.get(), store_.get(), o, [this] { return now_; });
   const TimeMs t0 = now_;
+  auto beat = [&] {
+    GpuTelemetry a, b;
+    a.index = 0;
+    a.utilization_pct = 50;
+    a.memory_used_mib = 100;
+    b.index = 1;
+    b.utilization_pct = 100;
+    b.memory_used_mib = 300;
+    Beat({}, {a, b});
+  };
+  beat();
   ASSERT_TRUE(sampler.Tick().ok());
   now_ += 30'000;
+  beat();
   ASSERT_TRUE(sampler.Tick().ok());  // not yet an interval: no sample
-  now_ += 30'000;
-  ASSERT_TRUE(sampler.Tick().ok());
-  EXPECT_EQ(store_->ClusterSamples(t0, now_ + 1)->size(), 2u);
+  for (TimeMs at : {60'000, 120'000, 180'000}) {
+    now_ = t0 + at;
+    beat();
+    ASSERT_TRUE(sampler.Tick().ok());
+  }
+  // Samples at t0, +60, +120 and +180 s; the retention ran at t0, +60, +120 and +180 s.
+  auto cluster = store_->ClusterSamples(t0, now_ + 1);
+  ASSERT_TRUE(cluster.ok());
+  EXPECT_EQ(cluster->size(), 4u);
+  // At +180 s the raw samples before +60 s were rolled up: the one at t0, per GPU.
+  auto gpus = store_->GpuSamples(t0 - 3'600'000, now_ + 1);
+  ASSERT_TRUE(gpus.ok());
+  int hourly = 0, raw = 0;
+  for (const auto& g : *gpus) {
+    if (g.resolution_ms == store::GpuSampleRecord::kHourMs) {
+      ++hourly;
+      EXPECT_EQ(g.span_ms, 60'000);
+      EXPECT_EQ(g.busy_ms, g.gpu == 0 ? 30'000 : 60'000);
+      EXPECT_EQ(g.memory_max_mib, g.gpu == 0 ? 100 : 300);
+    } else {
+      ++raw;
+    }
+  }
+  EXPECT_EQ(hourly, 2);
+  EXPECT_EQ(raw, 6);
 }
 
 }  // namespace

@@ -152,6 +152,11 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
                               {"busy", v.second ? json(*v.second) : json(nullptr)}});
     }
     // 4. The backlog, and why each waiting job did not use the free GPUs.
+    std::map<std::string, int64_t> free_by_model;
+    for (const NodeFree& n : ready) {
+      for (size_t i = 0; i < n.node->gpus.size(); ++i)
+        free_by_model[n.node->gpus[i].model] += n.free[i];
+    }
     json queues = json::object();
     std::map<std::string, int64_t> by_reason;
     int64_t waiting = 0;
@@ -167,11 +172,10 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
       ++waiting;
       shapes.insert({j.spec.gpu_models, j.spec.resources.gpus, j.spec.resources.gpu_milli,
                      j.spec.resources.gpu_memory_mib});
-      int64_t free_allowed = 0;
-      for (const NodeFree& n : ready) {
-        for (size_t i = 0; i < n.node->gpus.size(); ++i) {
-          if (Allows(j.spec.gpu_models, n.node->gpus[i].model)) free_allowed += n.free[i];
-        }
+      int64_t free_allowed = j.spec.gpu_models.empty() ? free : 0;
+      for (const std::string& m : j.spec.gpu_models) {
+        auto it = free_by_model.find(m);
+        if (it != free_by_model.end()) free_allowed += it->second;
       }
       const std::string code =
           j.verdict ? std::string(core::VerdictCodeName(j.verdict->code)) : std::string();
