@@ -473,26 +473,34 @@ Table Cluster(const Ctx& c) {
     max_jobs = std::max(max_jobs, pending);
   }
   // Busy GPU time from the GPU telemetry samples, pro rata of each row's part in the period.
-  double busy_ms = 0;
+  // GPU memory in use: the telemetry-time-weighted mean over the GPUs, and the highest.
+  double busy_ms = 0, span_ms = 0, memory_mib_ms = 0;
+  int64_t memory_max = 0;
   bool telemetry = false;
   for (const store::GpuSampleRecord& g : c.in->gpu_samples) {
     const int64_t ov = Overlap(g.at_ms, g.at_ms + g.resolution_ms, c.a, c.b);
     if (ov <= 0) continue;
     telemetry = true;
-    busy_ms += static_cast<double>(g.busy_ms) * static_cast<double>(ov) /
-               static_cast<double>(g.resolution_ms);
+    const double part = static_cast<double>(ov) / static_cast<double>(g.resolution_ms);
+    busy_ms += static_cast<double>(g.busy_ms) * part;
+    span_ms += static_cast<double>(g.span_ms) * part;
+    memory_mib_ms += static_cast<double>(g.memory_mib_ms) * part;
+    memory_max = std::max(memory_max, g.memory_max_mib);
   }
   Table t;
-  t.columns = {"samples",          "gpu_hours_total", "gpu_hours_allocated", "allocation_rate",
-               "busy_gpu_hours",   "utilization",     "node_idle_hours",     "avg_pending_jobs",
-               "avg_pending_gpus", "max_pending_jobs"};
+  t.columns = {"samples",          "gpu_hours_total",         "gpu_hours_allocated",
+               "allocation_rate",  "busy_gpu_hours",          "utilization",
+               "node_idle_hours",  "avg_pending_jobs",        "avg_pending_gpus",
+               "max_pending_jobs", "avg_gpu_memory_used_mib", "max_gpu_memory_used_mib"};
   const double busy_milli_ms = busy_ms * 1000.0;
   t.rows.push_back({samples, Hours(total), Hours(alloc),
                     total > 0 ? Num(alloc / total) : json(nullptr),
                     telemetry ? Hours(busy_milli_ms) : json(nullptr),
                     telemetry && total > 0 ? Num(busy_milli_ms / total) : json(nullptr),
                     Num(idle_nodes / kMsPerHour), covered > 0 ? Num(jobs / covered) : json(nullptr),
-                    covered > 0 ? Num(gpus / covered / 1000.0) : json(nullptr), max_jobs});
+                    covered > 0 ? Num(gpus / covered / 1000.0) : json(nullptr), max_jobs,
+                    span_ms > 0 ? Num(memory_mib_ms / span_ms) : json(nullptr),
+                    telemetry ? json(memory_max) : json(nullptr)});
   return t;
 }
 

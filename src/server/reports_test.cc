@@ -131,8 +131,8 @@ class ReportsTest : public ::testing::Test {
         {At(6), kHour,
          sample(4000, 4000, 0, 1, 2, 3000, {{"quota", 1}, {"wrong_model", 1}}, json::array())},
     };
-    in_.gpu_samples = {{60'000, "n1", 0, At(4), 60'000, 30'000, 100, 0},
-                       {kHour, "n1", 0, At(5), kHour, kHour / 2, 100, 0}};
+    in_.gpu_samples = {{60'000, "n1", 0, At(4), 60'000, 30'000, 100, 60'000 * 100},
+                       {kHour, "n1", 0, At(5), kHour, kHour / 2, 300, kHour * 200}};
     in_.budgets = {{"vision", 100, "month"}};
     in_.entitlements = {{"vision", "vision", "", true, 4000},
                         {"vision-train", "vision", "vision", false, 4000},
@@ -296,6 +296,9 @@ TEST_F(ReportsTest, ClusterFromTheSamples) {
   EXPECT_EQ(r["avg_pending_jobs"], 1.333333);
   EXPECT_EQ(r["avg_pending_gpus"], 1.666667);
   EXPECT_EQ(r["max_pending_jobs"], 2);
+  // (1 min at 100 MiB + 60 min at 200 MiB) / 61 min; the highest 300 MiB.
+  EXPECT_EQ(r["avg_gpu_memory_used_mib"], 198.360656);
+  EXPECT_EQ(r["max_gpu_memory_used_mib"], 300);
   const json queues = Rows("cluster", GroupBy::kQueue);
   ASSERT_EQ(queues.size(), 1u);
   EXPECT_EQ(queues[0]["queue"], "nlp-dev");
