@@ -21,6 +21,9 @@ using nlohmann::json;
 constexpr const char* kConfig = R"(
 gpu_models:
   - {name: A100-80G, memory_mib: 81920, price_per_hour: 3.6}
+priority_classes:
+  - {name: critical, value: 1000, preemptible: false}
+  - {name: low, value: 0, preemptible: true, min_runtime_seconds: 0, grace_period_seconds: 5}
 tenants:
   - name: lab
     queues:
@@ -150,6 +153,48 @@ TEST_F(MeteringTest, EachRunIsMeteredOnceFromItsOwnAdmission) {
   ASSERT_EQ(cp_->DetectDownNodes(6000, "").size(), 1u);
   EXPECT_EQ(Recorded(),
             (std::vector<Interval>{{id, 1000, first, first_lost}, {id, 1000, second, now_}}));
+}
+
+TEST_F(MeteringTest, APreemptedRunIsMeteredToItsStopAndTheRequeuedRunFromItsAdmission) {
+  Register();
+  const uint64_t low = Submit({{"resources", {{"gpus", 4}}}, {"priority_class", "low"}});
+  now_ += 1000;
+  const TimeMs first = now_;
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  Beat({{1, low, 0, 1, TaskEvent::kStarted, 0, false}});
+  ASSERT_EQ(State(low), "running");
+  const uint64_t urgent = Submit({{"resources", {{"gpus", 4}}}, {"priority_class", "critical"}});
+  now_ += 60'000;
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  ASSERT_EQ(State(low), "preempting");
+  now_ += 5000;  // the grace period: the agent stops it and reports the exit
+  const TimeMs stopped = now_;
+  Beat({{2, low, 0, 1, TaskEvent::kExited, 143, false}});
+  ASSERT_EQ(State(low), "pending");
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  ASSERT_EQ(State(urgent), "admitted");
+  const TimeMs urgent_admitted = now_;
+  Beat({{3, urgent, 0, 1, TaskEvent::kStarted, 0, false}});
+  now_ += 10'000;
+  const TimeMs urgent_done = now_;
+  Beat({{4, urgent, 0, 1, TaskEvent::kExited, 0, false}});
+  now_ += 1000;
+  const TimeMs second = now_;
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  ASSERT_EQ(State(low), "admitted");
+  now_ += 2000;
+  ASSERT_TRUE(cp_->JobAction(admin_, low, "cancel").ok());
+  EXPECT_EQ(Recorded(), (std::vector<Interval>{{low, 4000, first, stopped},
+                                               {urgent, 4000, urgent_admitted, urgent_done},
+                                               {low, 4000, second, now_}}));
+  // The preemptions report counts the run's work lost: 4 GPUs from running to the preemption.
+  reports::Query q{first - 1, now_ + 1, std::nullopt, 0, ""};
+  auto r = cp_->Report(admin_, "preemptions", q);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const json rows = reports::ToJson("preemptions", q, *r)["rows"];
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["reason"], "priority");
+  EXPECT_EQ(rows[0]["gpu_hours_lost"], 0.066667);  // 4 GPUs x 1 min, rounded
 }
 
 TEST_F(MeteringTest, AnIntervalOpenAcrossARestartIsRecordedOnce) {
