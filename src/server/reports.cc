@@ -203,7 +203,7 @@ Table Wait(const Ctx& c) {
   std::map<Key, std::vector<int64_t>> waits;
   std::map<uint64_t, int64_t> pending_since;
   for (const store::JobEventRecord& e : c.in->events) {
-    if (e.at_ms >= c.b) break;  // events are in seq order, which is time order
+    if (e.at_ms >= c.b) continue;  // after the period (seq order is time order but for clock steps)
     auto j = c.in->jobs.find(e.job_id);
     if (j == c.in->jobs.end()) continue;
     if (e.to_state == "pending") {
@@ -335,7 +335,7 @@ Table Preemptions(const Ctx& c) {
   std::map<std::pair<std::string, std::string>, Acc> acc;
   std::map<uint64_t, int64_t> run_start;  // when the current run's tasks were all running
   for (const store::JobEventRecord& e : c.in->events) {
-    if (e.at_ms >= c.b) break;
+    if (e.at_ms >= c.b) continue;
     auto j = c.in->jobs.find(e.job_id);
     if (j == c.in->jobs.end()) continue;
     if (e.to_state == "running") {
