@@ -1,5 +1,5 @@
 // Cluster and administration commands: queues, nodes, cordon/drain/uncordon, apply, tenants,
-// users, priority-classes, token create, version, report.
+// users, priority-classes, token create, version; report (report.cc).
 #include <fmt/format.h>
 
 #include <fstream>
@@ -406,17 +406,7 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
     });
   });
 
-  auto* report = app.add_subcommand("report", "Usage, wait, failure and cost reports");
-  report->allow_extras();
-  SetExamples(report, {"arbiter report"});
-  report->callback([ctx] {
-    ctx->Run([] {
-      return Fail(Status(StatusCode::kUnavailable,
-                         "reports are not in this version: they come with the reports work. "
-                         "For live figures use arbiter queues, arbiter nodes and arbiter top"),
-                  kExitUnavailable);
-    });
-  });
+  RegisterReportCommand(app, ctx);
 }
 
 }  // namespace

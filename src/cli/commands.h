@@ -58,5 +58,6 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx);        // jobs.c
 void RegisterAdminCommands(CLI::App& app, const ContextPtr& ctx);      // admin.cc
 void RegisterTopCommand(CLI::App& app, const ContextPtr& ctx);         // top.cc
 void RegisterCompletionCommand(CLI::App& app, const ContextPtr& ctx);  // completion.cc
+void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx);      // report.cc
 
 }  // namespace arbiter::cli

@@ -62,6 +62,7 @@ const std::map<std::string, std::string>& FlagValues() {
        "preempted suspended retry-wait lost"},
       {"--policy",
        "default binpack spread topology fgd bestfit dotprod gpupacking gpuclustering random"},
+      {"--by", "tenant queue user type gpu-model"},
   };
   return kValues;
 }

@@ -212,6 +212,10 @@ int main(int argc, char** argv) {
   srv->add_option(
       "--metrics-token-file", server.metrics_token_file,
       "File whose first line is a secret that may read GET /metrics (and nothing else)");
+  srv->add_option("--sample-interval-ms", server.sample_interval_ms,
+                  "Time between metering samples of the cluster and its GPUs (docs/reports.md)")
+      ->check(CLI::Range(1000, 3600000))
+      ->capture_default_str();
   srv->callback([&] { exit_code = arbiter::server::RunServer(server); });
 
   arbiter::agent::AgentOptions agent;

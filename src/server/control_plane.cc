@@ -173,6 +173,7 @@ Status ControlPlane::Load() {
       j.task_state = s.value("task_state", std::vector<int32_t>{});
       j.task_exit = s.value("task_exit", std::vector<int32_t>{});
       j.attempt = s.value("attempt", uint64_t{0});
+      j.held_since = s.value("held_since", TimeMs{0});
       j.task_nodes = s.value("task_nodes", std::vector<std::string>{});
       for (const json& t : s.value("placement", json::array())) {
         PlacedTask p;
@@ -495,6 +496,7 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
             {"task_state", j.task_state},
             {"task_exit", j.task_exit},
             {"attempt", j.attempt},
+            {"held_since", j.held_since},
             {"task_nodes", j.task_nodes},
             {"placement", placement}};
   r.status_json = s.dump();
@@ -721,6 +723,7 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
       // Resources are released when the agent reports the processes gone (node agents); until
       // then nothing else is placed on them because the job stays in the running list.
     }
+    bool release_now = false;
     if (to == JobState::kCancelled || to == JobState::kSuspended) {
       const bool started =
           std::any_of(j.task_state.begin(), j.task_state.end(), [](int32_t t) { return t == 1; });
@@ -728,9 +731,7 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
         j.stopping = true;  // the node stops the processes; the placement stays until it has
         j.stop_cause = to == JobState::kCancelled ? "cancel" : "suspend";
       } else {
-        TouchNodesLocked(j);  // assignments not started yet are withdrawn
-        j.placement.clear();
-        j.task_state.clear();
+        release_now = true;  // nothing runs: the GPUs are released (and metered) now
       }
       j.finished_at = to == JobState::kCancelled ? now_() : 0;
     }
@@ -740,6 +741,7 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
       j.finished_at = 0;
     }
     RecordTransitionLocked(j, to, reason, &b);
+    if (release_now) FinishExecutionLocked(j, &b);
     b.AppendAudit(
         {0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id), "ok", "{}"});
     out = JobJsonLocked(j);
@@ -1320,6 +1322,7 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
     j.stopping = false;
     j.stop_cause.clear();
     ++j.attempt;
+    j.held_since = now_();
     j.task_nodes.clear();
     for (const PlacedTask& t : j.placement) j.task_nodes.push_back(t.node);
     std::string reason = a.borrowing() ? "admitted on borrowed capacity" : "admitted";
@@ -1511,7 +1514,10 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
     int64_t used = closed.second;
     for (const auto& [jid, j] : jobs_) {
       if (j.spec.tenant != t.name || !j.holds_capacity()) continue;
-      const TimeMs since = std::max(start, j.started_at > 0 ? j.started_at : j.updated_at);
+      const TimeMs held = j.held_since > 0   ? j.held_since
+                          : j.started_at > 0 ? j.started_at
+                                             : j.updated_at;
+      const TimeMs since = std::max(start, held);
       for (const PlacedTask& p : j.placement) {
         for (int32_t m : p.gpu_milli) used += m * std::max<TimeMs>(0, now - since);
       }
@@ -1547,9 +1553,13 @@ void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) 
 // Every task is gone: decide the job's next state from why it stopped.
 void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
   const std::string cause = j.stop_cause;
-  // Metering: the interval during which each task held its resources, recorded exactly once,
-  // when the resources are released (cost from the model's price per GPU-hour).
-  const TimeMs held_since = j.started_at > 0 ? j.started_at : j.updated_at;
+  // Metering: the interval during which each task held its resources, from the admission of this
+  // run to their release, recorded exactly once: here, in the batch that clears the placement
+  // (cost from the model's price per GPU-hour). Jobs stored before held_since existed fall back
+  // to the start of the run.
+  const TimeMs held_since = j.held_since > 0   ? j.held_since
+                            : j.started_at > 0 ? j.started_at
+                                               : j.updated_at;
   int64_t price = 0;
   for (const GpuModel& m : config_.gpu_models) {
     if (m.name == j.gpu_model) price = m.price_milli_per_hour;
@@ -1579,6 +1589,7 @@ void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
   }
   j.placement.clear();
   j.task_state.clear();
+  j.held_since = 0;
   j.stopping = false;
   j.stop_cause.clear();
   const TimeMs now = now_();

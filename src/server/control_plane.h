@@ -32,6 +32,7 @@
 #include "server/execution_backend.h"
 #include "server/lifecycle.h"
 #include "server/metrics.h"
+#include "server/reports.h"
 #include "store/store.h"
 
 namespace arbiter::server {
@@ -71,6 +72,7 @@ struct JobEntry {
   std::vector<int32_t> task_state;      // per task: 0 not started, 1 running, 2 exited
   std::vector<int32_t> task_exit;       // per task exit code
   uint64_t attempt = 0;                 // the run: grows at every admission
+  TimeMs held_since = 0;                // when the current run was admitted (metering)
   std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
   bool holds_capacity() const { return HoldsResources(state) || stopping; }
 };
@@ -206,6 +208,15 @@ class ControlPlane : public ExecutionBackend {
   uint64_t last_event_seq() const;
   // Wakes anything waiting in EventsAfter (at shutdown).
   void WakeAll();
+
+  // Metering (sampler.cc, docs/reports.md). Records the cluster sample and the GPUs' telemetry
+  // samples that stand for [now, now + interval).
+  Status RecordSamples(DurationMs interval);
+  // Report `name` over `q`, from the stored records and the intervals still open. Admins see
+  // every tenant; anyone else only their own tenant's records, and not the cluster-wide reports.
+  Result<reports::Table> Report(const Principal& p, std::string_view name, reports::Query q);
+  // The control plane's clock.
+  TimeMs Now() const { return now_(); }
 
   // Whether the store is open and the state loaded.
   bool ready() const;

@@ -378,6 +378,7 @@ void HttpApi::Register() {
   }
 
   RegisterAgentRoutes(route);
+  RegisterReportRoutes(route);
 
   // Configuration.
   route(

@@ -71,6 +71,8 @@ class HttpApi {
   void Register();
   // The node agents' routes and the logs route (http_agent_api.cc).
   void RegisterAgentRoutes(const RouteFn& route);
+  // The reports' routes (http_reports_api.cc).
+  void RegisterReportRoutes(const RouteFn& route);
 
  public:
   struct LogQuery;  // job, task, stream, follow

@@ -20,6 +20,7 @@
 #include "server/control_plane.h"
 #include "server/http_api.h"
 #include "server/local_executor.h"
+#include "server/sampler.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace arbiter::server {
@@ -207,6 +208,11 @@ int RunServer(const ServerOptions& o) {
   spdlog::info("API at http://{}:{}/api/v1 (OpenAPI: /api/v1/openapi.json), data in {}", host,
                *bound, o.data_dir);
 
+  SamplerOptions sampler_options;
+  sampler_options.interval_ms = o.sample_interval_ms;
+  Sampler sampler(&cp, store->get(), sampler_options, WallClockMs);
+  sampler.Start();
+
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool stop = false;
@@ -267,6 +273,7 @@ int RunServer(const ServerOptions& o) {
   }
   stop_cv.notify_all();
   scheduler.join();
+  sampler.Stop();
   cp.SetSchedulerWake(nullptr);
   if (executor) executor->Stop(true);
   // Wake the signal thread if Serve ended for another reason.

@@ -24,6 +24,8 @@ struct ServerOptions {
   // tokens.
   bool metrics_public = false;
   std::string metrics_token_file;
+  // Metering: a cluster sample and the GPUs' telemetry samples every this long (reports).
+  int sample_interval_ms = 60000;
 };
 
 // Runs until SIGTERM or SIGINT; returns the process exit code.

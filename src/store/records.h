@@ -134,6 +134,36 @@ struct AuditRecord {
   bool operator==(const AuditRecord&) const = default;
 };
 
+// What the cluster looked like at one instant, written by the server's sampler every interval; the
+// sample stands for [at_ms, at_ms + interval_ms). `data_json` holds the figures (docs/reports.md).
+// Keyed by at_ms: a second sample at the same instant replaces the first. Pruned by age.
+struct ClusterSampleRecord {
+  int64_t at_ms = 0;
+  int64_t interval_ms = 0;  // > 0
+  std::string data_json{};
+
+  bool operator==(const ClusterSampleRecord&) const = default;
+};
+
+// Telemetry of one GPU over [at_ms, at_ms + resolution_ms). The server writes raw samples
+// (resolution_ms: its sampling interval); CompactSamples rolls them up into hourly ones
+// (resolution_ms = kHourMs) by summing span_ms, busy_ms and memory_mib_ms and keeping the highest
+// memory_max_mib. Keyed by (resolution_ms, node, gpu, at_ms): a raw sample with the same key
+// replaces the earlier one.
+struct GpuSampleRecord {
+  static constexpr int64_t kHourMs = 3'600'000;
+  int64_t resolution_ms = 0;  // > 0
+  std::string node{};
+  int32_t gpu = 0;  // index on the node
+  int64_t at_ms = 0;
+  int64_t span_ms = 0;         // telemetry time the row sums
+  int64_t busy_ms = 0;         // sum of span x utilisation / 100
+  int64_t memory_max_mib = 0;  // highest memory in use
+  int64_t memory_mib_ms = 0;   // sum of span x memory in use
+
+  bool operator==(const GpuSampleRecord&) const = default;
+};
+
 // Small named values the server keeps durable (cursors, budget periods, cluster settings).
 // `value` may hold any bytes.
 struct KvRecord {
@@ -172,14 +202,23 @@ struct DeleteJob {
 struct DeleteKv {
   std::string key;
 };
+// Retention of the samples: raw GPU samples with at_ms < gpu_rollup_before_ms are rolled up into
+// hourly ones (added to an hourly row that is already there) and deleted; hourly GPU samples with
+// at_ms < gpu_hourly_before_ms and cluster samples with at_ms < cluster_before_ms are deleted.
+// Idempotent: running it twice with the same bounds changes nothing the second time.
+struct CompactSamples {
+  int64_t gpu_rollup_before_ms = 0;
+  int64_t gpu_hourly_before_ms = 0;
+  int64_t cluster_before_ms = 0;
+};
 }  // namespace op
 
-using WriteOp =
-    std::variant<TenantRecord, op::DeleteTenant, QueueRecord, op::DeleteQueue, UserRecord,
-                 op::DeleteUser, TokenRecord, op::DeleteToken, PriorityClassRecord,
-                 op::DeletePriorityClass, GpuModelRecord, op::DeleteGpuModel, NodeRecord,
-                 op::DeleteNode, JobRecord, op::DeleteJob, KvRecord, op::DeleteKv, JobEventRecord,
-                 UsageRecord, AuditRecord>;
+using WriteOp = std::variant<TenantRecord, op::DeleteTenant, QueueRecord, op::DeleteQueue,
+                             UserRecord, op::DeleteUser, TokenRecord, op::DeleteToken,
+                             PriorityClassRecord, op::DeletePriorityClass, GpuModelRecord,
+                             op::DeleteGpuModel, NodeRecord, op::DeleteNode, JobRecord,
+                             op::DeleteJob, KvRecord, op::DeleteKv, JobEventRecord, UsageRecord,
+                             AuditRecord, ClusterSampleRecord, GpuSampleRecord, op::CompactSamples>;
 
 // "PutJob", "DeleteTenant", "AppendAudit", ...
 std::string_view WriteOpName(const WriteOp& op);
@@ -213,6 +252,9 @@ class WriteBatch {
   void AppendJobEvent(JobEventRecord r) { ops_.emplace_back(std::move(r)); }
   void AppendUsage(UsageRecord r) { ops_.emplace_back(std::move(r)); }
   void AppendAudit(AuditRecord r) { ops_.emplace_back(std::move(r)); }
+  void PutClusterSample(ClusterSampleRecord r) { ops_.emplace_back(std::move(r)); }
+  void PutGpuSample(GpuSampleRecord r) { ops_.emplace_back(std::move(r)); }
+  void CompactSamples(op::CompactSamples c) { ops_.emplace_back(c); }
 
   // Moves every op of `other` to the end of this batch.
   void Append(WriteBatch other);
@@ -227,7 +269,7 @@ class WriteBatch {
 };
 
 // Everything the server loads at start. Each vector is sorted by its key (jobs by id). Events,
-// usage and audit are not loaded: they are read with the Store's queries.
+// usage, audit and samples are not loaded: they are read with the Store's queries.
 struct StoreState {
   std::vector<TenantRecord> tenants;
   std::vector<QueueRecord> queues;

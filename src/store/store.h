@@ -78,6 +78,12 @@ class Store {
   virtual Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) = 0;
   // At most `limit` audit records with seq > after_seq, in seq order.
   virtual Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) = 0;
+  // Cluster samples with from_ms <= at_ms < to_ms, in at_ms order.
+  virtual Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms,
+                                                                  int64_t to_ms) = 0;
+  // GPU samples (raw and hourly) overlapping [from_ms, to_ms): at_ms < to_ms and
+  // at_ms + resolution_ms > from_ms, in (at_ms, node, gpu, resolution_ms) order.
+  virtual Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms) = 0;
 
   virtual StoreStats stats() const = 0;
 

@@ -39,6 +39,9 @@ std::string_view WriteOpName(const WriteOp& op) {
                         [](const JobEventRecord&) { return "AppendJobEvent"; },
                         [](const UsageRecord&) { return "AppendUsage"; },
                         [](const AuditRecord&) { return "AppendAudit"; },
+                        [](const ClusterSampleRecord&) { return "PutClusterSample"; },
+                        [](const GpuSampleRecord&) { return "PutGpuSample"; },
+                        [](const op::CompactSamples&) { return "CompactSamples"; },
                     },
                     op);
 }
@@ -69,6 +72,13 @@ std::string DescribeWriteOp(const WriteOp& op) {
             return fmt::format("job_id={}, task={}, seq={}", r.job_id, r.task, r.seq);
           },
           [](const AuditRecord& r) { return fmt::format("action={}, seq={}", r.action, r.seq); },
+          [](const ClusterSampleRecord& r) { return fmt::format("at_ms={}", r.at_ms); },
+          [](const GpuSampleRecord& r) {
+            return fmt::format("node={}, gpu={}, at_ms={}", r.node, r.gpu, r.at_ms);
+          },
+          [](const op::CompactSamples& r) {
+            return fmt::format("gpu_rollup_before_ms={}", r.gpu_rollup_before_ms);
+          },
       },
       op);
   return fmt::format("{}({})", WriteOpName(op), key);

@@ -108,6 +108,17 @@ const Row kMatrix[] = {
     {"POST /api/v1/agent/register",       {401,  403,  403,  403,  403,  403,  200,  200,  403}},
     {"POST /api/v1/agent/heartbeat",      {401,  403,  403,  403,  403,  403,  200,  200,  403}},
     {"GET /api/v1/agent/watch",           {401,  403,  403,  403,  403,  403,  200,  200,  403}},
+    // Reports: anyone of a tenant reads its own tenant's rows (the foreign member sees speech's);
+    // the cluster-wide reports are for admins.
+    {"GET /api/v1/reports/usage",         {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/reports/wait",          {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/reports/failures",      {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/reports/preemptions",   {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/reports/fairness",      {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/reports/cluster",       {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"GET /api/v1/reports/fragmentation", {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"GET /api/v1/reports/idle-while-queued",
+                                          {401,  200,  403,  403,  403,  403,  403,  403,  403}},
 };
 // clang-format on
 

@@ -73,10 +73,11 @@ TEST(Migrations, AreRecordedAndReopeningIsIdempotent) {
   for (const Migration& m : Migrations()) want.push_back(fmt::format("{}|{}", m.version, m.name));
   EXPECT_EQ(RawQuery(path, "SELECT version, name FROM schema_version ORDER BY version"), want);
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), std::vector<std::string>{"wal"});
-  // Every table of the first migration is there.
+  // Every table of every migration is there.
   auto tables = RawQuery(path, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
-  for (const char* t : {"audit", "gpu_models", "job_events", "jobs", "kv", "nodes",
-                        "priority_classes", "queues", "tenants", "tokens", "usage", "users"}) {
+  for (const char* t :
+       {"audit", "gpu_models", "job_events", "jobs", "kv", "nodes", "priority_classes", "queues",
+        "tenants", "tokens", "usage", "users", "cluster_samples", "gpu_samples"}) {
     EXPECT_NE(std::find(tables.begin(), tables.end(), t), tables.end()) << t;
   }
 }

@@ -74,6 +74,11 @@ constexpr std::array<std::string_view, 13> kUsageCols = {
     "gpu_model", "gpu_milli", "gpu_memory_mib", "start_ms", "end_ms", "cost_micro"};
 constexpr std::array<std::string_view, 7> kAuditCols = {"seq",    "at_ms",  "actor",      "action",
                                                         "target", "result", "detail_json"};
+constexpr std::array<std::string_view, 3> kClusterSampleCols = {"at_ms", "interval_ms",
+                                                                "data_json"};
+constexpr std::array<std::string_view, 8> kGpuSampleCols = {
+    "resolution_ms", "node",           "gpu",          "at_ms", "span_ms",
+    "busy_ms",       "memory_max_mib", "memory_mib_ms"};
 
 std::string Join(Columns cols, std::string_view prefix = {}) {
   std::string out;
@@ -243,6 +248,41 @@ AuditRecord ReadAudit(Row& r) {
   return a;
 }
 
+ClusterSampleRecord ReadClusterSample(Row& r) {
+  ClusterSampleRecord c;
+  c.at_ms = r.Int();
+  c.interval_ms = r.Int();
+  c.data_json = r.Text();
+  return c;
+}
+
+GpuSampleRecord ReadGpuSample(Row& r) {
+  GpuSampleRecord g;
+  g.resolution_ms = r.Int();
+  g.node = r.Text();
+  g.gpu = r.Int32();
+  g.at_ms = r.Int();
+  g.span_ms = r.Int();
+  g.busy_ms = r.Int();
+  g.memory_max_mib = r.Int();
+  g.memory_mib_ms = r.Int();
+  return g;
+}
+
+// Rolls raw GPU samples older than ?1 up into hourly rows, adding to an hourly row already there.
+// (The WHERE clause before ON CONFLICT keeps SQLite's parser from reading it as a join.)
+constexpr std::string_view kRollUpGpuSamplesSql = R"sql(
+INSERT INTO gpu_samples (resolution_ms, node, gpu, at_ms, span_ms, busy_ms, memory_max_mib,
+                         memory_mib_ms)
+  SELECT 3600000, node, gpu, (at_ms / 3600000) * 3600000, sum(span_ms), sum(busy_ms),
+         max(memory_max_mib), sum(memory_mib_ms)
+  FROM gpu_samples WHERE resolution_ms < 3600000 AND at_ms < ?1
+  GROUP BY node, gpu, at_ms / 3600000
+  ON CONFLICT (at_ms, node, gpu, resolution_ms) DO UPDATE SET
+    span_ms = span_ms + excluded.span_ms, busy_ms = busy_ms + excluded.busy_ms,
+    memory_max_mib = max(memory_max_mib, excluded.memory_max_mib),
+    memory_mib_ms = memory_mib_ms + excluded.memory_mib_ms)sql";
+
 // Prepares `sql` into `out`, or returns why not.
 Status PrepareInto(Connection& conn, Statement& out, const std::string& sql) {
   Result<Statement> s = conn.Prepare(sql);
@@ -292,6 +332,8 @@ class Writer {
   Statement put_token_, del_token_, put_priority_class_, del_priority_class_;
   Statement put_gpu_model_, del_gpu_model_, put_node_, del_node_, put_job_, del_job_;
   Statement put_kv_, del_kv_, append_event_, append_usage_, append_audit_;
+  Statement put_cluster_sample_, put_gpu_sample_, roll_up_gpu_samples_, del_raw_gpu_samples_,
+      del_hourly_gpu_samples_, del_cluster_samples_;
 };
 
 Result<std::unique_ptr<Writer>> Writer::Create(std::unique_ptr<Connection> conn) {
@@ -330,6 +372,15 @@ Status Writer::PrepareAll() {
       {&append_event_, InsertSql("job_events", kEventCols)},
       {&append_usage_, InsertSql("usage", kUsageCols)},
       {&append_audit_, InsertSql("audit", kAuditCols)},
+      {&put_cluster_sample_, UpsertSql("cluster_samples", kClusterSampleCols)},
+      {&put_gpu_sample_, fmt::format("INSERT OR REPLACE INTO gpu_samples ({}) VALUES ({})",
+                                     Join(kGpuSampleCols), Placeholders(kGpuSampleCols.size()))},
+      {&roll_up_gpu_samples_, std::string(kRollUpGpuSamplesSql)},
+      {&del_raw_gpu_samples_,
+       "DELETE FROM gpu_samples WHERE resolution_ms < 3600000 AND at_ms < ?1"},
+      {&del_hourly_gpu_samples_,
+       "DELETE FROM gpu_samples WHERE resolution_ms >= 3600000 AND at_ms < ?1"},
+      {&del_cluster_samples_, "DELETE FROM cluster_samples WHERE at_ms < ?1"},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(c, *stmt, sql));
   return Status::Ok();
@@ -390,6 +441,21 @@ Status Writer::Apply(const WriteOp& op) {
           [&](const AuditRecord& r) {
             return c.Run(append_audit_.get(), "", SeqOrNull{r.seq}, r.at_ms, r.actor, r.action,
                          r.target, r.result, r.detail_json);
+          },
+          [&](const ClusterSampleRecord& r) {
+            return c.Run(put_cluster_sample_.get(), "", r.at_ms, r.interval_ms, r.data_json);
+          },
+          [&](const GpuSampleRecord& r) {
+            return c.Run(put_gpu_sample_.get(), "", r.resolution_ms, r.node, r.gpu, r.at_ms,
+                         r.span_ms, r.busy_ms, r.memory_max_mib, r.memory_mib_ms);
+          },
+          [&](const op::CompactSamples& r) {
+            // Roll up, then delete what was rolled up: one op, so in one transaction.
+            Status s = c.Run(roll_up_gpu_samples_.get(), "", r.gpu_rollup_before_ms);
+            if (s.ok()) s = c.Run(del_raw_gpu_samples_.get(), "", r.gpu_rollup_before_ms);
+            if (s.ok()) s = c.Run(del_hourly_gpu_samples_.get(), "", r.gpu_hourly_before_ms);
+            if (s.ok()) s = c.Run(del_cluster_samples_.get(), "", r.cluster_before_ms);
+            return s;
           },
       },
       op);
@@ -504,6 +570,8 @@ class Reader {
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit);
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms);
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit);
+  Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms);
+  Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms);
 
  private:
   explicit Reader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
@@ -514,6 +582,7 @@ class Reader {
   Statement begin_, commit_, rollback_;
   Statement tenants_, queues_, users_, tokens_, priority_classes_, gpu_models_, nodes_, jobs_, kv_;
   Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
+  Statement cluster_samples_, gpu_samples_;
 };
 
 Result<std::unique_ptr<Reader>> Reader::Create(std::unique_ptr<Connection> conn) {
@@ -542,6 +611,13 @@ Status Reader::PrepareAll() {
       {&events_since_, SelectSql("job_events", kEventCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
       {&usage_, SelectSql("usage", kUsageCols, "WHERE end_ms > ?1 AND start_ms < ?2 ORDER BY seq")},
       {&audit_, SelectSql("audit", kAuditCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
+      {&cluster_samples_, SelectSql("cluster_samples", kClusterSampleCols,
+                                    "WHERE at_ms >= ?1 AND at_ms < ?2 ORDER BY at_ms")},
+      // Rows are at most an hour long: the second bound lets the key (at_ms first) narrow the scan.
+      {&gpu_samples_,
+       SelectSql("gpu_samples", kGpuSampleCols,
+                 "WHERE at_ms < ?2 AND at_ms > ?1 - 3600000 AND at_ms + resolution_ms > ?1 "
+                 "ORDER BY at_ms, node, gpu, resolution_ms")},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(*conn_, *stmt, sql));
   return Status::Ok();
@@ -609,6 +685,20 @@ Result<std::vector<AuditRecord>> Reader::Audit(uint64_t after_seq, size_t limit)
   return out;
 }
 
+Result<std::vector<ClusterSampleRecord>> Reader::ClusterSamples(int64_t from_ms, int64_t to_ms) {
+  std::vector<ClusterSampleRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(cluster_samples_.get(), "store: cluster samples", out,
+                                       ReadClusterSample, from_ms, to_ms));
+  return out;
+}
+
+Result<std::vector<GpuSampleRecord>> Reader::GpuSamples(int64_t from_ms, int64_t to_ms) {
+  std::vector<GpuSampleRecord> out;
+  ARBITER_RETURN_IF_ERROR(
+      conn_->Query(gpu_samples_.get(), "store: gpu samples", out, ReadGpuSample, from_ms, to_ms));
+  return out;
+}
+
 // ---- The store: the queue, the writer thread, the read mutex. --------------------------------
 
 Status Closed() { return FailedPrecondition("store: closed"); }
@@ -627,6 +717,8 @@ class SqliteStore final : public Store {
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override;
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override;
+  Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms) override;
+  Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms) override;
   StoreStats stats() const override;
   void Close() override;
 
@@ -748,6 +840,15 @@ Result<std::vector<UsageRecord>> SqliteStore::Usage(int64_t from_ms, int64_t to_
 
 Result<std::vector<AuditRecord>> SqliteStore::Audit(uint64_t after_seq, size_t limit) {
   return Read([&](Reader& r) { return r.Audit(after_seq, limit); });
+}
+
+Result<std::vector<ClusterSampleRecord>> SqliteStore::ClusterSamples(int64_t from_ms,
+                                                                     int64_t to_ms) {
+  return Read([&](Reader& r) { return r.ClusterSamples(from_ms, to_ms); });
+}
+
+Result<std::vector<GpuSampleRecord>> SqliteStore::GpuSamples(int64_t from_ms, int64_t to_ms) {
+  return Read([&](Reader& r) { return r.GpuSamples(from_ms, to_ms); });
 }
 
 StoreStats SqliteStore::stats() const {

@@ -1,0 +1,175 @@
+// GET /api/v1/reports/{report}: the query parameters, the report, JSON or CSV (docs/reports.md).
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include "api/errors.h"
+#include "server/http_api.h"
+#include "server/reports.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+
+namespace {
+
+void SendError(httplib::Response& res, const Status& st) {
+  res.status = api::HttpStatusFor(st.code());
+  res.set_content(api::ErrorBody(st).dump(), "application/json");
+}
+
+// "90s", "30m", "12h", "7d", "2w" (a positive whole number and a unit).
+Result<int64_t> ParseDurationMs(const std::string& s, const char* field) {
+  const Status bad = InvalidArgument(
+      field, fmt::format("must be a duration such as 90s, 30m, 12h, 7d or 2w, got '{}'", s));
+  if (s.size() < 2 || s.size() > 12) return bad;
+  int64_t n = 0;
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return bad;
+    n = n * 10 + (s[i] - '0');
+  }
+  int64_t unit = 0;
+  switch (s.back()) {
+    case 's':
+      unit = 1000;
+      break;
+    case 'm':
+      unit = 60'000;
+      break;
+    case 'h':
+      unit = 3'600'000;
+      break;
+    case 'd':
+      unit = 86'400'000;
+      break;
+    case 'w':
+      unit = 7 * 86'400'000LL;
+      break;
+    default:
+      return bad;
+  }
+  if (n <= 0 || n > 100'000) return bad;
+  return n * unit;
+}
+
+// RFC 3339 ("2026-11-10T08:00:00Z", "2026-11-10T09:00:00.5+01:00") or a date ("2026-11-10",
+// midnight UTC).
+Result<int64_t> ParseTimeMs(const std::string& s, const char* field) {
+  const Status bad = InvalidArgument(
+      field,
+      fmt::format("must be an RFC 3339 time (2026-11-10T08:00:00Z) or a date (2026-11-10), got "
+                  "'{}'",
+                  s));
+  std::tm tm{};
+  int consumed = 0;
+  if (s.size() == 10) {
+    if (std::sscanf(s.c_str(), "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &consumed) !=
+            3 ||
+        consumed != 10) {
+      return bad;
+    }
+  } else if (std::sscanf(s.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
+                         &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+             consumed != 19) {
+    return bad;
+  }
+  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
+    return bad;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  int64_t ms = static_cast<int64_t>(timegm(&tm)) * 1000;
+  size_t i = static_cast<size_t>(consumed);
+  if (s.size() == 10) return ms;
+  if (i < s.size() && s[i] == '.') {
+    int64_t scale = 100;
+    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+      ms += (s[i] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  if (i + 1 == s.size() && (s[i] == 'Z' || s[i] == 'z')) return ms;
+  int oh = 0, om = 0;
+  if (i + 6 == s.size() && (s[i] == '+' || s[i] == '-') &&
+      std::sscanf(s.c_str() + i + 1, "%2d:%2d", &oh, &om) == 2 && oh <= 23 && om <= 59) {
+    const int64_t offset = (oh * 60 + om) * 60'000LL;
+    return s[i] == '+' ? ms - offset : ms + offset;
+  }
+  return bad;
+}
+
+// The query from the parameters: from/to (default to: now), or since (from = to - since);
+// neither: the last 7 days.
+Result<reports::Query> ParseQuery(const httplib::Request& req, int64_t now) {
+  reports::Query q;
+  q.to_ms = now;
+  if (req.has_param("to")) {
+    auto t = ParseTimeMs(req.get_param_value("to"), "to");
+    if (!t.ok()) return t.status();
+    q.to_ms = *t;
+  }
+  if (req.has_param("from") && req.has_param("since")) {
+    return InvalidArgument("since", "give from or since, not both");
+  }
+  q.from_ms = q.to_ms - 7 * 86'400'000LL;
+  if (req.has_param("from")) {
+    auto f = ParseTimeMs(req.get_param_value("from"), "from");
+    if (!f.ok()) return f.status();
+    q.from_ms = *f;
+  } else if (req.has_param("since")) {
+    auto d = ParseDurationMs(req.get_param_value("since"), "since");
+    if (!d.ok()) return d.status();
+    q.from_ms = q.to_ms - *d;
+  }
+  if (req.has_param("group_by")) {
+    const std::string g = req.get_param_value("group_by");
+    q.group_by = reports::ParseGroupBy(g);
+    if (!q.group_by) {
+      return InvalidArgument(
+          "group_by", fmt::format("must be tenant, queue, user, type or gpu_model, got '{}'", g));
+    }
+  }
+  if (req.has_param("step")) {
+    auto d = ParseDurationMs(req.get_param_value("step"), "step");
+    if (!d.ok()) return d.status();
+    q.step_ms = *d;
+  }
+  return q;
+}
+
+}  // namespace
+
+void HttpApi::RegisterReportRoutes(const RouteFn& route) {
+  for (std::string_view name : reports::ReportNames()) {
+    const std::string report(name);
+    route("GET", fmt::format("/api/v1/reports/{}", report),
+          fmt::format("/api/v1/reports/{}", report),
+          fmt::format("The {} report (docs/reports.md): from, to (RFC 3339) or since (7d), "
+                      "group_by, step, format=json|csv",
+                      report),
+          [this, report](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+            const std::string format =
+                req.has_param("format") ? req.get_param_value("format") : "json";
+            if (format != "json" && format != "csv") {
+              return SendError(res, InvalidArgument("format", fmt::format("must be json or csv, "
+                                                                          "got '{}'",
+                                                                          format)));
+            }
+            auto q = ParseQuery(req, cp_->Now());
+            if (!q.ok()) return SendError(res, q.status());
+            auto table = cp_->Report(p, report, *q);
+            if (!table.ok()) return SendError(res, table.status());
+            res.status = 200;
+            if (format == "csv") {
+              res.set_content(reports::ToCsv(*table), "text/csv; charset=utf-8");
+            } else {
+              res.set_content(reports::ToJson(report, *q, *table).dump(), "application/json");
+            }
+          });
+  }
+}
+
+}  // namespace arbiter::server

@@ -1,0 +1,803 @@
+#include "server/reports.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <ctime>
+#include <set>
+#include <tuple>
+
+namespace arbiter::server::reports {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMilliMsPerGpuHour = 1000.0 * 3'600'000.0;
+constexpr double kMsPerHour = 3'600'000.0;
+
+constexpr std::array<std::string_view, 8> kNames = {
+    "usage",    "wait",    "failures",      "preemptions",
+    "fairness", "cluster", "fragmentation", "idle-while-queued"};
+
+// Rounds to 6 decimals so that tables do not show binary noise (0.30000000000000004).
+json Num(double x) { return std::round(x * 1e6) / 1e6; }
+json Hours(double milli_ms) { return Num(milli_ms / kMilliMsPerGpuHour); }
+
+// Length of [s, e) inside [a, b).
+int64_t Overlap(int64_t s, int64_t e, int64_t a, int64_t b) {
+  return std::max<int64_t>(0, std::min(e, b) - std::max(s, a));
+}
+
+std::string Rfc3339(int64_t ms) {
+  const std::time_t s = ms / 1000;
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  if (ms % 1000 == 0) {
+    return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z", tm.tm_year + 1900,
+                       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  }
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+}
+
+const std::string& KeyOf(GroupBy g, const std::string& tenant, const std::string& queue,
+                         const std::string& user, const std::string& type,
+                         const std::string& model) {
+  switch (g) {
+    case GroupBy::kTenant:
+      return tenant;
+    case GroupBy::kQueue:
+      return queue;
+    case GroupBy::kUser:
+      return user;
+    case GroupBy::kType:
+      return type;
+    case GroupBy::kGpuModel:
+      return model;
+  }
+  return tenant;
+}
+
+const std::string& KeyOf(GroupBy g, const store::UsageRecord& u) {
+  return KeyOf(g, u.tenant, u.queue, u.user, u.job_type, u.gpu_model);
+}
+const std::string& KeyOf(GroupBy g, const JobInfo& j) {
+  return KeyOf(g, j.tenant, j.queue, j.user, j.type, j.gpu_model);
+}
+
+// A cluster sample's figures (docs/reports.md, "Cluster samples"), parsed once.
+struct Sample {
+  int64_t at = 0, interval = 0;
+  json data;
+  int64_t Int(const char* k) const {
+    auto it = data.find(k);
+    return it != data.end() && it->is_number() ? it->get<int64_t>() : 0;
+  }
+  bool Has(const char* k) const {
+    auto it = data.find(k);
+    return it != data.end() && it->is_number();
+  }
+};
+
+std::vector<Sample> ParseSamples(const std::vector<store::ClusterSampleRecord>& records) {
+  std::vector<Sample> out;
+  for (const store::ClusterSampleRecord& r : records) {
+    json d = json::parse(r.data_json, nullptr, /*allow_exceptions=*/false);
+    if (!d.is_object()) continue;  // unreadable: left out (docs/reports.md)
+    out.push_back({r.at_ms, r.interval_ms, std::move(d)});
+  }
+  return out;
+}
+
+// o[k], or null (which iterates as empty) when o has no k. A reference, so that ranging over
+// Field(...).items() does not range over a destroyed temporary.
+const json& Field(const json& o, const char* k) {
+  static const json kNull;
+  if (!o.is_object()) return kNull;
+  auto it = o.find(k);
+  return it != o.end() ? *it : kNull;
+}
+
+std::string Str(const json& o, const char* k) {
+  auto it = o.find(k);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The window one set of rows is computed for, with the inputs already scoped to a tenant.
+struct Ctx {
+  int64_t a = 0, b = 0;
+  GroupBy group = GroupBy::kTenant;
+  bool grouped = true;  // false: the report's rows are not grouped (cluster, fragmentation, ...)
+  const Inputs* in = nullptr;
+  const std::vector<Sample>* samples = nullptr;
+};
+
+// ---- usage ----------------------------------------------------------------------------------
+
+Table Usage(const Ctx& c) {
+  struct Acc {
+    double alloc = 0, cost_micro = 0, busy = 0;
+    bool has_busy = false;
+  };
+  std::map<std::string, Acc> acc;
+  for (const store::UsageRecord& u : c.in->usage) {
+    const int64_t ov = Overlap(u.start_ms, u.end_ms, c.a, c.b);
+    if (ov <= 0) continue;
+    Acc& x = acc[KeyOf(c.group, u)];
+    x.alloc += static_cast<double>(u.gpu_milli) * static_cast<double>(ov);
+    // The cost of the part of the interval inside the period, pro rata.
+    x.cost_micro += static_cast<double>(u.cost_micro) * static_cast<double>(ov) /
+                    static_cast<double>(u.end_ms - u.start_ms);
+  }
+  for (const Sample& s : *c.samples) {
+    const int64_t ov = Overlap(s.at, s.at + s.interval, c.a, c.b);
+    if (ov <= 0) continue;
+    for (const json& r : Field(s.data, "running")) {
+      const std::string key = KeyOf(c.group, Str(r, "tenant"), Str(r, "queue"), Str(r, "user"),
+                                    Str(r, "type"), Str(r, "gpu_model"));
+      Acc& x = acc[key];
+      auto busy = r.find("busy");
+      if (busy != r.end() && busy->is_number()) {
+        x.busy += busy->get<double>() * static_cast<double>(ov);
+        x.has_busy = true;
+      }
+    }
+  }
+  const bool budgets = c.group == GroupBy::kTenant;
+  Table t;
+  t.columns = {std::string(GroupByName(c.group)), "gpu_hours", "busy_gpu_hours", "cost"};
+  if (budgets) {
+    for (const TenantBudget& b : c.in->budgets) acc.try_emplace(b.tenant);
+    for (const char* col :
+         {"budget_gpu_hours", "budget_used_gpu_hours", "budget_used_pct", "forecast_gpu_hours"}) {
+      t.columns.emplace_back(col);
+    }
+  }
+  for (const auto& [key, x] : acc) {
+    std::vector<json> row = {key, Hours(x.alloc), x.has_busy ? Hours(x.busy) : json(nullptr),
+                             Num(x.cost_micro / 1e6)};
+    if (budgets) {
+      auto b = std::find_if(c.in->budgets.begin(), c.in->budgets.end(),
+                            [&](const TenantBudget& tb) { return tb.tenant == key; });
+      if (b == c.in->budgets.end() || b->gpu_hours <= 0) {
+        row.insert(row.end(), 4, json(nullptr));
+      } else {
+        // used = GPU time of the tenant in [period start, now); forecast = used at the same rate
+        // until the period's end: used x (end - start) / (now - start).
+        const auto [ps, pe] = BudgetPeriod(b->period, c.in->now_ms);
+        double used = 0;
+        for (const store::UsageRecord& u : c.in->usage) {
+          if (u.tenant != key) continue;
+          used += static_cast<double>(u.gpu_milli) *
+                  static_cast<double>(Overlap(u.start_ms, u.end_ms, ps, c.in->now_ms));
+        }
+        const double elapsed = static_cast<double>(c.in->now_ms - ps);
+        const double forecast = elapsed > 0 ? used * static_cast<double>(pe - ps) / elapsed : used;
+        const double budget = static_cast<double>(b->gpu_hours) * kMilliMsPerGpuHour;
+        row.push_back(b->gpu_hours);
+        row.push_back(Hours(used));
+        row.push_back(Num(100.0 * used / budget));
+        row.push_back(Hours(forecast));
+      }
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+// ---- wait -----------------------------------------------------------------------------------
+
+// Nearest rank: the smallest value with at least p% of the values at or below it.
+double Percentile(const std::vector<int64_t>& sorted, double p) {
+  const size_t n = sorted.size();
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(n)));
+  rank = std::clamp<size_t>(rank, 1, n);
+  return static_cast<double>(sorted[rank - 1]);
+}
+
+Table Wait(const Ctx& c) {
+  const bool by_type = c.group == GroupBy::kType;
+  using Key = std::pair<std::string, std::string>;  // group, type
+  std::map<Key, std::vector<int64_t>> waits;
+  std::map<uint64_t, int64_t> pending_since;
+  for (const store::JobEventRecord& e : c.in->events) {
+    if (e.at_ms >= c.b) continue;  // after the period (seq order is time order but for clock steps)
+    auto j = c.in->jobs.find(e.job_id);
+    if (j == c.in->jobs.end()) continue;
+    if (e.to_state == "pending") {
+      if (e.from_state != "pending") pending_since[e.job_id] = e.at_ms;
+      continue;
+    }
+    auto since = pending_since.find(e.job_id);
+    if (since == pending_since.end()) continue;
+    if (e.to_state == "admitted" && e.at_ms >= c.a) {
+      waits[{by_type ? std::string() : KeyOf(c.group, j->second), j->second.type}].push_back(
+          e.at_ms - since->second);
+    }
+    pending_since.erase(since);  // admitted, or left pending otherwise (cancelled, suspended)
+  }
+  std::map<Key, std::pair<int64_t, int64_t>> waiting;  // jobs still pending at b, longest wait
+  for (const auto& [id, since] : pending_since) {
+    const JobInfo& j = c.in->jobs.at(id);
+    auto& w = waiting[{by_type ? std::string() : KeyOf(c.group, j), j.type}];
+    ++w.first;
+    w.second = std::max(w.second, c.b - since);
+  }
+  Table t;
+  if (!by_type) t.columns.emplace_back(GroupByName(c.group));
+  for (const char* col : {"type", "admissions", "wait_p50_s", "wait_p90_s", "wait_p99_s",
+                          "wait_max_s", "waiting_at_end", "longest_waiting_s"}) {
+    t.columns.emplace_back(col);
+  }
+  std::set<Key> keys;
+  for (const auto& [k, v] : waits) keys.insert(k);
+  for (const auto& [k, v] : waiting) keys.insert(k);
+  for (const Key& k : keys) {
+    std::vector<json> row;
+    if (!by_type) row.push_back(k.first);
+    row.push_back(k.second);
+    auto w = waits.find(k);
+    if (w == waits.end()) {
+      row.push_back(0);
+      row.insert(row.end(), 4, json(nullptr));
+    } else {
+      std::vector<int64_t>& v = w->second;
+      std::sort(v.begin(), v.end());
+      row.push_back(v.size());
+      for (double p : {50.0, 90.0, 99.0}) row.push_back(Num(Percentile(v, p) / 1000.0));
+      row.push_back(Num(static_cast<double>(v.back()) / 1000.0));
+    }
+    auto q = waiting.find(k);
+    row.push_back(q == waiting.end() ? 0 : q->second.first);
+    row.push_back(q == waiting.end() ? json(nullptr)
+                                     : Num(static_cast<double>(q->second.second) / 1000.0));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+// ---- failures -------------------------------------------------------------------------------
+
+// The cause of a failed run, from its event.
+std::string FailureCause(const store::JobEventRecord& e) {
+  if (e.to_state == "timed-out") return "timeout";
+  if (e.to_state == "lost") return "lost node";
+  constexpr std::string_view kExit = "a task exited with code ";
+  if (e.reason.starts_with(kExit))
+    return fmt::format("exit code {}", e.reason.substr(kExit.size()));
+  return e.reason;
+}
+
+Table Failures(const Ctx& c) {
+  struct Acc {
+    int64_t runs = 0, succeeded = 0, failed = 0;
+    std::map<std::string, int64_t> causes;
+  };
+  std::map<std::string, Acc> acc;
+  for (const store::JobEventRecord& e : c.in->events) {
+    if (e.at_ms < c.a || e.at_ms >= c.b) continue;
+    auto j = c.in->jobs.find(e.job_id);
+    if (j == c.in->jobs.end()) continue;
+    // One outcome per run: succeeded, failed, timed_out or lost. A lost run that has no retries
+    // left then fails ("lost, and no retries left"): that is the same run, counted once.
+    const bool ok = e.to_state == "succeeded";
+    const bool bad = e.to_state == "timed-out" || e.to_state == "lost" ||
+                     (e.to_state == "failed" && e.from_state != "lost");
+    if (!ok && !bad) continue;
+    Acc& x = acc[KeyOf(c.group, j->second)];
+    ++x.runs;
+    if (ok) {
+      ++x.succeeded;
+    } else {
+      ++x.failed;
+      ++x.causes[FailureCause(e)];
+    }
+  }
+  Table t;
+  t.columns = {std::string(GroupByName(c.group)),
+               "runs",
+               "succeeded",
+               "failed",
+               "failure_rate",
+               "top_causes"};
+  for (const auto& [key, x] : acc) {
+    std::vector<std::pair<std::string, int64_t>> causes(x.causes.begin(), x.causes.end());
+    std::stable_sort(causes.begin(), causes.end(),
+                     [](const auto& l, const auto& r) { return l.second > r.second; });
+    std::string top;
+    for (size_t i = 0; i < causes.size() && i < 3; ++i) {
+      top += fmt::format("{}{} ({})", i > 0 ? "; " : "", causes[i].first, causes[i].second);
+    }
+    t.rows.push_back({key, x.runs, x.succeeded, x.failed,
+                      Num(static_cast<double>(x.failed) / static_cast<double>(x.runs)), top});
+  }
+  return t;
+}
+
+// ---- preemptions ----------------------------------------------------------------------------
+
+// "preempted by job 12 (reclaim)" -> "reclaim".
+std::string PreemptionReason(const std::string& reason) {
+  const size_t open = reason.rfind('(');
+  const size_t close = reason.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "other";
+  return reason.substr(open + 1, close - open - 1);
+}
+
+Table Preemptions(const Ctx& c) {
+  struct Acc {
+    int64_t count = 0;
+    std::set<uint64_t> jobs;
+    double lost = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> acc;
+  std::map<uint64_t, int64_t> run_start;  // when the current run's tasks were all running
+  for (const store::JobEventRecord& e : c.in->events) {
+    if (e.at_ms >= c.b) continue;
+    auto j = c.in->jobs.find(e.job_id);
+    if (j == c.in->jobs.end()) continue;
+    if (e.to_state == "running") {
+      run_start[e.job_id] = e.at_ms;
+    } else if (e.to_state == "admitted") {
+      run_start.erase(e.job_id);
+    } else if (e.to_state == "preempting" && e.at_ms >= c.a) {
+      Acc& x = acc[{KeyOf(c.group, j->second), PreemptionReason(e.reason)}];
+      ++x.count;
+      x.jobs.insert(e.job_id);
+      // Work lost: the run from its start to the preemption, at the job's GPUs.
+      auto s = run_start.find(e.job_id);
+      if (s != run_start.end()) {
+        x.lost +=
+            static_cast<double>(j->second.gpu_milli) * static_cast<double>(e.at_ms - s->second);
+      }
+    }
+  }
+  Table t;
+  t.columns = {std::string(GroupByName(c.group)), "reason", "preemptions", "jobs",
+               "gpu_hours_lost"};
+  for (const auto& [key, x] : acc) {
+    t.rows.push_back({key.first, key.second, x.count, x.jobs.size(), Hours(x.lost)});
+  }
+  return t;
+}
+
+// ---- fairness -------------------------------------------------------------------------------
+
+Table Fairness(const Ctx& c) {
+  const bool tenants = c.group == GroupBy::kTenant;
+  std::map<std::string, int64_t> guaranteed;
+  std::map<std::string, std::string> parent;
+  for (const Entitlement& e : c.in->entitlements) {
+    if (e.is_tenant == tenants) guaranteed[e.name] = e.guaranteed_gpu_milli;
+    if (!e.is_tenant) parent[e.name] = e.parent;
+  }
+  // A queue's GPU time is its own jobs' and its descendants'.
+  std::map<std::string, double> used;
+  for (const store::UsageRecord& u : c.in->usage) {
+    const int64_t ov = Overlap(u.start_ms, u.end_ms, c.a, c.b);
+    if (ov <= 0) continue;
+    const double x = static_cast<double>(u.gpu_milli) * static_cast<double>(ov);
+    if (tenants) {
+      used[u.tenant] += x;
+      continue;
+    }
+    std::string q = u.queue;
+    for (int depth = 0; !q.empty() && depth < 64 && q != u.tenant; ++depth) {
+      used[q] += x;
+      auto p = parent.find(q);
+      q = p == parent.end() ? std::string() : p->second;
+    }
+  }
+  for (const auto& [name, g] : guaranteed) used.try_emplace(name, 0.0);
+  // x_i = used_i / entitled_i over the groups with an entitlement;
+  // Jain's index = (sum x_i)^2 / (n x sum x_i^2): 1 when every group got the same share of its
+  // entitlement, 1/n when one group got everything.
+  const double span = static_cast<double>(c.b - c.a);
+  double sum = 0, sum_sq = 0;
+  int64_t n = 0;
+  for (const auto& [name, g] : guaranteed) {
+    if (g <= 0) continue;
+    const double x = used[name] / (static_cast<double>(g) * span);
+    sum += x;
+    sum_sq += x * x;
+    ++n;
+  }
+  const json jain =
+      n > 0 && sum_sq > 0 ? Num(sum * sum / (static_cast<double>(n) * sum_sq)) : json(nullptr);
+  Table t;
+  t.columns = {std::string(GroupByName(c.group)),
+               "gpu_hours",
+               "guaranteed_gpus",
+               "entitled_gpu_hours",
+               "share_of_entitlement",
+               "jain_index"};
+  for (const auto& [name, u] : used) {
+    auto g = guaranteed.find(name);
+    const int64_t gm = g == guaranteed.end() ? 0 : g->second;
+    const double entitled = static_cast<double>(gm) * span;
+    t.rows.push_back({name, Hours(u), Num(static_cast<double>(gm) / 1000.0), Hours(entitled),
+                      gm > 0 ? Num(u / entitled) : json(nullptr), jain});
+  }
+  return t;
+}
+
+// ---- cluster, fragmentation, idle-while-queued (from the samples) ---------------------------
+
+Table Cluster(const Ctx& c) {
+  if (c.grouped && c.group == GroupBy::kQueue) {
+    // Backlog by queue: time-weighted means over the samples.
+    struct Acc {
+      double jobs = 0, gpus = 0;
+      int64_t max_jobs = 0;
+    };
+    std::map<std::string, Acc> acc;
+    double covered = 0;
+    for (const Sample& s : *c.samples) {
+      const int64_t ov = Overlap(s.at, s.at + s.interval, c.a, c.b);
+      if (ov <= 0) continue;
+      covered += static_cast<double>(ov);
+      for (const auto& [q, v] : Field(s.data, "queues").items()) {
+        Acc& x = acc[q];
+        const int64_t jobs = v.value("pending_jobs", int64_t{0});
+        x.jobs += static_cast<double>(jobs * ov);
+        x.gpus += static_cast<double>(v.value("pending_gpus", int64_t{0}) * ov);
+        x.max_jobs = std::max(x.max_jobs, jobs);
+      }
+    }
+    Table t;
+    t.columns = {"queue", "avg_pending_jobs", "avg_pending_gpus", "max_pending_jobs"};
+    for (const auto& [q, x] : acc) {
+      t.rows.push_back({q, Num(x.jobs / covered), Num(x.gpus / covered / 1000.0), x.max_jobs});
+    }
+    return t;
+  }
+  double total = 0, alloc = 0, idle_nodes = 0, jobs = 0, gpus = 0, covered = 0;
+  int64_t max_jobs = 0, samples = 0;
+  for (const Sample& s : *c.samples) {
+    const int64_t ov = Overlap(s.at, s.at + s.interval, c.a, c.b);
+    if (ov <= 0) continue;
+    const double w = static_cast<double>(ov);
+    ++samples;
+    covered += w;
+    total += static_cast<double>(s.Int("gpus_total")) * w;
+    alloc += static_cast<double>(s.Int("gpus_allocated")) * w;
+    idle_nodes += static_cast<double>(s.Int("idle_nodes")) * w;
+    int64_t pending = 0;
+    for (const auto& [q, v] : Field(s.data, "queues").items()) {
+      pending += v.value("pending_jobs", int64_t{0});
+      gpus += static_cast<double>(v.value("pending_gpus", int64_t{0})) * w;
+    }
+    jobs += static_cast<double>(pending) * w;
+    max_jobs = std::max(max_jobs, pending);
+  }
+  // Busy GPU time from the GPU telemetry samples, pro rata of each row's part in the period.
+  // GPU memory in use: the telemetry-time-weighted mean over the GPUs, and the highest.
+  double busy_ms = 0, span_ms = 0, memory_mib_ms = 0;
+  int64_t memory_max = 0;
+  bool telemetry = false;
+  for (const store::GpuSampleRecord& g : c.in->gpu_samples) {
+    const int64_t ov = Overlap(g.at_ms, g.at_ms + g.resolution_ms, c.a, c.b);
+    if (ov <= 0) continue;
+    telemetry = true;
+    const double part = static_cast<double>(ov) / static_cast<double>(g.resolution_ms);
+    busy_ms += static_cast<double>(g.busy_ms) * part;
+    span_ms += static_cast<double>(g.span_ms) * part;
+    memory_mib_ms += static_cast<double>(g.memory_mib_ms) * part;
+    memory_max = std::max(memory_max, g.memory_max_mib);
+  }
+  Table t;
+  t.columns = {"samples",          "gpu_hours_total",         "gpu_hours_allocated",
+               "allocation_rate",  "busy_gpu_hours",          "utilization",
+               "node_idle_hours",  "avg_pending_jobs",        "avg_pending_gpus",
+               "max_pending_jobs", "avg_gpu_memory_used_mib", "max_gpu_memory_used_mib"};
+  const double busy_milli_ms = busy_ms * 1000.0;
+  t.rows.push_back({samples, Hours(total), Hours(alloc),
+                    total > 0 ? Num(alloc / total) : json(nullptr),
+                    telemetry ? Hours(busy_milli_ms) : json(nullptr),
+                    telemetry && total > 0 ? Num(busy_milli_ms / total) : json(nullptr),
+                    Num(idle_nodes / kMsPerHour), covered > 0 ? Num(jobs / covered) : json(nullptr),
+                    covered > 0 ? Num(gpus / covered / 1000.0) : json(nullptr), max_jobs,
+                    span_ms > 0 ? Num(memory_mib_ms / span_ms) : json(nullptr),
+                    telemetry ? json(memory_max) : json(nullptr)});
+  return t;
+}
+
+Table Fragmentation(const Ctx& c) {
+  double free = 0, frag = 0, covered = 0;
+  int64_t max_frag = 0, samples = 0;
+  for (const Sample& s : *c.samples) {
+    const int64_t ov = Overlap(s.at, s.at + s.interval, c.a, c.b);
+    if (ov <= 0) continue;
+    const double w = static_cast<double>(ov);
+    ++samples;
+    covered += w;
+    free += static_cast<double>(s.Int("gpus_free")) * w;
+    frag += static_cast<double>(s.Int("fragmented")) * w;
+    max_frag = std::max(max_frag, s.Int("fragmented"));
+  }
+  Table t;
+  t.columns = {"samples",          "free_gpu_hours",      "fragmented_gpu_hours",
+               "fragmented_share", "avg_fragmented_gpus", "max_fragmented_gpus"};
+  t.rows.push_back({samples, Hours(free), Hours(frag), free > 0 ? Num(frag / free) : json(nullptr),
+                    covered > 0 ? Num(frag / covered / 1000.0) : json(nullptr),
+                    Num(static_cast<double>(max_frag) / 1000.0)});
+  return t;
+}
+
+Table IdleWhileQueued(const Ctx& c) {
+  struct Acc {
+    double job_ms = 0, idle = 0;
+  };
+  std::map<std::string, Acc> acc;
+  Acc any;
+  for (const Sample& s : *c.samples) {
+    const int64_t ov = Overlap(s.at, s.at + s.interval, c.a, c.b);
+    if (ov <= 0) continue;
+    const double w = static_cast<double>(ov);
+    const json& waiting = Field(s.data, "waiting");
+    const int64_t jobs = waiting.is_object() ? waiting.value("jobs", int64_t{0}) : 0;
+    if (jobs <= 0) continue;
+    const double idle = static_cast<double>(s.Int("gpus_free")) * w;
+    any.job_ms += static_cast<double>(jobs) * w;
+    any.idle += idle;
+    for (const auto& [reason, n] : Field(waiting, "by_reason").items()) {
+      if (!n.is_number() || n.get<int64_t>() <= 0) continue;
+      Acc& x = acc[reason];
+      x.job_ms += n.get<double>() * w;
+      x.idle += idle;
+    }
+  }
+  Table t;
+  t.columns = {"reason", "waiting_job_hours", "idle_gpu_hours"};
+  t.rows.push_back({"(any)", Num(any.job_ms / kMsPerHour), Hours(any.idle)});
+  for (const auto& [reason, x] : acc) {
+    t.rows.push_back({reason, Num(x.job_ms / kMsPerHour), Hours(x.idle)});
+  }
+  return t;
+}
+
+// The inputs restricted to one tenant's records.
+Inputs ScopeToTenant(const Inputs& in, const std::string& tenant) {
+  Inputs out;
+  out.now_ms = in.now_ms;
+  for (const auto& u : in.usage) {
+    if (u.tenant == tenant) out.usage.push_back(u);
+  }
+  for (const auto& [id, j] : in.jobs) {
+    if (j.tenant == tenant) out.jobs.emplace(id, j);
+  }
+  for (const auto& e : in.events) {
+    if (out.jobs.contains(e.job_id)) out.events.push_back(e);
+  }
+  for (const auto& s : in.cluster_samples) {
+    json d = json::parse(s.data_json, nullptr, false);
+    if (!d.is_object()) continue;
+    json running = json::array();
+    for (const json& r : Field(d, "running")) {
+      if (Str(r, "tenant") == tenant) running.push_back(r);
+    }
+    out.cluster_samples.push_back({s.at_ms, s.interval_ms, json{{"running", running}}.dump()});
+  }
+  for (const auto& b : in.budgets) {
+    if (b.tenant == tenant) out.budgets.push_back(b);
+  }
+  for (const auto& e : in.entitlements) {
+    if (e.tenant == tenant) out.entitlements.push_back(e);
+  }
+  return out;
+}
+
+std::optional<GroupBy> DefaultGroup(std::string_view name) {
+  if (name == "usage") return GroupBy::kTenant;
+  if (name == "wait" || name == "failures" || name == "preemptions" || name == "fairness") {
+    return GroupBy::kQueue;
+  }
+  return std::nullopt;
+}
+
+Table Window(std::string_view name, const Ctx& c) {
+  if (name == "usage") return Usage(c);
+  if (name == "wait") return Wait(c);
+  if (name == "failures") return Failures(c);
+  if (name == "preemptions") return Preemptions(c);
+  if (name == "fairness") return Fairness(c);
+  if (name == "cluster") return Cluster(c);
+  if (name == "fragmentation") return Fragmentation(c);
+  return IdleWhileQueued(c);
+}
+
+Table Run(std::string_view name, const Query& q, const Inputs& in, std::optional<GroupBy> group);
+
+}  // namespace
+
+std::string_view GroupByName(GroupBy g) {
+  switch (g) {
+    case GroupBy::kTenant:
+      return "tenant";
+    case GroupBy::kQueue:
+      return "queue";
+    case GroupBy::kUser:
+      return "user";
+    case GroupBy::kType:
+      return "type";
+    case GroupBy::kGpuModel:
+      return "gpu_model";
+  }
+  return "tenant";
+}
+
+std::optional<GroupBy> ParseGroupBy(std::string_view s) {
+  if (s == "tenant") return GroupBy::kTenant;
+  if (s == "queue") return GroupBy::kQueue;
+  if (s == "user") return GroupBy::kUser;
+  if (s == "type") return GroupBy::kType;
+  if (s == "gpu_model" || s == "gpu-model") return GroupBy::kGpuModel;
+  return std::nullopt;
+}
+
+std::span<const std::string_view> ReportNames() { return kNames; }
+
+bool IsClusterWide(std::string_view name) {
+  return name == "cluster" || name == "fragmentation" || name == "idle-while-queued";
+}
+
+Result<Table> Compute(std::string_view name, const Query& q, const Inputs& in) {
+  if (std::find(kNames.begin(), kNames.end(), name) == kNames.end()) {
+    return InvalidArgument(
+        "report", fmt::format("unknown report '{}'; one of: {}", name, fmt::join(kNames, ", ")));
+  }
+  if (q.to_ms <= q.from_ms) {
+    return InvalidArgument(
+        "to", fmt::format("must be after from ({} <= {})", Rfc3339(q.to_ms), Rfc3339(q.from_ms)));
+  }
+  if (q.step_ms < 0) return InvalidArgument("step", "must be > 0");
+  if (q.step_ms > 0 && (q.to_ms - q.from_ms + q.step_ms - 1) / q.step_ms > kMaxSteps) {
+    return InvalidArgument("step", fmt::format("gives more than {} steps over the period; use a "
+                                               "longer step or a shorter period",
+                                               kMaxSteps));
+  }
+  std::optional<GroupBy> group = q.group_by ? q.group_by : DefaultGroup(name);
+  if (name == "fairness" && group != GroupBy::kTenant && group != GroupBy::kQueue) {
+    return InvalidArgument("group_by", "fairness is by tenant or by queue");
+  }
+  if (name == "cluster" && q.group_by && *q.group_by != GroupBy::kQueue) {
+    return InvalidArgument("group_by", "the cluster report is for the whole cluster or by queue");
+  }
+  if ((name == "fragmentation" || name == "idle-while-queued") && q.group_by) {
+    return InvalidArgument("group_by", fmt::format("the {} report has no grouping", name));
+  }
+  Inputs scoped;
+  const Inputs* use = &in;
+  if (!q.tenant.empty()) {
+    scoped = ScopeToTenant(in, q.tenant);
+    use = &scoped;
+  }
+  try {
+    return Run(name, q, *use, group);
+  } catch (const std::exception& e) {
+    // Samples are written by the server; one of another shape is a bug, not bad input.
+    return Internal(fmt::format("report {}: unreadable sample: {}", name, e.what()));
+  }
+}
+
+namespace {
+Table Run(std::string_view name, const Query& q, const Inputs& in, std::optional<GroupBy> group) {
+  const std::vector<Sample> samples = ParseSamples(in.cluster_samples);
+  Ctx c;
+  c.group = group.value_or(GroupBy::kTenant);
+  c.grouped = group.has_value();
+  c.in = &in;
+  c.samples = &samples;
+  if (q.step_ms == 0) {
+    c.a = q.from_ms;
+    c.b = q.to_ms;
+    return Window(name, c);
+  }
+  Table out;
+  for (int64_t a = q.from_ms; a < q.to_ms; a += q.step_ms) {
+    c.a = a;
+    c.b = std::min(q.to_ms, a + q.step_ms);
+    Table t = Window(name, c);
+    if (out.columns.empty()) {
+      out.columns = {"period_start"};
+      out.columns.insert(out.columns.end(), t.columns.begin(), t.columns.end());
+    }
+    for (auto& row : t.rows) {
+      row.insert(row.begin(), Rfc3339(a));
+      out.rows.push_back(std::move(row));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+json ToJson(std::string_view name, const Query& q, const Table& t) {
+  json rows = json::array();
+  for (const auto& r : t.rows) {
+    json o = json::object();
+    for (size_t i = 0; i < t.columns.size() && i < r.size(); ++i) o[t.columns[i]] = r[i];
+    rows.push_back(std::move(o));
+  }
+  std::optional<GroupBy> group = q.group_by ? q.group_by : DefaultGroup(name);
+  return {{"report", name},
+          {"from", Rfc3339(q.from_ms)},
+          {"to", Rfc3339(q.to_ms)},
+          {"group_by", group ? json(GroupByName(*group)) : json(nullptr)},
+          {"step_seconds", q.step_ms > 0 ? json(q.step_ms / 1000) : json(nullptr)},
+          {"columns", t.columns},
+          {"rows", std::move(rows)}};
+}
+
+namespace {
+std::string CsvField(const json& v) {
+  std::string s;
+  if (v.is_null()) return s;
+  s = v.is_string() ? v.get<std::string>() : v.dump();
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  out += '"';
+  return out;
+}
+}  // namespace
+
+std::string ToCsv(const Table& t) {
+  std::string out;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    out += fmt::format("{}{}", i > 0 ? "," : "", CsvField(t.columns[i]));
+  }
+  out += "\r\n";
+  for (const auto& r : t.rows) {
+    for (size_t i = 0; i < r.size(); ++i)
+      out += fmt::format("{}{}", i > 0 ? "," : "", CsvField(r[i]));
+    out += "\r\n";
+  }
+  return out;
+}
+
+std::pair<int64_t, int64_t> BudgetPeriod(std::string_view period, int64_t now_ms) {
+  const std::time_t s = now_ms / 1000;
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  tm.tm_hour = 0;
+  tm.tm_min = 0;
+  tm.tm_sec = 0;
+  if (period == "week") {
+    tm.tm_mday -= (tm.tm_wday + 6) % 7;
+  } else if (period == "month") {
+    tm.tm_mday = 1;
+  }
+  std::tm end = tm;
+  if (period == "week") {
+    end.tm_mday += 7;
+  } else if (period == "month") {
+    end.tm_mon += 1;
+  } else {
+    end.tm_mday += 1;
+  }
+  return {static_cast<int64_t>(timegm(&tm)) * 1000, static_cast<int64_t>(timegm(&end)) * 1000};
+}
+
+std::string_view WaitReason(std::string_view code, int64_t free_allowed_milli, int64_t free_milli,
+                            int64_t needed_milli) {
+  if (code == "QuotaExceeded") return "quota";
+  if (code == "BorrowLimit") return "borrow_limit";
+  if (code == "BudgetExhausted") return "budget";
+  if (code == "GangIncomplete") return "gang";
+  if (code == "WaitingForReservation") return "reservation";
+  if (code == "LowerPriority") return "priority";
+  if (code == "NoFeasibleNode") {
+    if (free_allowed_milli >= needed_milli) return "fragmented";
+    if (free_milli >= needed_milli) return "wrong_model";
+    return "no_capacity";
+  }
+  if (code.empty()) return "not_yet_scheduled";
+  return "other";
+}
+
+}  // namespace arbiter::server::reports
