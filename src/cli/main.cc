@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
   srv->add_option("--local-node", server.local_node,
                   "Run the tasks placed on this node as local processes (the built-in node)");
   srv->add_option("--fake-gpus", server.fake_gpus,
-                  "GPUs of the built-in node when it is not in the configuration")
+                  "Fake GPUs of the built-in node when it is not in the configuration (default: "
+                  "the GPUs NVML finds, else 8 fake ones)")
       ->check(CLI::Range(0, 64));
   srv->add_option("--node-timeout-ms", server.node_timeout_ms,
                   "A node whose agent sends no heartbeat for this long is down; its tasks are lost")

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <set>
 
+#include "api/agent_codec.h"
 #include "api/job_codec.h"
 #include "core/budget/budget.h"
 #include "server/control_plane_compiled.h"
@@ -760,6 +761,9 @@ Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
       return NotFoundError(fmt::format("job {} not found", id));
     }
   }
+  // Every change already visible in memory is in the history: wait for the writes enqueued so
+  // far (an empty batch is a barrier) before reading it.
+  ARBITER_RETURN_IF_ERROR(store_->Write(store::WriteBatch{}));
   auto events = store_->JobEvents(id);
   if (!events.ok()) return events.status();
   json items = json::array();
@@ -1366,6 +1370,27 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
 }
 
 // --- Execution --------------------------------------------------------------------------------
+
+void ControlPlane::SetNodeTelemetry(const std::string& node, const std::string& discovery,
+                                    const std::vector<GpuTelemetry>& gpus) {
+  json telemetry = json::array();
+  for (const GpuTelemetry& g : gpus) telemetry.push_back(api::GpuTelemetryToJson(g));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  NodeEntry& e = it->second;
+  if (!e.status.is_object()) e.status = json::object();
+  e.status["gpu_discovery"] = discovery;
+  e.status["gpus"] = std::move(telemetry);
+  e.last_heartbeat = now_();
+  e.status["last_heartbeat"] = e.last_heartbeat;
+}
+
+bool ControlPlane::HasGpuModel(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::any_of(config_.gpu_models.begin(), config_.gpu_models.end(),
+                     [&](const GpuModel& m) { return m.name == name; });
+}
 
 Status ControlPlane::RegisterNode(const Node& node) {
   ARBITER_RETURN_IF_ERROR(ValidateNode(node, "node"));

@@ -159,6 +159,12 @@ class ControlPlane : public ExecutionBackend {
   // Execution (the built-in node, and node agents through the calls below).
   // Registers (or refreshes) a node reported by an agent; fails on invalid specs.
   Status RegisterNode(const Node& node);
+  // The built-in node's GPU telemetry, as a heartbeat brings an agent's (its status: what found
+  // the GPUs, and per GPU utilisation and memory in use).
+  void SetNodeTelemetry(const std::string& node, const std::string& discovery,
+                        const std::vector<GpuTelemetry>& gpus);
+  // Whether the configuration has this GPU model.
+  bool HasGpuModel(const std::string& name) const;
   // ExecutionBackend: reports about another attempt than the job's current one, and reports
   // already applied, change nothing.
   std::vector<TaskAssignment> AssignmentsFor(const std::string& node) override;

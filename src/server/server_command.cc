@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/gpu/fake_gpus.h"
+#include "agent/gpu/nvml.h"
 #include "api/config_codec.h"
 #include "server/control_plane.h"
 #include "server/http_api.h"
@@ -157,26 +159,60 @@ int RunServer(const ServerOptions& o) {
   }
 
   std::unique_ptr<LocalExecutor> executor;
+  std::unique_ptr<agent::GpuDiscovery> local_gpus;  // the built-in node's, for its telemetry
   if (!o.local_node.empty()) {
     auto nodes = cp.ListNodes(Principal{"admin", "", Role::kAdmin, ""});
+    size_t configured_gpus = 0;
     bool configured = false;
-    for (const auto& n : (*nodes)["items"]) configured |= n["name"] == o.local_node;
+    for (const auto& n : (*nodes)["items"]) {
+      if (n["name"] != o.local_node) continue;
+      configured = true;
+      configured_gpus = n["gpus"].size();
+    }
+    const std::string model = cp.FirstGpuModel();
+    // Real GPUs when NVML finds them (unless --fake-gpus says how many fake ones), fake otherwise.
+    if (o.fake_gpus < 0) {
+      auto nvml = agent::NvmlGpus::Load();
+      if (nvml.ok() && !(*nvml)->Discover().empty() &&
+          (!configured || (*nvml)->Discover().size() == configured_gpus)) {
+        local_gpus = std::move(nvml).value();
+      } else if (!nvml.ok()) {
+        spdlog::info("built-in node {}: no NVML ({}); fake GPUs", o.local_node,
+                     nvml.status().message());
+      }
+    }
+    if (!local_gpus) {
+      const int count =
+          configured ? static_cast<int>(configured_gpus) : (o.fake_gpus < 0 ? 8 : o.fake_gpus);
+      local_gpus = std::make_unique<agent::FakeGpus>(count, model, 0);
+    }
     if (!configured) {
       Node n;
       n.name = o.local_node;
       n.cpu_milli = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
       n.memory_mib = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
                      static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / (1024 * 1024);
-      const std::string model = cp.FirstGpuModel();
-      for (int g = 0; g < o.fake_gpus && !model.empty(); ++g) {
-        n.gpus.push_back({g, model, 0, true, g * 2 / std::max(1, o.fake_gpus)});
+      const std::vector<agent::DiscoveredGpu> found = local_gpus->Discover();
+      for (const agent::DiscoveredGpu& g : found) {
+        if (model.empty()) break;
+        // A model the configuration does not know is counted as its first one (said once).
+        std::string m = g.model;
+        if (m.empty() || !cp.HasGpuModel(m)) {
+          if (!m.empty()) {
+            spdlog::warn(
+                "built-in node {}: GPU {} is a {}, not in the configuration; counted as {}",
+                o.local_node, g.index, m, model);
+          }
+          m = model;
+        }
+        n.gpus.push_back({g.index, m, g.memory_mib, g.healthy, std::max(0, g.nvlink_domain)});
       }
       if (Status st = cp.RegisterNode(n); !st.ok()) {
         spdlog::error("--local-node: {}", st.ToString());
         return 1;
       }
-      spdlog::info("built-in node {}: {} CPUs, {} MiB, {} fake GPUs of {}", n.name,
-                   n.cpu_milli / 1000, n.memory_mib, n.gpus.size(), model);
+      spdlog::info("built-in node {}: {} CPUs, {} MiB, GPUs: {}", n.name, n.cpu_milli / 1000,
+                   n.memory_mib, local_gpus->Describe());
     }
     executor = std::make_unique<LocalExecutor>(&cp, o.local_node, o.data_dir, WallClockMs);
     executor->ReapLeftovers();
@@ -254,6 +290,21 @@ int RunServer(const ServerOptions& o) {
       if (!stop && wake) stop_cv.wait_until(lock, earliest, [&] { return stop; });
     }
   });
+  // The built-in node's GPU telemetry (utilisation, memory in use), as an agent's heartbeat
+  // brings it: for the node's status, the metrics and the busy GPU-hours of the reports.
+  std::thread telemetry;
+  if (local_gpus) {
+    telemetry = std::thread([&] {
+      std::unique_lock<std::mutex> lock(stop_mu);
+      while (!stop) {
+        lock.unlock();
+        cp.SetNodeTelemetry(o.local_node, local_gpus->Describe(),
+                            local_gpus->Sample(executor->BusyGpus()));
+        lock.lock();
+        stop_cv.wait_for(lock, std::chrono::seconds(2), [&] { return stop; });
+      }
+    });
+  }
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -273,6 +324,7 @@ int RunServer(const ServerOptions& o) {
   }
   stop_cv.notify_all();
   scheduler.join();
+  if (telemetry.joinable()) telemetry.join();
   sampler.Stop();
   cp.SetSchedulerWake(nullptr);
   if (executor) executor->Stop(true);

@@ -15,9 +15,10 @@ struct ServerOptions {
   int http_threads = 64;
   // The built-in node: run the tasks placed on this node as local processes. A node of that name
   // in the configuration is used as it is; otherwise one is registered with this machine's CPUs
-  // and memory and `fake_gpus` GPUs of the first configured model.
+  // and memory and its GPUs: NVML's when it finds any, else `fake_gpus` fake ones, counted as
+  // the first configured model when the configuration does not know theirs.
   std::string local_node;
-  int fake_gpus = 8;
+  int fake_gpus = -1;  // -1: NVML's GPUs when it finds any, else 8 fake ones
   // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).
   int node_timeout_ms = 6000;
   // GET /metrics without a token; or with the secret in this file (its first line), besides admin

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -133,6 +134,33 @@ TEST_F(ExecTest, WalltimeEndsAJobAsTimedOut) {
 // A preemptible job holding all GPUs gets SIGTERM when a higher-priority job arrives, saves a
 // checkpoint, the new job runs, then the first resumes from its checkpoint with
 // ARBITER_RESTART_COUNT=1 and succeeds.
+// The built-in node reports GPU telemetry as an agent would (here its fake GPUs, no NVML on this
+// machine): the GPUs a task holds show as busy in the node's status.
+TEST_F(ExecTest, BuiltInNodeReportsTelemetryOfTheGpusInUse) {
+  const uint64_t id = Submit({{"command", {"sh", "-c", "sleep 5"}}, {"resources", {{"gpus", 2}}}});
+  const json j = WaitFor(id, "running");
+  std::set<int> held;
+  for (const json& g : j["placement"][0]["gpus"]) held.insert(g.get<int>());
+  json gpus;
+  int busy = 0;
+  for (int i = 0; i < 100 && busy < 2; ++i) {  // bounded: telemetry every 2 s
+    auto r = admin_->Get("/api/v1/nodes/box");
+    const json n = r ? json::parse(r->body) : json();
+    gpus = n["status"].value("gpus", json::array());
+    busy = 0;
+    for (const json& g : gpus) busy += g.value("utilization_pct", 0) > 0 ? 1 : 0;
+    if (busy < 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(gpus.size(), 8u);
+  for (const json& g : gpus) {
+    EXPECT_EQ(g["utilization_pct"].get<int>() > 0, held.count(g["index"].get<int>()) == 1)
+        << gpus.dump();
+  }
+  EXPECT_EQ(admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json")->status,
+            200);
+  WaitFor(id, "cancelled");
+}
+
 TEST_F(ExecTest, PreemptedJobCheckpointsAndResumes) {
   const char* script =
       "if [ -f \"$ARBITER_CHECKPOINT_DIR/ckpt\" ]; then "
