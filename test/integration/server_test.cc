@@ -197,6 +197,8 @@ TEST_F(ServerTest, LifecycleTransitionsAreChecked) {
   const json events = Parse(alice->Get(path + "/events"));
   std::vector<std::string> to;
   for (const json& e : events["items"]) to.push_back(e["to"]);
+  // The scheduler may already have taken the job out of retry-wait (no backoff): back to pending.
+  if (to.size() == 6 && to.back() == "pending") to.pop_back();
   EXPECT_EQ(
       to, (std::vector<std::string>{"pending", "suspended", "pending", "cancelled", "retry-wait"}));
 }
