@@ -14,12 +14,16 @@ Arbiter server
   config     deploy/demo.yaml (tenants vision and speech, queues vision-train, vision-dev, speech-train)
 
 Submit a first job (from another terminal):
+  cat ${DATA}/admin.token | ${BIN} login --server ${URL}
+  ${BIN} submit --queue vision-train --gpus 2 -- sh -c 'echo GPUs \$CUDA_VISIBLE_DEVICES; sleep 5'
+  ${BIN} jobs; ${BIN} logs 1 -f; ${BIN} top           # state, output, the live cluster
+  ${BIN} report usage --since 1h --by queue           # who used how much
+Or with curl:
   export ARBITER_TOKEN=\$(cat ${DATA}/admin.token)
   curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" -X POST ${URL}/api/v1/jobs \\
        -d '{"queue": "vision-train", "command": ["sh", "-c", "echo GPUs \$CUDA_VISIBLE_DEVICES; sleep 5"],
             "resources": {"gpus": 2}}'
-  curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" ${URL}/api/v1/jobs/1        # state, placement
-  curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" ${URL}/api/v1/queues        # live usage
+  curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" ${URL}/metrics        # Prometheus metrics
 
 The built-in node "local" (8 fake GPUs) runs each task as a process with CUDA_VISIBLE_DEVICES set
 to its GPUs; output in ${DATA}/jobs/ID/task-0.out. Ctrl-C stops the server.
