@@ -1291,7 +1291,19 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     stats_.admissions += admitted;
     if (!b.empty()) done = store_->WriteAsync(std::move(b));
   }
-  if (done.valid()) ARBITER_RETURN_IF_ERROR(done.get());
+  const Status committed = done.valid() ? done.get() : Status::Ok();
+  // The admissions are durable: their nodes may start them now (AssignmentsFor skipped them), so
+  // a crash before the commit never leaves a task running for a job the store still has pending.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const core::Admission& a : result.admissions) {
+      auto it = jobs_.find(a.job.value());
+      if (it == jobs_.end() || it->second.dispatchable) continue;
+      it->second.dispatchable = true;
+      TouchNodesLocked(it->second);
+    }
+  }
+  ARBITER_RETURN_IF_ERROR(committed);
   return admitted;
 }
 
@@ -1326,6 +1338,7 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
     j.stopping = false;
     j.stop_cause.clear();
     ++j.attempt;
+    j.dispatchable = false;  // until the admission is committed (RunSchedulingCycle)
     j.held_since = now_();
     j.task_nodes.clear();
     for (const PlacedTask& t : j.placement) j.task_nodes.push_back(t.node);
@@ -1421,7 +1434,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<TaskAssignment> out;
   for (auto& [id, j] : jobs_) {
-    if (!j.holds_capacity() || j.placement.empty()) continue;
+    if (!j.holds_capacity() || j.placement.empty() || !j.dispatchable) continue;
     const bool stop = j.stopping || j.state == JobState::kPreempting;
     for (size_t t = 0; t < j.placement.size(); ++t) {
       if (j.placement[t].node != node) continue;

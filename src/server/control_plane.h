@@ -74,6 +74,7 @@ struct JobEntry {
   uint64_t attempt = 0;                 // the run: grows at every admission
   TimeMs held_since = 0;                // when the current run was admitted (metering)
   std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
+  bool dispatchable = true;  // false from an admission until it is committed: not yet assigned
   bool holds_capacity() const { return HoldsResources(state) || stopping; }
 };
 
