@@ -1,5 +1,5 @@
-// libFuzzer target for the API codecs: arbitrary bytes into ParseJobSubmission and
-// ParseConfigYaml. Neither may crash, leak, hang or throw; whatever parses must round-trip
+// libFuzzer target for the API codecs: arbitrary bytes into ParseJobSubmission, ParseJobBatch
+// and ParseConfigYaml. Neither may crash, leak, hang or throw; whatever parses must round-trip
 // (JobSpecToJson and DumpConfigYaml give back what they were given), and every error must make a
 // dumpable error body. Build and run: `make fuzz` (see fuzz/README.md).
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/config_codec.h"
 #include "api/errors.h"
@@ -35,6 +36,16 @@ void Job(std::string_view in) {
   if (arbiter::api::JobSpecToJson(*again) != j) Fail("job round trip differs", text);
 }
 
+void Batch(std::string_view in) {
+  arbiter::Result<std::vector<arbiter::JobSpec>> jobs = arbiter::api::ParseJobBatch(in);
+  if (!jobs.ok()) return CheckError(jobs.status());
+  if (jobs->empty() || jobs->size() > arbiter::api::kMaxBatchJobs) Fail("batch size", "");
+  for (const arbiter::JobSpec& job : *jobs) {
+    const std::string text = arbiter::api::JobSpecToJson(job).dump();
+    if (!arbiter::api::ParseJobSubmission(text).ok()) Fail("batch job does not parse alone", text);
+  }
+}
+
 void Config(std::string_view in) {
   arbiter::Result<arbiter::api::ClusterConfig> config = arbiter::api::ParseConfigYaml(in);
   if (!config.ok()) return CheckError(config.status());
@@ -51,6 +62,7 @@ void Config(std::string_view in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   Job(in);
+  Batch(in);
   Config(in);
   return 0;
 }

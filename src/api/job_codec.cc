@@ -252,6 +252,46 @@ Result<JobSpec> ParseJobSubmission(std::string_view json) {
   return job;
 }
 
+Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json) {
+  const TreeLimits limits{kMaxBodyBytes, kMaxNestingDepth, kMaxBodyValues};
+  Result<Value> tree = ParseJsonTree(json, limits, "the request body");
+  if (!tree.ok()) return tree.status();
+  if (tree->kind != Value::Kind::kMapping) {
+    return InvalidArgument(
+        "", fmt::format("the request body must be a JSON object, got {}", Describe(*tree)));
+  }
+  const Value* jobs = nullptr;
+  for (const Member& m : tree->members) {
+    if (m.key == "jobs") {
+      jobs = &m.value;
+    } else {
+      return InvalidArgument(m.key, "unknown field; a batch is {\"jobs\": [job, ...]}");
+    }
+  }
+  if (jobs == nullptr) return InvalidArgument("jobs", "is required: a list of jobs");
+  if (jobs->kind != Value::Kind::kSequence) {
+    return InvalidArgument("jobs", fmt::format("must be a list of jobs, got {}", Describe(*jobs)));
+  }
+  if (jobs->items.empty() || jobs->items.size() > kMaxBatchJobs) {
+    return InvalidArgument(
+        "jobs", fmt::format("must hold 1 to {} jobs, got {}", kMaxBatchJobs, jobs->items.size()));
+  }
+  std::vector<JobSpec> out(jobs->items.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Value& v = jobs->items[i];
+    Status st = v.kind == Value::Kind::kMapping
+                    ? ParseBody(v, &out[i])
+                    : InvalidArgument("", fmt::format("must be a job object, got {}", Describe(v)));
+    if (st.ok()) st = ValidateJobSpec(out[i]);
+    if (!st.ok()) {
+      return Status(st.code(), st.message(),
+                    st.field().empty() ? fmt::format("jobs[{}]", i)
+                                       : fmt::format("jobs[{}].{}", i, st.field()));
+    }
+  }
+  return out;
+}
+
 nlohmann::json JobSpecToJson(const JobSpec& job) {
   nlohmann::json j = nlohmann::json::object();
   if (!job.name.empty()) j["name"] = job.name;

@@ -56,6 +56,13 @@ inline constexpr int64_t kMaxBackoffCapSeconds = int64_t{30} * 86400;
 // submit_time are left empty.
 Result<JobSpec> ParseJobSubmission(std::string_view json);
 
+// At most this many jobs in one batch submission.
+inline constexpr size_t kMaxBatchJobs = 1000;
+
+// Parses and validates a batch submission body, {"jobs": [JOB, ...]} with 1 to kMaxBatchJobs
+// jobs, each as for ParseJobSubmission; errors name the job ("jobs[3].resources.gpus").
+Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json);
+
 // The body that parses back to `job` (tenant, user, id and submit_time are not part of it). Empty
 // optional strings (name, priority_class, workdir, container_image) and unset optional fields
 // are left out; everything else is written. Requires: `job` passes ValidateJobSpec.

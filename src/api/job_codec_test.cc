@@ -295,5 +295,31 @@ TEST(JobSpecToJson, LeavesOutUnsetOptionals) {
   EXPECT_EQ(j["resources"]["gpu_milli"], 1000);
 }
 
+TEST(ParseJobBatch, EveryJobParsedAndErrorsNameTheJob) {
+  const std::string job = R"({"queue": "q", "command": ["x"], "resources": {"gpus": 1}})";
+  auto ok = ParseJobBatch(fmt::format(R"({{"jobs": [{}, {}]}})", job, job));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[1].queue, "q");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {fmt::format(R"({{"jobs": [{}, {{"queue": "q", "command": []}}]}})", job), "jobs[1].command"},
+      {fmt::format(R"({{"jobs": [{}, 3]}})", job), "jobs[1]"},
+      {R"({"jobs": []})", "jobs"},
+      {R"({"jobs": {}})", "jobs"},
+      {R"({})", "jobs"},
+      {fmt::format(R"({{"jobs": [{}], "extra": 1}})", job), "extra"},
+  };
+  for (const auto& [body, field] : bad) {
+    auto r = ParseJobBatch(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
+    EXPECT_EQ(r.status().field(), field) << body << ": " << r.status().ToString();
+  }
+  std::string many = R"({"jobs": [)";
+  for (size_t i = 0; i <= kMaxBatchJobs; ++i) many += (i ? "," : "") + job;
+  many += "]}";
+  EXPECT_EQ(ParseJobBatch(many).status().field(), "jobs");
+}
+
 }  // namespace
 }  // namespace arbiter::api

@@ -11,11 +11,13 @@ struct SubmitBenchOptions {
   std::string queue;
   int jobs = 10000;
   int concurrency = 8;
+  int batch = 1;  // jobs per request; > 1: POST /api/v1/jobs/batch
   bool json = false;
 };
 
-// Submits `jobs` one-GPU jobs from `concurrency` keep-alive connections; every 201 is a durable
-// acknowledgement. Prints jobs_per_sec and latency percentiles; returns the exit code.
+// Submits `jobs` one-GPU jobs from `concurrency` keep-alive connections, one per request or
+// `batch` per request; every 201 is a durable acknowledgement of its jobs. Prints jobs_per_sec
+// and latency percentiles (per request); returns the exit code.
 int RunSubmitBench(const SubmitBenchOptions& options);
 
 }  // namespace arbiter::bench

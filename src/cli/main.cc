@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   bs->add_option("--jobs", submit.jobs, "Jobs to submit")->check(CLI::Range(1, 100000000));
   bs->add_option("--concurrency", submit.concurrency, "Concurrent connections")
       ->check(CLI::Range(1, 1024));
+  bs->add_option("--batch", submit.batch,
+                 "Jobs per request (> 1: POST /api/v1/jobs/batch, one durable batch each)")
+      ->check(CLI::Range(1, 1000));
   bs->add_flag("--json", submit.json, "Print one JSON object");
   bs->callback([&] { exit_code = arbiter::bench::RunSubmitBench(submit); });
   arbiter::bench::E2eBenchOptions e2e;

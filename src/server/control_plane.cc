@@ -564,6 +564,73 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
                           {"reason", reason}});
 }
 
+Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) const {
+  const core::QuotaTree& tree = compiled_->tree;
+  QueueId q;
+  const bool found = tree.Find(spec.queue, &q) && !tree.node(q).is_tenant;
+  const std::string tenant = found ? tree.node(tree.node(q).tenant).name : "";
+  if (!found || (p.role != Role::kAdmin && tenant != p.tenant)) {
+    std::string usable;
+    for (size_t i = 1; i < tree.size(); ++i) {
+      const core::QuotaNode& n = tree.nodes()[i];
+      if (!n.is_leaf() || n.is_tenant) continue;
+      if (p.role != Role::kAdmin && tree.node(n.tenant).name != p.tenant) continue;
+      usable += (usable.empty() ? "" : ", ") + n.name;
+    }
+    return InvalidArgument("queue", fmt::format("queue {} not found; queues you can use: {}",
+                                                spec.queue, usable.empty() ? "none" : usable));
+  }
+  if (!tree.node(q).is_leaf()) {
+    return InvalidArgument(
+        "queue", fmt::format("queue {} has child queues; submit to one of them", spec.queue));
+  }
+  if (!spec.priority_class.empty() && !compiled_->classes.count(spec.priority_class)) {
+    std::string known;
+    for (const auto& [name, pc] : compiled_->classes) known += (known.empty() ? "" : ", ") + name;
+    return InvalidArgument(
+        "priority_class", fmt::format("unknown priority class '{}'; known: {}", spec.priority_class,
+                                      known.empty() ? "none" : known));
+  }
+  for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
+    if (compiled_->cluster.FindModel(spec.gpu_models[i]) == core::kNoModel) {
+      return InvalidArgument(fmt::format("gpu_models[{}]", i),
+                             fmt::format("unknown GPU model '{}'", spec.gpu_models[i]));
+    }
+  }
+  spec.tenant = tenant;
+  spec.user = p.user;
+  return Status::Ok();
+}
+
+json ControlPlane::AddJobLocked(const Principal& p, JobSpec spec, const std::string& idem_key,
+                                store::WriteBatch* b, bool* created) {
+  const std::string tenant = spec.tenant;
+  if (!idem_key.empty()) {
+    auto it = idempotency_.find(tenant + "/" + p.user + "/" + idem_key);
+    if (it != idempotency_.end()) return JobJsonLocked(jobs_.at(it->second));
+  }
+  spec.id = JobId(next_job_id_++);
+  spec.submit_time = now_();
+  JobEntry j;
+  j.spec = std::move(spec);
+  j.idempotency_key = idem_key;
+  j.updated_at = j.spec.submit_time;
+  j.reason = "submitted";
+  const uint64_t id = j.spec.id.value();
+  if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
+  auto& entry = jobs_.emplace(id, std::move(j)).first->second;
+  metrics_.JobSubmitted(tenant, entry.spec.queue);
+  b->PutJob(JobRecordLocked(entry));
+  b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
+  b->AppendAudit(
+      {0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}"});
+  PushEventLocked(
+      "job",
+      {{"id", id}, {"tenant", tenant}, {"from", ""}, {"to", "pending"}, {"reason", "submitted"}});
+  *created = true;
+  return JobJsonLocked(entry);
+}
+
 Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std::string& idem_key,
                                      bool* created) {
   *created = false;
@@ -572,73 +639,57 @@ Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std
   }
   std::shared_future<Status> done;
   json out;
+  bool added = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
-    const core::QuotaTree& tree = compiled_->tree;
-    QueueId q;
-    const bool found = tree.Find(spec.queue, &q) && !tree.node(q).is_tenant;
-    const std::string tenant = found ? tree.node(tree.node(q).tenant).name : "";
-    if (!found || (p.role != Role::kAdmin && tenant != p.tenant)) {
-      std::string usable;
-      for (size_t i = 1; i < tree.size(); ++i) {
-        const core::QuotaNode& n = tree.nodes()[i];
-        if (!n.is_leaf() || n.is_tenant) continue;
-        if (p.role != Role::kAdmin && tree.node(n.tenant).name != p.tenant) continue;
-        usable += (usable.empty() ? "" : ", ") + n.name;
-      }
-      return InvalidArgument("queue", fmt::format("queue {} not found; queues you can use: {}",
-                                                  spec.queue, usable.empty() ? "none" : usable));
-    }
-    if (!tree.node(q).is_leaf()) {
-      return InvalidArgument(
-          "queue", fmt::format("queue {} has child queues; submit to one of them", spec.queue));
-    }
-    if (!spec.priority_class.empty() && !compiled_->classes.count(spec.priority_class)) {
-      std::string known;
-      for (const auto& [name, pc] : compiled_->classes) known += (known.empty() ? "" : ", ") + name;
-      return InvalidArgument("priority_class",
-                             fmt::format("unknown priority class '{}'; known: {}",
-                                         spec.priority_class, known.empty() ? "none" : known));
-    }
-    for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
-      if (compiled_->cluster.FindModel(spec.gpu_models[i]) == core::kNoModel) {
-        return InvalidArgument(fmt::format("gpu_models[{}]", i),
-                               fmt::format("unknown GPU model '{}'", spec.gpu_models[i]));
-      }
-    }
-    spec.tenant = tenant;
-    spec.user = p.user;
-    if (!idem_key.empty()) {
-      auto it = idempotency_.find(tenant + "/" + p.user + "/" + idem_key);
-      if (it != idempotency_.end()) return JobJsonLocked(jobs_.at(it->second));
-    }
-    spec.id = JobId(next_job_id_++);
-    spec.submit_time = now_();
-    JobEntry j;
-    j.spec = std::move(spec);
-    j.idempotency_key = idem_key;
-    j.updated_at = j.spec.submit_time;
-    j.reason = "submitted";
-    const uint64_t id = j.spec.id.value();
-    if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
-    auto& entry = jobs_.emplace(id, std::move(j)).first->second;
-    metrics_.JobSubmitted(tenant, entry.spec.queue);
+    ARBITER_RETURN_IF_ERROR(CheckSubmissionLocked(p, spec));
     store::WriteBatch b;
-    b.PutJob(JobRecordLocked(entry));
-    b.AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
-    b.AppendAudit(
-        {0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}"});
-    PushEventLocked(
-        "job",
-        {{"id", id}, {"tenant", tenant}, {"from", ""}, {"to", "pending"}, {"reason", "submitted"}});
-    out = JobJsonLocked(entry);
-    done = store_->WriteAsync(std::move(b));
-    if (wake_scheduler_) wake_scheduler_();
+    out = AddJobLocked(p, std::move(spec), idem_key, &b, &added);
+    done = store_->WriteAsync(std::move(b));  // empty (a barrier) for a repeated key
+    if (added && wake_scheduler_) wake_scheduler_();
   }
   ARBITER_RETURN_IF_ERROR(done.get());
-  *created = true;
+  *created = added;
   return out;
+}
+
+Result<json> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
+                                      const std::string& idem_key, bool* created) {
+  *created = false;
+  if (p.role == Role::kViewer || p.role == Role::kNode) {
+    return Forbidden(fmt::format("{}s may not submit jobs", RoleName(p.role)));
+  }
+  std::shared_future<Status> done;
+  json items = json::array();
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    // All or nothing: every job is checked before any is recorded.
+    for (size_t i = 0; i < specs.size(); ++i) {
+      Status st = CheckSubmissionLocked(p, specs[i]);
+      if (!st.ok()) {
+        return Status(st.code(), st.message(),
+                      st.field().empty() ? fmt::format("jobs[{}]", i)
+                                         : fmt::format("jobs[{}].{}", i, st.field()));
+      }
+    }
+    store::WriteBatch b;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      bool added = false;
+      // A repeated batch finds each of its jobs by its own key: KEY#INDEX.
+      items.push_back(AddJobLocked(p, std::move(specs[i]),
+                                   idem_key.empty() ? "" : fmt::format("{}#{}", idem_key, i), &b,
+                                   &added));
+      any = any || added;
+    }
+    done = store_->WriteAsync(std::move(b));
+    if (any && wake_scheduler_) wake_scheduler_();
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  *created = any;
+  return json{{"items", std::move(items)}};
 }
 
 Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {

@@ -137,6 +137,10 @@ class ControlPlane : public ExecutionBackend {
   // Jobs.
   Result<nlohmann::json> SubmitJob(const Principal& p, JobSpec spec, const std::string& idem_key,
                                    bool* created);
+  // Several jobs in one durable batch, all or nothing: {"items": [job, ...]} in order. With an
+  // idempotency key, job i has the key KEY#i, so a repeated batch creates nothing again.
+  Result<nlohmann::json> SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
+                                    const std::string& idem_key, bool* created);
   Result<nlohmann::json> GetJob(const Principal& p, uint64_t id);
   Result<nlohmann::json> ListJobs(const Principal& p, const JobFilter& f);
   Result<nlohmann::json> JobAction(const Principal& p, uint64_t id, std::string_view action);
@@ -258,6 +262,13 @@ class ControlPlane : public ExecutionBackend {
   // The nodes `j` is placed on have new assignments: their watches return.
   void TouchNodesLocked(const JobEntry& j);
   bool CanReadTenantLocked(const Principal& p, const std::string& tenant) const;
+  // A submission against the configuration (queue, priority class, GPU models) and the caller's
+  // tenant; fills spec.tenant and spec.user.
+  Status CheckSubmissionLocked(const Principal& p, JobSpec& spec) const;
+  // Records a checked submission in memory and in `b`, or finds the job its idempotency key
+  // already made (*created stays false); returns the job's JSON.
+  nlohmann::json AddJobLocked(const Principal& p, JobSpec spec, const std::string& idem_key,
+                              store::WriteBatch* b, bool* created);
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);

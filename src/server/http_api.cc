@@ -239,6 +239,18 @@ void HttpApi::Register() {
           res.set_header("Location", fmt::format("/api/v1/jobs/{}", (*r)["id"].get<uint64_t>()));
           SendJson(res, created ? 201 : 200, *r);
         });
+  route("POST", "/api/v1/jobs/batch", "/api/v1/jobs/batch",
+        "Submit up to 1000 jobs in one durable batch, all or nothing: {\"jobs\": [job, ...]} "
+        "answers {\"items\": [job, ...]} (Idempotency-Key header honoured: job i gets KEY#i)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto specs = api::ParseJobBatch(req.body);
+          if (!specs.ok()) return SendError(res, specs.status());
+          bool created = false;
+          auto r = cp_->SubmitJobs(p, std::move(specs).value(),
+                                   req.get_header_value("Idempotency-Key"), &created);
+          if (!r.ok()) return SendError(res, r.status());
+          SendJson(res, created ? 201 : 200, *r);
+        });
   route("GET", "/api/v1/jobs", "/api/v1/jobs",
         "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {

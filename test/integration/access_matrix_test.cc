@@ -57,10 +57,10 @@ constexpr std::array<CallerInfo, kCallers> kCallerInfo = {{
 
 // Job routes act on a pending job of bob's in vision-train (logs: on one placed on gpu-01);
 // {name} is vision-train for queues and gpu-01 for nodes. Bodies: POST /jobs a job for
-// vision-train, POST /users a new vision member, POST /tokens {"user": "bob"}, PUT /config the
-// same configuration again, POST /agent/register a node agent-01 without GPUs, POST
-// /agent/heartbeat one for the session of agent-01 (registered just before), GET /agent/watch
-// gpu-01's assignments without waiting.
+// vision-train (POST /jobs/batch a batch of that one job), POST /users a new vision member, POST
+// /tokens {"user": "bob"}, PUT /config the same configuration again, POST /agent/register a node
+// agent-01 without GPUs, POST /agent/heartbeat one for the session of agent-01 (registered just
+// before), GET /agent/watch gpu-01's assignments without waiting.
 struct Row {
   const char* route;
   std::array<int, kCallers> status;
@@ -77,6 +77,7 @@ const Row kMatrix[] = {
     {"GET /api/v1/whoami",                {401,  200,  200,  200,  200,  200,  200,  200,  200}},
     // A foreign queue is "not found" like a missing one; the queue is a body field, hence 400.
     {"POST /api/v1/jobs",                 {401,  201,  201,  201,  201,  403,  403,  403,  400}},
+    {"POST /api/v1/jobs/batch",           {401,  201,  201,  201,  201,  403,  403,  403,  400}},
     {"GET /api/v1/jobs",                  {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     {"GET /api/v1/jobs/{id}",             {401,  200,  200,  200,  200,  200,  403,  403,  404}},
     {"GET /api/v1/jobs/{id}/events",      {401,  200,  200,  200,  200,  200,  403,  403,  404}},
@@ -194,6 +195,9 @@ class AccessMatrixTest : public ::testing::Test {
                         route.starts_with("/api/v1/queues") ? "vision-train" : "gpu-01");
     }
     if (method == "POST" && route == "/api/v1/jobs") call.body = JobBody("vision-train");
+    if (method == "POST" && route == "/api/v1/jobs/batch") {
+      call.body = json{{"jobs", json::array({json::parse(JobBody("vision-train"))})}}.dump();
+    }
     if (method == "POST" && route == "/api/v1/users") {
       call.body = json{{"name", fmt::format("user-{}", ++users_)}, {"tenant", "vision"}}.dump();
     }

@@ -128,6 +128,47 @@ TEST_F(ServerTest, SubmitGetAndIdempotency) {
   EXPECT_EQ(g->status, 200);
 }
 
+// A batch is one durable transaction, all or nothing; errors name the job; a repeated batch with
+// the same Idempotency-Key creates nothing again.
+TEST_F(ServerTest, BatchSubmissionIsAllOrNothing) {
+  auto alice = As("alice");
+  auto count = [&] { return Parse(alice->Get("/api/v1/jobs?limit=1000"))["items"].size(); };
+  const size_t before = count();
+  const json good = json::parse(Job("vision-train", 2));
+  json bad = good;
+  bad["resources"]["gpus"] = -1;
+  json foreign = good;
+  foreign["queue"] = "speech-train";  // another tenant's queue
+  for (const auto& [jobs, field] : std::vector<std::pair<json, std::string>>{
+           {json::array({good, bad, good}), "jobs[1].resources.gpus"},
+           {json::array({good, foreign}), "jobs[1].queue"},
+           {json::array(), "jobs"}}) {
+    auto r = alice->Post("/api/v1/jobs/batch", json{{"jobs", jobs}}.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_EQ(Parse(r)["error"]["field"], field) << r->body;
+  }
+  EXPECT_EQ(count(), before);  // nothing of a refused batch was created
+  httplib::Headers h = {{"Idempotency-Key", "batch-1"}};
+  const std::string body = json{{"jobs", json::array({good, good, good})}}.dump();
+  auto r1 = alice->Post("/api/v1/jobs/batch", h, body, "application/json");
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1->status, 201) << r1->body;
+  const json items = Parse(r1)["items"];
+  ASSERT_EQ(items.size(), 3u);
+  for (const json& j : items) {
+    EXPECT_EQ(j["tenant"], "vision");
+    EXPECT_EQ(j["user"], "alice");
+    EXPECT_EQ(j["resources"]["gpus"], 2);
+  }
+  EXPECT_LT(items[0]["id"].get<uint64_t>(), items[2]["id"].get<uint64_t>());
+  auto r2 = alice->Post("/api/v1/jobs/batch", h, body, "application/json");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 200);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(Parse(r2)["items"][i]["id"], items[i]["id"]);
+  EXPECT_EQ(count(), before + 3);
+}
+
 TEST_F(ServerTest, BadInputNamesTheField) {
   auto alice = As("alice");
   struct Case {
