@@ -256,6 +256,7 @@ int RunServer(const ServerOptions& o) {
   cp.SetSchedulerWake([&] {
     {
       std::lock_guard<std::mutex> lock(stop_mu);
+      if (wake) return;  // already woken: one notification per cycle, not one per event
       wake = true;
     }
     stop_cv.notify_all();
