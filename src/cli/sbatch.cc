@@ -461,6 +461,7 @@ const std::vector<OptionSpec>& Options() {
       Text("error", 'e', &D::error),
       Text("chdir", 'D', &D::chdir),
       Text("container-image", 0, &D::container_image),
+      Text("array", 'a', &D::array),
   };
   return kOptions;
 }
@@ -827,6 +828,53 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
   std::vector<std::string> cmd = {"/bin/sh", "-c", w, name, script_text};
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
+}
+
+Result<std::vector<int64_t>> ParseArraySpec(std::string_view spec) {
+  const std::string text(spec);
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("array", fmt::format("--array={}: {}", text, why));
+  };
+  if (text.find('%') != std::string::npos) {
+    return bad(
+        "a limit on how many run at once (%N) is not supported: the queue's quota limits "
+        "them");
+  }
+  std::vector<int64_t> out;
+  std::set<int64_t> seen;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = text.find(',', at);
+    const std::string part =
+        text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    int64_t first = 0, last = 0, step = 1;
+    const size_t colon = part.find(':');
+    const std::string range = part.substr(0, colon);
+    if (colon != std::string::npos) {
+      auto s = Number(part.substr(colon + 1), kMaxArrayIndex);
+      if (!s || *s < 1) return bad(fmt::format("'{}': the step must be a whole number >= 1", part));
+      step = *s;
+    }
+    const size_t dash = range.find('-');
+    auto a = Number(range.substr(0, dash), kMaxArrayIndex);
+    auto b = dash == std::string::npos ? a : Number(range.substr(dash + 1), kMaxArrayIndex);
+    if (!a || !b) {
+      return bad(
+          fmt::format("'{}': use indices 0 to {}, as N, N-M or N-M:STEP, separated by "
+                      "commas",
+                      part, kMaxArrayIndex));
+    }
+    first = *a;
+    last = *b;
+    if (last < first) return bad(fmt::format("'{}': the range ends before it starts", part));
+    for (int64_t i = first; i <= last; i += step) {
+      if (!seen.insert(i).second) continue;
+      out.push_back(i);
+      if (out.size() > kMaxArrayJobs) return bad(fmt::format("more than {} jobs", kMaxArrayJobs));
+    }
+  }
+  return out;
 }
 
 void SetSlurmJobEnv(JobSpec* job) {

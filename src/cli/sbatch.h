@@ -57,7 +57,7 @@ struct GpuRequest {
 // What the #SBATCH directives said; each field is set when a directive gave it.
 struct SlurmDirectives {
   std::optional<std::string> job_name, partition, account, qos, output, error, chdir,
-      container_image, constraint;
+      container_image, constraint, array;
   std::optional<int32_t> nodes, ntasks, ntasks_per_node, cpus_per_task, cpus_per_gpu;
   std::optional<GpuRequest> gres_gpu, gpus, gpus_per_node, gpus_per_task;
   std::optional<int64_t> mem_mib, mem_per_gpu_mib, mem_per_cpu_mib;
@@ -78,6 +78,13 @@ struct BatchScript {
 // Reads the directives. Errors name the line and the directive ("line 3: --nodes=two: must be a
 // whole number").
 Result<BatchScript> ParseBatchScript(std::string_view text);
+
+// A job array's indices from Slurm's --array syntax: "0-9", "1,3,5", "0-20:5", "1-3,10"; at most
+// kMaxArrayJobs of them, each 0..kMaxArrayIndex. A "%N" limit on how many run at once is refused
+// (the queue's quota is the limit).
+inline constexpr size_t kMaxArrayJobs = 10000;
+inline constexpr int64_t kMaxArrayIndex = 4000000;
+Result<std::vector<int64_t>> ParseArraySpec(std::string_view spec);
 
 // Whether `text` is a batch script rather than a job file: it starts with "#!" or has a #SBATCH
 // or #ARBITER line.

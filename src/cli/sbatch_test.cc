@@ -125,14 +125,14 @@ TEST(Script, UnsupportedDirectivesAreNamedWithTheirLines) {
       "#SBATCH --mail-type=END\n"
       "#SBATCH --mail-user alice@example.com --exclusive\n"
       "#SBATCH -w gpu-07 --gres=gpu:2,nvme:1\n"
-      "#SBATCH --array=1-10\n"
+      "#SBATCH --dependency=afterok:10\n"
       "echo hi\n");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->unsupported,
-            (std::vector<std::string>{"--mail-type=END (line 2)",
-                                      "--mail-user alice@example.com (line 3)",
-                                      "--exclusive (line 3)", "-w gpu-07 (line 4)",
-                                      "--gres=nvme:1 (line 4)", "--array=1-10 (line 5)"}));
+            (std::vector<std::string>{
+                "--mail-type=END (line 2)", "--mail-user alice@example.com (line 3)",
+                "--exclusive (line 3)", "-w gpu-07 (line 4)", "--gres=nvme:1 (line 4)",
+                "--dependency=afterok:10 (line 5)"}));
   EXPECT_EQ(s->slurm.gres_gpu, (GpuRequest{"", 2}));
 }
 
@@ -341,4 +341,16 @@ TEST(Wrapper, OutputPatternsAreExpandedOnTheNode) {
 }
 
 }  // namespace
+TEST(ArraySpec, SlurmSyntax) {
+  EXPECT_EQ(*ParseArraySpec("0-3"), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(*ParseArraySpec("1,3,5"), (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_EQ(*ParseArraySpec("0-20:10,3"), (std::vector<int64_t>{0, 10, 20, 3}));
+  EXPECT_EQ(*ParseArraySpec("2,2,1-2"), (std::vector<int64_t>{2, 1}));  // each index once
+  for (const char* bad : {"", "a", "3-1", "1-", "0-9:0", "1-3%2", "0-20000"}) {
+    auto r = ParseArraySpec(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().field(), "array") << bad;
+  }
+}
+
 }  // namespace arbiter::cli

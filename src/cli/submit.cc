@@ -239,6 +239,7 @@ struct SubmitState {
   bool dry_run = false;
   bool parsable = false;
   std::string idempotency_key;
+  std::string array;  // --array: a job array's indices (Slurm's syntax)
 };
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -410,6 +411,7 @@ struct Built {
   std::string source;  // the file ("" : a command)
   bool from_script = false;
   std::string account;  // #SBATCH -A
+  std::string array;    // #SBATCH --array
   std::vector<std::string> unsupported;
   std::vector<std::string> notes;
 };
@@ -442,6 +444,7 @@ Result<Built> BuildFromScript(const std::string& path, const std::string& text,
   b.from_script = true;
   b.unsupported = script->unsupported;
   b.account = script->slurm.account.value_or("");
+  b.array = script->slurm.array.value_or("");
   if (!script->arbiter_args.empty()) {
     CLI::App a{"#ARBITER directives"};
     JobFlags af;
@@ -561,7 +564,41 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
   }
   body = api::JobSpecToJson(*checked);
 
+  // A job array: one job per index, ARBITER_ARRAY_INDEX (and for scripts SLURM_ARRAY_*) set.
+  const std::string array_spec = !st.array.empty() ? st.array : b.array;
+  std::vector<int64_t> indices;
+  if (!array_spec.empty()) {
+    auto ix = ParseArraySpec(array_spec);
+    if (!ix.ok()) return Fail(ix.status(), kExitUsage);
+    indices = std::move(ix).value();
+  }
+  auto element = [&](const JobSpec& base, int64_t i) {
+    JobSpec j = base;
+    j.env["ARBITER_ARRAY_INDEX"] = std::to_string(i);
+    if (from_script) {
+      j.env["SLURM_ARRAY_TASK_ID"] = std::to_string(i);
+      j.env["SLURM_ARRAY_TASK_COUNT"] = std::to_string(indices.size());
+      j.env["SLURM_ARRAY_TASK_MIN"] = std::to_string(indices.front());
+      j.env["SLURM_ARRAY_TASK_MAX"] = std::to_string(indices.back());
+    }
+    if (!j.name.empty()) j.name = fmt::format("{}-{}", j.name, i);
+    return j;
+  };
+  auto elements = [&](const JobSpec& base, size_t from, size_t to) {
+    json jobs = json::array();
+    for (size_t k = from; k < to; ++k)
+      jobs.push_back(api::JobSpecToJson(element(base, indices[k])));
+    return jobs;
+  };
+
   // 5. Dry run: the body, nothing sent.
+  if (st.dry_run && !indices.empty()) {
+    PrintStructured(
+        json{{"jobs", elements(*checked, 0, indices.size())}},
+        ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml);
+    std::fprintf(stderr, "dry run: nothing was submitted (%zu jobs)\n", indices.size());
+    return kExitOk;
+  }
   if (st.dry_run) {
     PrintStructured(
         body, ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml);
@@ -577,8 +614,51 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
   }
   ResolveGpuModels(api, &b.job);
   body = api::JobSpecToJson(b.job);
-  HeaderMap headers = {
-      {"Idempotency-Key", st.idempotency_key.empty() ? RandomKey() : st.idempotency_key}};
+  const std::string key = st.idempotency_key.empty() ? RandomKey() : st.idempotency_key;
+  if (!indices.empty()) {
+    // Batches of at most kMaxBatchJobs, each one durable transaction; a broken connection is
+    // retried with the batch's own key.
+    json items = json::array();
+    for (size_t from = 0; from < indices.size(); from += api::kMaxBatchJobs) {
+      const size_t to = std::min(indices.size(), from + api::kMaxBatchJobs);
+      const json batch = {{"jobs", elements(b.job, from, to)}};
+      HeaderMap h = {{"Idempotency-Key", fmt::format("{}/{}", key, from)}};
+      auto r = api.Post("/api/v1/jobs/batch", batch, h);
+      for (int attempt = 1;
+           attempt < 3 && !r.ok() && r.status().code() == StatusCode::kUnavailable &&
+           r.status().message().rfind("cannot reach", 0) != 0;
+           ++attempt) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
+        r = api.Post("/api/v1/jobs/batch", batch, h);
+      }
+      if (!r.ok()) {
+        if (!items.empty()) {
+          Warn(
+              fmt::format("{} of the array's {} jobs were submitted (ids {} to {}) before this "
+                          "error; submitting again with --idempotency-key {} adds only the rest",
+                          items.size(), indices.size(), items.front().value("id", uint64_t{0}),
+                          items.back().value("id", uint64_t{0}), key));
+        }
+        return Fail(r.status());
+      }
+      for (const json& j : (*r)["items"]) items.push_back(j);
+    }
+    if (st.parsable) {
+      for (const json& j : items) {
+        std::printf("%llu\n", static_cast<unsigned long long>(j.value("id", uint64_t{0})));
+      }
+    } else if (IsStructured(ctx->format())) {
+      PrintStructured(json{{"items", items}}, ctx->format());
+    } else {
+      std::printf("%zu jobs submitted to %s (ids %llu to %llu, ARBITER_ARRAY_INDEX %lld to %lld)\n",
+                  items.size(), b.job.queue.c_str(),
+                  static_cast<unsigned long long>(items.front().value("id", uint64_t{0})),
+                  static_cast<unsigned long long>(items.back().value("id", uint64_t{0})),
+                  static_cast<long long>(indices.front()), static_cast<long long>(indices.back()));
+    }
+    return kExitOk;
+  }
+  HeaderMap headers = {{"Idempotency-Key", key}};
   // A broken connection is retried with the same key: the server answers with the job it made
   // the first time, if it made one.
   auto r = api.Post("/api/v1/jobs", body, headers);
@@ -630,6 +710,9 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
   cmd->add_flag("--dry-run", st->dry_run,
                 "Print the job that would be submitted (-o json: the request body); send nothing");
   cmd->add_flag("--parsable", st->parsable, "Print only the new job's id");
+  cmd->add_option("--array", st->array,
+                  "A job array, Slurm's syntax (0-9, 1,3,5, 0-20:5): one job per index, "
+                  "ARBITER_ARRAY_INDEX set (also #SBATCH --array)");
   cmd->add_option("--idempotency-key", st->idempotency_key,
                   "Submitting again with the same key returns the first job");
   AddClientFlags(cmd, ctx);
@@ -646,6 +729,8 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
       "  arbiter submit job.yaml\n"
       "  arbiter submit train.sh -- --lr 3e-4     # #SBATCH -p vision-train --gres=gpu:a100:4\n"
       "  arbiter submit --dry-run -o json train.sh\n"
+      "  arbiter submit --array 0-99 --queue q -- sh -c 'python eval.py --shard "
+      "$ARBITER_ARRAY_INDEX'\n"
       "  ID=$(arbiter submit --parsable --queue q -- ./run.sh) && arbiter wait $ID");
   cmd->callback([ctx, st] { ctx->Run([&] { return Submit(ctx, *st); }); });
 }

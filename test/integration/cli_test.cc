@@ -349,7 +349,7 @@ TEST_F(CliLocalTest, SbatchScriptsDryRun) {
 TEST_F(CliLocalTest, UnsupportedDirectivesInOneWarning) {
   WriteFile(work_.path() + "/odd.sh",
             "#!/bin/bash\n#SBATCH -p vision-dev\n#SBATCH --mail-type=END --mail-user=a@b.c\n"
-            "#SBATCH --exclusive\n#SBATCH --array=0-9\necho\n");
+            "#SBATCH --exclusive\n#SBATCH --dependency=afterok:9\necho\n");
   const CliResult r = Run({"submit", "--dry-run", "-o", "json", "odd.sh"});
   EXPECT_EQ(r.code, 0) << r.err;
   std::vector<std::string> warnings;
@@ -361,7 +361,7 @@ TEST_F(CliLocalTest, UnsupportedDirectivesInOneWarning) {
   EXPECT_EQ(warnings[0],
             "warning: odd.sh: #SBATCH directives Arbiter does not support, ignored: "
             "--mail-type=END (line 3), --mail-user=a@b.c (line 3), --exclusive (line 4), "
-            "--array=0-9 (line 5)");
+            "--dependency=afterok:9 (line 5)");
   // A bad directive is an error naming it and its line.
   WriteFile(work_.path() + "/bad.sh", "#!/bin/sh\n#SBATCH -p q\n#SBATCH -t 1h\necho\n");
   const CliResult bad = Run({"submit", "--dry-run", "bad.sh"});
@@ -609,6 +609,37 @@ TEST_F(CliTest, SubmitRunWaitAndInspect) {
     EXPECT_EQ(logs.code, 6) << logs.err;
     EXPECT_TRUE(Contains(logs.err, "does not serve logs yet")) << logs.err;
   }
+}
+
+// A job array: one job per index in one batch, ARBITER_ARRAY_INDEX (and SLURM_ARRAY_* for batch
+// scripts) set for each; a %N limit is refused before anything is sent.
+TEST_F(CliTest, JobArraysSubmitOneJobPerIndex) {
+  const CliResult sub =
+      As("alice", {"submit", "--array", "0-4:2,7", "--queue", "vision-dev", "--name", "sweep", "-o",
+                   "json", "--", "sh", "-c", "echo index=$ARBITER_ARRAY_INDEX"});
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  const json items = ParseOrNull(sub.out)["items"];
+  ASSERT_EQ(items.size(), 4u) << sub.out;
+  const std::vector<std::string> names = {"sweep-0", "sweep-2", "sweep-4", "sweep-7"};
+  for (size_t i = 0; i < items.size(); ++i) {
+    EXPECT_EQ(items[i]["name"], names[i]);
+    EXPECT_EQ(items[i]["env"]["ARBITER_ARRAY_INDEX"], names[i].substr(6));
+  }
+  const std::string last = std::to_string(items[3]["id"].get<uint64_t>());
+  ASSERT_EQ(As("alice", {"wait", last, "--timeout", "30"}).code, 0);
+  EXPECT_EQ(As("alice", {"logs", last}).out, "index=7\n");
+  WriteFile(work_.path() + "/array.sh",
+            "#!/bin/sh\n#SBATCH -p vision-dev\n#SBATCH --array=1-2\n"
+            "echo task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_TASK_COUNT\n");
+  const json dry = ParseOrNull(As("alice", {"submit", "--dry-run", "-o", "json", "array.sh"}).out);
+  ASSERT_EQ(dry["jobs"].size(), 2u) << dry;
+  EXPECT_EQ(dry["jobs"][1]["env"]["SLURM_ARRAY_TASK_ID"], "2");
+  EXPECT_EQ(dry["jobs"][1]["env"]["SLURM_ARRAY_TASK_COUNT"], "2");
+  const CliResult limited =
+      As("alice", {"submit", "--array", "1-3%2", "--queue", "vision-dev", "--", "true"});
+  EXPECT_EQ(limited.code, 2);
+  EXPECT_TRUE(Contains(limited.err, "--array=1-3%2: a limit on how many run at once"))
+      << limited.err;
 }
 
 TEST_F(CliTest, FailingJobMakesWaitFail) {
