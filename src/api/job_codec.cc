@@ -238,7 +238,10 @@ Status ParseBody(const Value& root, JobSpec* job) {
 
 }  // namespace
 
-Result<JobSpec> ParseJobSubmission(std::string_view json) {
+namespace {
+
+// A request body within the API's limits that is a JSON object.
+Result<Value> ParseBodyObject(std::string_view json) {
   const TreeLimits limits{kMaxBodyBytes, kMaxNestingDepth, kMaxBodyValues};
   Result<Value> tree = ParseJsonTree(json, limits, "the request body");
   if (!tree.ok()) return tree.status();
@@ -246,20 +249,30 @@ Result<JobSpec> ParseJobSubmission(std::string_view json) {
     return InvalidArgument(
         "", fmt::format("the request body must be a JSON object, got {}", Describe(*tree)));
   }
+  return tree;
+}
+
+}  // namespace
+
+Result<JobSpec> ParseJobSubmission(std::string_view json) {
+  Result<Value> tree = ParseBodyObject(json);
+  if (!tree.ok()) return tree.status();
   JobSpec job;
   ARBITER_RETURN_IF_ERROR(ParseBody(*tree, &job));
   ARBITER_RETURN_IF_ERROR(ValidateJobSpec(job));
   return job;
 }
 
+Status ForBatchJob(const Status& st, size_t index) {
+  if (st.ok()) return st;
+  return Status(st.code(), st.message(),
+                st.field().empty() ? fmt::format("jobs[{}]", index)
+                                   : fmt::format("jobs[{}].{}", index, st.field()));
+}
+
 Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json) {
-  const TreeLimits limits{kMaxBodyBytes, kMaxNestingDepth, kMaxBodyValues};
-  Result<Value> tree = ParseJsonTree(json, limits, "the request body");
+  Result<Value> tree = ParseBodyObject(json);
   if (!tree.ok()) return tree.status();
-  if (tree->kind != Value::Kind::kMapping) {
-    return InvalidArgument(
-        "", fmt::format("the request body must be a JSON object, got {}", Describe(*tree)));
-  }
   const Value* jobs = nullptr;
   for (const Member& m : tree->members) {
     if (m.key == "jobs") {
@@ -283,11 +296,7 @@ Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json) {
                     ? ParseBody(v, &out[i])
                     : InvalidArgument("", fmt::format("must be a job object, got {}", Describe(v)));
     if (st.ok()) st = ValidateJobSpec(out[i]);
-    if (!st.ok()) {
-      return Status(st.code(), st.message(),
-                    st.field().empty() ? fmt::format("jobs[{}]", i)
-                                       : fmt::format("jobs[{}].{}", i, st.field()));
-    }
+    ARBITER_RETURN_IF_ERROR(ForBatchJob(st, i));
   }
   return out;
 }

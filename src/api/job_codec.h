@@ -63,6 +63,9 @@ inline constexpr size_t kMaxBatchJobs = 1000;
 // jobs, each as for ParseJobSubmission; errors name the job ("jobs[3].resources.gpus").
 Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json);
 
+// An error about job `index` of a batch: its field put under "jobs[index]" (OK stays OK).
+Status ForBatchJob(const Status& st, size_t index);
+
 // The body that parses back to `job` (tenant, user, id and submit_time are not part of it). Empty
 // optional strings (name, priority_class, workdir, container_image) and unset optional fields
 // are left out; everything else is written. Requires: `job` passes ValidateJobSpec.

@@ -564,6 +564,17 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
                           {"reason", reason}});
 }
 
+namespace {
+
+Status MaySubmit(const Principal& p) {
+  if (p.role == Role::kViewer || p.role == Role::kNode) {
+    return Forbidden(fmt::format("{}s may not submit jobs", RoleName(p.role)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) const {
   const core::QuotaTree& tree = compiled_->tree;
   QueueId q;
@@ -634,9 +645,7 @@ json ControlPlane::AddJobLocked(const Principal& p, JobSpec spec, const std::str
 Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std::string& idem_key,
                                      bool* created) {
   *created = false;
-  if (p.role == Role::kViewer || p.role == Role::kNode) {
-    return Forbidden(fmt::format("{}s may not submit jobs", RoleName(p.role)));
-  }
+  ARBITER_RETURN_IF_ERROR(MaySubmit(p));
   std::shared_future<Status> done;
   json out;
   bool added = false;
@@ -657,9 +666,7 @@ Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std
 Result<json> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
                                       const std::string& idem_key, bool* created) {
   *created = false;
-  if (p.role == Role::kViewer || p.role == Role::kNode) {
-    return Forbidden(fmt::format("{}s may not submit jobs", RoleName(p.role)));
-  }
+  ARBITER_RETURN_IF_ERROR(MaySubmit(p));
   std::shared_future<Status> done;
   json items = json::array();
   bool any = false;
@@ -668,12 +675,7 @@ Result<json> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> s
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
     // All or nothing: every job is checked before any is recorded.
     for (size_t i = 0; i < specs.size(); ++i) {
-      Status st = CheckSubmissionLocked(p, specs[i]);
-      if (!st.ok()) {
-        return Status(st.code(), st.message(),
-                      st.field().empty() ? fmt::format("jobs[{}]", i)
-                                         : fmt::format("jobs[{}].{}", i, st.field()));
-      }
+      ARBITER_RETURN_IF_ERROR(api::ForBatchJob(CheckSubmissionLocked(p, specs[i]), i));
     }
     store::WriteBatch b;
     for (size_t i = 0; i < specs.size(); ++i) {
