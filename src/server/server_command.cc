@@ -171,10 +171,11 @@ int RunServer(const ServerOptions& o) {
     }
     const std::string model = cp.FirstGpuModel();
     // Real GPUs when NVML finds them (unless --fake-gpus says how many fake ones), fake otherwise.
+    std::vector<agent::DiscoveredGpu> found;
     if (o.fake_gpus < 0) {
       auto nvml = agent::NvmlGpus::Load();
-      if (nvml.ok() && !(*nvml)->Discover().empty() &&
-          (!configured || (*nvml)->Discover().size() == configured_gpus)) {
+      if (nvml.ok()) found = (*nvml)->Discover();
+      if (!found.empty() && (!configured || found.size() == configured_gpus)) {
         local_gpus = std::move(nvml).value();
       } else if (!nvml.ok()) {
         spdlog::info("built-in node {}: no NVML ({}); fake GPUs", o.local_node,
@@ -185,6 +186,7 @@ int RunServer(const ServerOptions& o) {
       const int count =
           configured ? static_cast<int>(configured_gpus) : (o.fake_gpus < 0 ? 8 : o.fake_gpus);
       local_gpus = std::make_unique<agent::FakeGpus>(count, model, 0);
+      found = local_gpus->Discover();
     }
     if (!configured) {
       Node n;
@@ -192,10 +194,9 @@ int RunServer(const ServerOptions& o) {
       n.cpu_milli = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
       n.memory_mib = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
                      static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / (1024 * 1024);
-      const std::vector<agent::DiscoveredGpu> found = local_gpus->Discover();
       for (const agent::DiscoveredGpu& g : found) {
         if (model.empty()) break;
-        // A model the configuration does not know is counted as its first one (said once).
+        // A model the configuration does not know is counted as its first one, with a warning.
         std::string m = g.model;
         if (m.empty() || !cp.HasGpuModel(m)) {
           if (!m.empty()) {
