@@ -56,17 +56,25 @@ AgentClient::AgentClient(AgentClientOptions options, RegistrationFn registration
 
 AgentClient::~AgentClient() { Stop(); }
 
+std::shared_ptr<httplib::Client> AgentClient::NewClient(DurationMs connect_ms,
+                                                        DurationMs read_ms) const {
+  auto c = std::make_shared<httplib::Client>(options_.server);
+  auto split = [](DurationMs ms) {
+    return std::pair{static_cast<time_t>(ms / 1000), static_cast<time_t>((ms % 1000) * 1000)};
+  };
+  const auto [cs, cu] = split(connect_ms);
+  const auto [rs, ru] = split(read_ms);
+  c->set_connection_timeout(cs, cu);
+  c->set_read_timeout(rs, ru);
+  c->set_write_timeout(cs, cu);
+  c->set_tcp_nodelay(true);
+  c->set_bearer_token_auth(options_.token);
+  return c;
+}
+
 Status AgentClient::Post(const std::string& path, const std::string& body, DurationMs timeout_ms,
                          std::string* answer) {
-  httplib::Client c(options_.server);
-  const auto seconds = static_cast<time_t>(timeout_ms / 1000);
-  const auto micros = static_cast<time_t>((timeout_ms % 1000) * 1000);
-  c.set_connection_timeout(seconds, micros);
-  c.set_read_timeout(seconds, micros);
-  c.set_write_timeout(seconds, micros);
-  c.set_tcp_nodelay(true);
-  c.set_bearer_token_auth(options_.token);
-  auto r = c.Post(path, body, "application/json");
+  auto r = NewClient(timeout_ms, timeout_ms)->Post(path, body, "application/json");
   if (!r) {
     return {StatusCode::kUnavailable, fmt::format("cannot reach the server at {}: {}",
                                                   options_.server, httplib::to_string(r.error()))};
@@ -171,6 +179,7 @@ Status AgentClient::Beat() {
 }
 
 void AgentClient::WatchLoop() {
+  std::mt19937_64 rng(std::random_device{}());
   int failures = 0;
   while (!stop_) {
     uint64_t known = 0;
@@ -181,22 +190,17 @@ void AgentClient::WatchLoop() {
       if (stop_) return;
       known = assign_version_;
     }
-    auto client = std::make_shared<httplib::Client>(options_.server);
-    httplib::Client& c = *client;
-    const DurationMs timeout = options_.watch_ms + options_.request_timeout_ms;
-    c.set_connection_timeout(options_.request_timeout_ms / 1000,
-                             (options_.request_timeout_ms % 1000) * 1000);
-    c.set_read_timeout(timeout / 1000, (timeout % 1000) * 1000);
-    c.set_tcp_nodelay(true);
-    c.set_bearer_token_auth(options_.token);
+    // The server answers within watch_ms; the read waits that long and a request's timeout more.
+    auto client =
+        NewClient(options_.request_timeout_ms, options_.watch_ms + options_.request_timeout_ms);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
       watch_client_ = client;
     }
-    auto r = c.Get(fmt::format("/api/v1/agent/watch?node={}&version={}&wait_ms={}",
-                               httplib::detail::encode_query_param(options_.node), known,
-                               options_.watch_ms));
+    auto r = client->Get(fmt::format("/api/v1/agent/watch?node={}&version={}&wait_ms={}",
+                                     httplib::detail::encode_query_param(options_.node), known,
+                                     options_.watch_ms));
     {
       std::lock_guard<std::mutex> lock(mu_);
       watch_client_.reset();
@@ -214,8 +218,10 @@ void AgentClient::WatchLoop() {
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (failures > 0) {
-      cv_.wait_for(lock, std::chrono::milliseconds(std::min(10000, 250 * failures)),
-                   [&] { return stop_.load(); });
+      const DurationMs delay =
+          RetryDelayMs(failures, options_.backoff_base_ms, options_.backoff_max_ms,
+                       std::uniform_real_distribution<double>(0, 1)(rng));
+      cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stop_.load(); });
     } else if (version != known) {
       wake_ = true;  // a heartbeat now fetches the new assignments
       cv_.notify_all();

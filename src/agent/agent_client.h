@@ -90,6 +90,9 @@ class AgentClient : public server::ExecutionBackend {
   void Enqueue(TaskReport r);
   void Loop();
   void WatchLoop();
+  // A client of the server with these timeouts (the write timeout is the connect one), TCP_NODELAY
+  // and the node token.
+  std::shared_ptr<httplib::Client> NewClient(DurationMs connect_ms, DurationMs read_ms) const;
   Status Post(const std::string& path, const std::string& body, DurationMs timeout_ms,
               std::string* answer);
 
