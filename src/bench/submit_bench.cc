@@ -19,19 +19,16 @@ int RunSubmitBench(const SubmitBenchOptions& o) {
     std::fprintf(stderr, "arbiter bench submit: --token and --queue are required\n");
     return 2;
   }
-  const std::string body = nlohmann::json{{"queue", o.queue},
-                                          {"command", {"true"}},
-                                          {"type", "experiment"},
-                                          {"resources", {{"gpus", 1}, {"cpu_milli", 1000}}}}
-                               .dump();
+  const nlohmann::json job = {{"queue", o.queue},
+                              {"command", {"true"}},
+                              {"type", "experiment"},
+                              {"resources", {{"gpus", 1}, {"cpu_milli", 1000}}}};
+  const std::string body = job.dump();
   // --batch N: N jobs per request through POST /api/v1/jobs/batch (the last request may hold
   // fewer); each 201 acknowledges all of its jobs durably.
   const int batch = std::max(1, o.batch);
   auto batch_body = [&](int n) {
-    nlohmann::json jobs = nlohmann::json::array();
-    const nlohmann::json one = nlohmann::json::parse(body);
-    for (int i = 0; i < n; ++i) jobs.push_back(one);
-    return nlohmann::json{{"jobs", jobs}}.dump();
+    return nlohmann::json{{"jobs", nlohmann::json::array_t(static_cast<size_t>(n), job)}}.dump();
   };
   const std::string full_batch = batch > 1 ? batch_body(batch) : "";
   std::atomic<int> next{0};
