@@ -23,6 +23,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/time.h"
+
 namespace arbiter::bench {
 
 using nlohmann::json;
@@ -48,19 +50,9 @@ int64_t WallMs() {
       .count();
 }
 
-// "2026-12-01T12:00:00.123Z" to milliseconds since the epoch; 0 when null or unreadable.
+// A job's time field in milliseconds since the epoch; 0 when null or unreadable.
 int64_t ParseIsoMs(const json& v) {
-  if (!v.is_string()) return 0;
-  std::tm tm{};
-  int ms = 0;
-  const std::string s = v.get<std::string>();
-  if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
+  return v.is_string() ? ParseRfc3339Ms(v.get<std::string>()).value_or(0) : 0;
 }
 
 double Percentile(std::vector<double> v, double p) {

@@ -10,6 +10,8 @@
 #include <ctime>
 #include <regex>
 
+#include "common/time.h"
+
 namespace arbiter::cli {
 
 using nlohmann::json;
@@ -214,15 +216,9 @@ std::string ShortDuration(int64_t s) {
 }
 
 std::optional<int64_t> SecondsSince(const std::string& iso) {
-  std::tm tm{};
-  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  const time_t t = timegm(&tm);
-  return static_cast<int64_t>(std::time(nullptr) - t);
+  const std::optional<int64_t> ms = ParseRfc3339Ms(iso);
+  if (!ms) return std::nullopt;
+  return static_cast<int64_t>(std::time(nullptr)) - *ms / 1000;
 }
 
 std::string Age(const json& v) {
