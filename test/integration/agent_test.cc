@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "agent_process.h"
+#include "checkpoint_job.h"
 #include "server_process.h"
 
 namespace arbiter::testing {
@@ -383,13 +384,7 @@ TEST_F(AgentTest, PreemptedJobCheckpointsOnItsAgentAndResumes) {
   auto applied = admin_->Put("/api/v1/config", config, "application/yaml");
   ASSERT_TRUE(applied && applied->status == 200) << (applied ? applied->body : "no answer");
   StartAgent("node-a");
-  const char* script =
-      "if [ -f \"$ARBITER_CHECKPOINT_DIR/ckpt\" ]; then "
-      "  echo \"resumed from $(cat $ARBITER_CHECKPOINT_DIR/ckpt) restart=$ARBITER_RESTART_COUNT\";"
-      "  exit 0; fi; "
-      "trap 'echo step-42 > \"$ARBITER_CHECKPOINT_DIR/ckpt\"; exit 0' TERM; "
-      "echo started; while true; do sleep 0.1; done";
-  const uint64_t low = Submit({{"command", {"sh", "-c", script}},
+  const uint64_t low = Submit({{"command", {"sh", "-c", kCheckpointJobScript}},
                                {"priority_class", "best-effort"},
                                {"resources", {{"gpus", 4}}}});
   WaitFor(low, "running");
@@ -401,7 +396,7 @@ TEST_F(AgentTest, PreemptedJobCheckpointsOnItsAgentAndResumes) {
   EXPECT_EQ(l["preemptions"], 1);
   auto log = admin_->Get(fmt::format("/api/v1/jobs/{}/logs", low));
   ASSERT_TRUE(log);
-  EXPECT_EQ(log->body, "started\nresumed from step-42 restart=1\n");
+  EXPECT_EQ(log->body, kCheckpointJobOutput);
   const std::vector<std::string> to = EventStates(low);
   EXPECT_EQ(Count(to, "preempting"), 1);
   EXPECT_EQ(Count(to, "preempted"), 1);

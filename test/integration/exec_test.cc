@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint_job.h"
 #include "server_process.h"
 
 namespace arbiter::testing {
@@ -162,13 +163,7 @@ TEST_F(ExecTest, BuiltInNodeReportsTelemetryOfTheGpusInUse) {
 }
 
 TEST_F(ExecTest, PreemptedJobCheckpointsAndResumes) {
-  const char* script =
-      "if [ -f \"$ARBITER_CHECKPOINT_DIR/ckpt\" ]; then "
-      "  echo \"resumed from $(cat $ARBITER_CHECKPOINT_DIR/ckpt) restart=$ARBITER_RESTART_COUNT\";"
-      "  exit 0; fi; "
-      "trap 'echo step-42 > \"$ARBITER_CHECKPOINT_DIR/ckpt\"; exit 0' TERM; "
-      "echo started; while true; do sleep 0.1; done";
-  const uint64_t low = Submit({{"command", {"sh", "-c", script}},
+  const uint64_t low = Submit({{"command", {"sh", "-c", kCheckpointJobScript}},
                                {"priority_class", "best-effort"},
                                {"resources", {{"gpus", 8}}}});
   WaitFor(low, "running");
@@ -178,7 +173,7 @@ TEST_F(ExecTest, PreemptedJobCheckpointsAndResumes) {
   WaitFor(high, "succeeded");
   const json j = WaitFor(low, "succeeded");
   EXPECT_EQ(j["preemptions"], 1);
-  EXPECT_EQ(Output(low), "started\nresumed from step-42 restart=1\n");
+  EXPECT_EQ(Output(low), kCheckpointJobOutput);
   auto events = json::parse(admin_->Get(fmt::format("/api/v1/jobs/{}/events", low))->body);
   std::vector<std::string> to;
   for (const json& e : events["items"]) to.push_back(e["to"]);
