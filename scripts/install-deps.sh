@@ -9,6 +9,7 @@ PACKAGES=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libsqlite3-dev libssl-dev libcpp-httplib-dev zlib1g-dev libbrotli-dev
   prometheus-cpp-dev  # GET /metrics: registry, metric families, text serializer
+  libgoogle-perftools-dev  # tcmalloc (minimal), the server binary's allocator
   prometheus  # promtool and a real Prometheus, for the metrics integration tests
   libgtest-dev libgmock-dev libbenchmark-dev
   chromium  # headless, for the test that loads the simulator's HTML report

@@ -1,16 +1,14 @@
 #include "bench/submit_bench.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
+
+#include "bench/http_load.h"
 
 namespace arbiter::bench {
 
@@ -30,52 +28,38 @@ int RunSubmitBench(const SubmitBenchOptions& o) {
   auto batch_body = [&](int n) {
     return nlohmann::json{{"jobs", nlohmann::json::array_t(static_cast<size_t>(n), job)}}.dump();
   };
-  const std::string full_batch = batch > 1 ? batch_body(batch) : "";
-  std::atomic<int> next{0};
-  std::atomic<int> ok{0};
-  std::atomic<int> failed{0};
-  std::mutex mu;
-  std::vector<double> latencies_ms;
-  latencies_ms.reserve(static_cast<size_t>(o.jobs));
-  std::string first_error;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int c = 0; c < o.concurrency; ++c) {
-    threads.emplace_back([&] {
-      httplib::Client client(o.server);
-      client.set_keep_alive(true);
-      client.set_tcp_nodelay(true);
-      client.set_bearer_token_auth(o.token);
-      client.set_read_timeout(30);
-      std::vector<double> mine;
-      for (int first = next.fetch_add(batch); first < o.jobs; first = next.fetch_add(batch)) {
-        const int n = std::min(batch, o.jobs - first);
-        const auto s = std::chrono::steady_clock::now();
-        auto r = batch > 1
-                     ? client.Post("/api/v1/jobs/batch", n == batch ? full_batch : batch_body(n),
-                                   "application/json")
-                     : client.Post("/api/v1/jobs", body, "application/json");
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count();
-        if (r && r->status == 201) {
-          ok += n;
-          mine.push_back(ms);
-        } else {
-          failed += n;
-          std::lock_guard<std::mutex> lock(mu);
-          if (first_error.empty()) {
-            first_error = r ? fmt::format("HTTP {}: {}", r->status, r->body)
-                            : fmt::format("request failed: {}", httplib::to_string(r.error()));
-          }
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      latencies_ms.insert(latencies_ms.end(), mine.begin(), mine.end());
-    });
+  LoadTarget target;
+  std::string error;
+  if (!ParseHttpUrl(o.server, &target, &error)) {
+    std::fprintf(stderr, "arbiter bench submit: %s\n", error.c_str());
+    return 2;
   }
-  for (auto& t : threads) t.join();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t requests = (o.jobs + batch - 1) / batch;
+  auto jobs_in = [&](int64_t i) {
+    return static_cast<int>(std::min<int64_t>(batch, o.jobs - i * batch));
+  };
+  const std::vector<std::string> headers = {"Authorization: Bearer " + o.token,
+                                            "Content-Type: application/json"};
+  const std::string path = batch > 1 ? "/api/v1/jobs/batch" : "/api/v1/jobs";
+  const std::string full =
+      HttpRequestBytes(target, "POST", path, headers, batch > 1 ? batch_body(batch) : body);
+  const std::string last =
+      batch > 1 && o.jobs % batch != 0
+          ? HttpRequestBytes(target, "POST", path, headers, batch_body(o.jobs % batch))
+          : full;
+  LoadOptions lo;
+  lo.connections = o.concurrency;
+  lo.requests = requests;
+  lo.expect_status = 201;
+  LoadResult r = RunHttpLoad(target, lo, [&](int64_t i) -> const std::string& {
+    return jobs_in(i) == batch ? full : last;
+  });
+  int64_t ok = 0;
+  for (int64_t i : r.ok_indices) ok += jobs_in(i);
+  const int64_t failed = o.jobs - ok;
+  const double seconds = r.seconds;
+  std::vector<double>& latencies_ms = r.latencies_ms;
+  const std::string& first_error = r.first_error;
   std::sort(latencies_ms.begin(), latencies_ms.end());
   auto pct = [&](double p) {
     if (latencies_ms.empty()) return 0.0;
@@ -83,19 +67,21 @@ int RunSubmitBench(const SubmitBenchOptions& o) {
                               static_cast<size_t>(p * static_cast<double>(latencies_ms.size())));
     return latencies_ms[i];
   };
-  const double rate = seconds > 0 ? ok / seconds : 0;
+  const double rate = seconds > 0 ? static_cast<double>(ok) / seconds : 0;
   if (o.json) {
     nlohmann::json j = {
-        {"jobs", o.jobs},          {"concurrency", o.concurrency},
-        {"batch", batch},          {"acknowledged", ok.load()},
-        {"failed", failed.load()}, {"seconds", seconds},
-        {"jobs_per_sec", rate},    {"p50_ms", pct(0.50)},
-        {"p99_ms", pct(0.99)},     {"max_ms", latencies_ms.empty() ? 0.0 : latencies_ms.back()}};
+        {"jobs", o.jobs},       {"concurrency", o.concurrency},
+        {"batch", batch},       {"acknowledged", ok},
+        {"failed", failed},     {"seconds", seconds},
+        {"jobs_per_sec", rate}, {"p50_ms", pct(0.50)},
+        {"p99_ms", pct(0.99)},  {"max_ms", latencies_ms.empty() ? 0.0 : latencies_ms.back()}};
     if (!first_error.empty()) j["first_error"] = first_error;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%d acknowledged (%d failed) in %.2f s: %.0f jobs/s, p50 %.2f ms, p99 %.2f ms\n",
-                ok.load(), failed.load(), seconds, rate, pct(0.5), pct(0.99));
+    std::printf(
+        "%lld acknowledged (%lld failed) in %.2f s: %.0f jobs/s, p50 %.2f ms, p99 %.2f ms\n",
+        static_cast<long long>(ok), static_cast<long long>(failed), seconds, rate, pct(0.5),
+        pct(0.99));
     if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
   }
   return failed > 0 ? 1 : 0;

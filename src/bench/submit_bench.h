@@ -15,7 +15,8 @@ struct SubmitBenchOptions {
   bool json = false;
 };
 
-// Submits `jobs` one-GPU jobs from `concurrency` keep-alive connections, one per request or
+// Submits `jobs` one-GPU jobs over `concurrency` keep-alive connections (one thread, epoll:
+// bench/http_load.h), one per request or
 // `batch` per request; every 201 is a durable acknowledgement of its jobs. Prints jobs_per_sec
 // and latency percentiles (per request); returns the exit code.
 int RunSubmitBench(const SubmitBenchOptions& options);

@@ -82,6 +82,26 @@ TEST(Migrations, AreRecordedAndReopeningIsIdempotent) {
   }
 }
 
+// Every index is written at each insert and each state change: only the ones a query or a
+// constraint needs exist (0003 dropped the jobs' and the audit log's unread indexes).
+TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
+  arbiter::testing::TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  {
+    auto store = OpenSqliteStore(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    (*store)->Close();
+  }
+  EXPECT_EQ(
+      RawQuery(path,
+               "SELECT tbl_name || '.' || name FROM sqlite_schema WHERE type = 'index' AND "
+               "sql IS NOT NULL ORDER BY tbl_name, name"),
+      (std::vector<std::string>{
+          "job_events.job_events_by_job", "jobs.jobs_by_idempotency_key", "queues.queues_by_tenant",
+          "tokens.tokens_by_hash", "tokens.tokens_by_user", "usage.usage_by_end",
+          "usage.usage_by_start", "usage.usage_by_tenant", "users.users_by_tenant"}));
+}
+
 TEST(Migrations, NewerSchemaIsRefused) {
   arbiter::testing::TempDir dir;
   const std::string path = dir.File("arbiter.db");
