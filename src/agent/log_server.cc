@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "api/errors.h"
+#include "common/net.h"
 #include "server/task_logs.h"
 
 namespace arbiter::agent {
@@ -43,6 +44,7 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
       running_(std::move(running)),
       http_(std::make_unique<httplib::Server>()) {
   http_->new_task_queue = [] { return new httplib::ThreadPool(8); };
+  http_->set_socket_options([](socket_t sock) { SetListenSocketOptions(sock); });
   http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status": "ok"})", "application/json");
   });

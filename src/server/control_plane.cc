@@ -149,6 +149,7 @@ Status ControlPlane::Load() {
     }
     JobEntry j;
     j.spec = std::move(spec).value();
+    j.spec_json = std::make_shared<const std::string>(r.spec_json);
     j.spec.id = JobId(r.id);
     j.spec.tenant = r.tenant;
     j.spec.user = r.user;
@@ -471,7 +472,7 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   r.name = j.spec.name;
   r.type = std::string(JobTypeName(j.spec.type));
   r.state = std::string(JobStateName(j.state));
-  r.spec_json = api::JobSpecToJson(j.spec).dump();
+  r.spec_json = j.spec_json ? *j.spec_json : api::JobSpecToJson(j.spec).dump();
   json placement = json::array();
   for (const PlacedTask& t : j.placement) {
     placement.push_back({{"node", t.node},
@@ -507,8 +508,8 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   return r;
 }
 
-json ControlPlane::JobJsonLocked(const JobEntry& j) const {
-  json out = api::JobSpecToJson(j.spec);
+json ControlPlane::JobStatusFieldsLocked(const JobEntry& j) const {
+  json out = json::object();
   out["id"] = j.spec.id.value();
   out["tenant"] = j.spec.tenant;
   out["user"] = j.spec.user;
@@ -539,6 +540,23 @@ json ControlPlane::JobJsonLocked(const JobEntry& j) const {
         {"estimated_start",
          j.verdict->estimated_start ? TimeJson(*j.verdict->estimated_start) : json(nullptr)}};
   }
+  return out;
+}
+
+json ControlPlane::JobJsonLocked(const JobEntry& j) const {
+  json out = api::JobSpecToJson(j.spec);
+  out.update(JobStatusFieldsLocked(j));
+  return out;
+}
+
+// The spec's stored text with the status fields spliced in before its closing brace: the two
+// share no key (JobSpecToJson never writes id, tenant, state and the rest).
+std::string ControlPlane::JobTextLocked(const JobEntry& j) const {
+  std::string out = j.spec_json ? *j.spec_json : api::JobSpecToJson(j.spec).dump();
+  const std::string fields = JobStatusFieldsLocked(j).dump();
+  out.pop_back();  // '}'
+  if (out.size() > 1) out += ',';
+  out.append(fields, 1, std::string::npos);
   return out;
 }
 
@@ -613,17 +631,20 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
   return Status::Ok();
 }
 
-json ControlPlane::AddJobLocked(const Principal& p, JobSpec spec, const std::string& idem_key,
-                                store::WriteBatch* b, bool* created) {
+uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
+                                    std::shared_ptr<const std::string> spec_json,
+                                    const std::string& idem_key, store::WriteBatch* b,
+                                    bool* created) {
   const std::string tenant = spec.tenant;
   if (!idem_key.empty()) {
     auto it = idempotency_.find(tenant + "/" + p.user + "/" + idem_key);
-    if (it != idempotency_.end()) return JobJsonLocked(jobs_.at(it->second));
+    if (it != idempotency_.end()) return it->second;
   }
   spec.id = JobId(next_job_id_++);
   spec.submit_time = now_();
   JobEntry j;
   j.spec = std::move(spec);
+  j.spec_json = std::move(spec_json);
   j.idempotency_key = idem_key;
   j.updated_at = j.spec.submit_time;
   j.reason = "submitted";
@@ -639,22 +660,25 @@ json ControlPlane::AddJobLocked(const Principal& p, JobSpec spec, const std::str
       "job",
       {{"id", id}, {"tenant", tenant}, {"from", ""}, {"to", "pending"}, {"reason", "submitted"}});
   *created = true;
-  return JobJsonLocked(entry);
+  return id;
 }
 
-Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std::string& idem_key,
-                                     bool* created) {
+Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobSpec spec,
+                                                        const std::string& idem_key,
+                                                        bool* created) {
   *created = false;
   ARBITER_RETURN_IF_ERROR(MaySubmit(p));
+  auto spec_json = std::make_shared<const std::string>(api::JobSpecToJson(spec).dump());
   std::shared_future<Status> done;
-  json out;
+  Submitted out;
   bool added = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
     ARBITER_RETURN_IF_ERROR(CheckSubmissionLocked(p, spec));
     store::WriteBatch b;
-    out = AddJobLocked(p, std::move(spec), idem_key, &b, &added);
+    out.id = AddJobLocked(p, std::move(spec), std::move(spec_json), idem_key, &b, &added);
+    out.body = JobTextLocked(jobs_.at(out.id));
     done = store_->WriteAsync(std::move(b));  // empty (a barrier) for a repeated key
     if (added && wake_scheduler_) wake_scheduler_();
   }
@@ -663,12 +687,17 @@ Result<json> ControlPlane::SubmitJob(const Principal& p, JobSpec spec, const std
   return out;
 }
 
-Result<json> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
-                                      const std::string& idem_key, bool* created) {
+Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
+                                             const std::string& idem_key, bool* created) {
   *created = false;
   ARBITER_RETURN_IF_ERROR(MaySubmit(p));
+  std::vector<std::shared_ptr<const std::string>> texts;
+  texts.reserve(specs.size());
+  for (const JobSpec& s : specs) {
+    texts.push_back(std::make_shared<const std::string>(api::JobSpecToJson(s).dump()));
+  }
   std::shared_future<Status> done;
-  json items = json::array();
+  std::string items = "{\"items\":[";
   bool any = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -681,9 +710,11 @@ Result<json> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> s
     for (size_t i = 0; i < specs.size(); ++i) {
       bool added = false;
       // A repeated batch finds each of its jobs by its own key: KEY#INDEX.
-      items.push_back(AddJobLocked(p, std::move(specs[i]),
-                                   idem_key.empty() ? "" : fmt::format("{}#{}", idem_key, i), &b,
-                                   &added));
+      const uint64_t id =
+          AddJobLocked(p, std::move(specs[i]), std::move(texts[i]),
+                       idem_key.empty() ? "" : fmt::format("{}#{}", idem_key, i), &b, &added);
+      if (i > 0) items += ',';
+      items += JobTextLocked(jobs_.at(id));
       any = any || added;
     }
     done = store_->WriteAsync(std::move(b));
@@ -691,7 +722,8 @@ Result<json> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> s
   }
   ARBITER_RETURN_IF_ERROR(done.get());
   *created = any;
-  return json{{"items", std::move(items)}};
+  items += "]}";
+  return items;
 }
 
 Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {

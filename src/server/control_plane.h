@@ -51,6 +51,9 @@ struct PlacedTask {
 
 struct JobEntry {
   JobSpec spec;  // id, tenant, user and submit_time filled in
+  // The spec as stored and returned (api::JobSpecToJson, without id, tenant, user and submission
+  // time): a spec never changes once submitted, so it is serialised once, outside the lock.
+  std::shared_ptr<const std::string> spec_json;
   JobState state = JobState::kPending;
   std::string idempotency_key;
   std::string reason;  // of the last transition
@@ -134,13 +137,18 @@ class ControlPlane : public ExecutionBackend {
   // The first configured GPU model's name, or "".
   std::string FirstGpuModel() const;
 
-  // Jobs.
-  Result<nlohmann::json> SubmitJob(const Principal& p, JobSpec spec, const std::string& idem_key,
-                                   bool* created);
+  // Jobs. A submission answers the job as the API returns it, as JSON text (the hot path builds
+  // no JSON tree of the spec: JobEntry::spec_json).
+  struct Submitted {
+    uint64_t id = 0;
+    std::string body;  // the job object
+  };
+  Result<Submitted> SubmitJob(const Principal& p, JobSpec spec, const std::string& idem_key,
+                              bool* created);
   // Several jobs in one durable batch, all or nothing: {"items": [job, ...]} in order. With an
   // idempotency key, job i has the key KEY#i, so a repeated batch creates nothing again.
-  Result<nlohmann::json> SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
-                                    const std::string& idem_key, bool* created);
+  Result<std::string> SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
+                                 const std::string& idem_key, bool* created);
   Result<nlohmann::json> GetJob(const Principal& p, uint64_t id);
   Result<nlohmann::json> ListJobs(const Principal& p, const JobFilter& f);
   Result<nlohmann::json> JobAction(const Principal& p, uint64_t id, std::string_view action);
@@ -257,6 +265,9 @@ class ControlPlane : public ExecutionBackend {
   void CountTransitionLocked(const JobEntry& j, JobState from, JobState to, TimeMs since);
   store::JobRecord JobRecordLocked(const JobEntry& j) const;
   nlohmann::json JobJsonLocked(const JobEntry& j) const;
+  std::string JobTextLocked(const JobEntry& j) const;  // the same object, as text
+  // What JobJsonLocked adds to the spec: id, tenant, user, state, times, placement, verdict.
+  nlohmann::json JobStatusFieldsLocked(const JobEntry& j) const;
   nlohmann::json QueueJsonLocked(size_t tree_index) const;
   void PushEventLocked(std::string kind, nlohmann::json data);
   // The nodes `j` is placed on have new assignments: their watches return.
@@ -266,9 +277,10 @@ class ControlPlane : public ExecutionBackend {
   // tenant; fills spec.tenant and spec.user.
   Status CheckSubmissionLocked(const Principal& p, JobSpec& spec) const;
   // Records a checked submission in memory and in `b`, or finds the job its idempotency key
-  // already made (*created stays false); returns the job's JSON.
-  nlohmann::json AddJobLocked(const Principal& p, JobSpec spec, const std::string& idem_key,
-                              store::WriteBatch* b, bool* created);
+  // already made (*created stays false); returns the job's id. `spec_json`: the spec's text.
+  uint64_t AddJobLocked(const Principal& p, JobSpec spec,
+                        std::shared_ptr<const std::string> spec_json, const std::string& idem_key,
+                        store::WriteBatch* b, bool* created);
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);

@@ -66,7 +66,7 @@ class AgentsTest : public ::testing::Test {
     bool created = false;
     auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return (*r)["id"].get<uint64_t>();
+    return r->id;
   }
 
   json Beat(const std::string& name, const std::string& instance,

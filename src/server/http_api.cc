@@ -11,6 +11,7 @@
 #include "api/config_codec.h"
 #include "api/errors.h"
 #include "api/job_codec.h"
+#include "common/net.h"
 
 namespace arbiter::server {
 
@@ -78,7 +79,7 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
   // clients connecting at once (each then waits a 1 s retransmission). Its fd is noted here and
   // its backlog raised once bound (Bind).
   http_->set_socket_options([this](socket_t sock) {
-    httplib::default_socket_options(sock);
+    SetListenSocketOptions(sock);  // not SO_REUSEPORT: a second server on this port is refused
     listen_fd_ = sock;  // the last one created: the one that bound
   });
   Register();
@@ -236,8 +237,10 @@ void HttpApi::Register() {
           auto r = cp_->SubmitJob(p, std::move(spec).value(),
                                   req.get_header_value("Idempotency-Key"), &created);
           if (!r.ok()) return SendError(res, r.status());
-          res.set_header("Location", fmt::format("/api/v1/jobs/{}", (*r)["id"].get<uint64_t>()));
-          SendJson(res, created ? 201 : 200, *r);
+          res.set_header("Location", fmt::format("/api/v1/jobs/{}", r->id));
+          res.status = created ? 201 : 200;
+          res.body = std::move(r->body);
+          res.set_header("Content-Type", "application/json");
         });
   route("POST", "/api/v1/jobs/batch", "/api/v1/jobs/batch",
         "Submit up to 1000 jobs in one durable batch, all or nothing: {\"jobs\": [job, ...]} "
@@ -249,7 +252,9 @@ void HttpApi::Register() {
           auto r = cp_->SubmitJobs(p, std::move(specs).value(),
                                    req.get_header_value("Idempotency-Key"), &created);
           if (!r.ok()) return SendError(res, r.status());
-          SendJson(res, created ? 201 : 200, *r);
+          res.status = created ? 201 : 200;
+          res.body = std::move(r).value();
+          res.set_header("Content-Type", "application/json");
         });
   route("GET", "/api/v1/jobs", "/api/v1/jobs",
         "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",

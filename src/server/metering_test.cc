@@ -82,7 +82,7 @@ class MeteringTest : public ::testing::Test {
     bool created = false;
     auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return (*r)["id"].get<uint64_t>();
+    return r->id;
   }
 
   void Beat(std::vector<TaskReport> reports, std::vector<GpuTelemetry> gpus = {},

@@ -237,7 +237,7 @@ class ControlPlaneMetricsTest : public ::testing::Test {
     bool created = false;
     auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? (*r)["id"].get<uint64_t>() : 0;
+    return r.ok() ? r->id : 0;
   }
 
   void Beat(std::vector<TaskReport> reports, std::vector<GpuTelemetry> gpus = {}) {

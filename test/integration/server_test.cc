@@ -325,6 +325,32 @@ TEST_F(ServerTest, SigtermShutsDownCleanly) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// A second server asked for a port in use exits with a clear error instead of starting beside the
+// first (with SO_REUSEPORT the kernel would share connections between the two, and clients would
+// see tokens of one refused by the other).
+TEST_F(ServerTest, ASecondServerOnTheSamePortIsRefused) {
+  TempDir other;
+  const std::string cmd =
+      fmt::format("timeout 20 {} server --data-dir {} --listen 127.0.0.1:{} 2>&1", ARBITER_BINARY,
+                  other.path(), server_.port());
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+  const int status = pclose(f);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(WEXITSTATUS(status), 124) << "the second server kept running: " << out;
+  EXPECT_NE(out.find(fmt::format("cannot listen on 127.0.0.1:{}", server_.port())),
+            std::string::npos)
+      << out;
+  // The first one still answers.
+  auto r = admin_->Get("/api/v1/whoami");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
 // 8 concurrent clients submit 5,000 jobs; the server is killed with -9 in the middle and
 // restarted: every job acknowledged with 201 is there, unchanged, and none exists twice.
 TEST_F(ServerTest, AcknowledgedSubmissionsSurviveKill9) {
