@@ -44,9 +44,13 @@ std::optional<Role> ParseRole(std::string_view s) {
 }
 
 std::string HashSecret(std::string_view secret) {
+  // Fetched once: EVP_sha256() would make OpenSSL 3 look the algorithm up again at every call
+  // (every authenticated request hashes its token).
+  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  ARBITER_CHECK(sha256 != nullptr, "SHA-256 is not available");
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  ARBITER_CHECK(EVP_Digest(secret.data(), secret.size(), md, &len, EVP_sha256(), nullptr) == 1,
+  ARBITER_CHECK(EVP_Digest(secret.data(), secret.size(), md, &len, sha256, nullptr) == 1,
                 "SHA-256 failed");
   return Hex(md, len);
 }

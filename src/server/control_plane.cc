@@ -140,7 +140,10 @@ Status ControlPlane::Load() {
       nodes_[name] = NodeEntry{std::move(n).value(), false, r.updated_at_ms};
     }
   }
-  for (const store::TokenRecord& t : state->tokens) tokens_[t.id] = t;
+  {
+    std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
+    for (const store::TokenRecord& t : state->tokens) tokens_[t.id] = t;
+  }
   for (const store::JobRecord& r : state->jobs) {
     auto spec = api::ParseJobSubmission(r.spec_json);
     if (!spec.ok()) {
@@ -328,6 +331,7 @@ Result<std::string> ControlPlane::BootstrapAdmin() {
   NewToken t = GenerateToken();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
     for (const auto& [id, rec] : tokens_) {
       if (rec.role == "admin" && !rec.revoked) return std::string();
     }
@@ -354,7 +358,7 @@ Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
     return Status(StatusCode::kUnauthenticated, "missing or malformed bearer token");
   }
   const std::string hash = HashSecret(secret);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock<std::shared_mutex> lock(tokens_mu_);
   auto it = tokens_.find(id);
   if (it == tokens_.end() || it->second.revoked || !SecureEquals(it->second.hash_hex, hash) ||
       (it->second.expires_at_ms > 0 && it->second.expires_at_ms < now_())) {
@@ -473,34 +477,39 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   r.type = std::string(JobTypeName(j.spec.type));
   r.state = std::string(JobStateName(j.state));
   r.spec_json = j.spec_json ? *j.spec_json : api::JobSpecToJson(j.spec).dump();
-  json placement = json::array();
-  for (const PlacedTask& t : j.placement) {
-    placement.push_back({{"node", t.node},
-                         {"gpu_indices", t.gpu_indices},
-                         {"gpu_milli", t.gpu_milli},
-                         {"gpu_memory_mib", t.gpu_memory_mib},
-                         {"cpu_milli", t.cpu_milli},
-                         {"memory_mib", t.memory_mib}});
+  // Fields at their zero value are left out (the loader defaults them): a pending job's status
+  // is three fields, not twenty, at each submission.
+  json s = {{"state", r.state}, {"reason", j.reason}, {"updated_at", j.updated_at}};
+  auto put = [&s](const char* key, const auto& v) {
+    if (v != std::decay_t<decltype(v)>{}) s[key] = v;
+  };
+  put("started_at", j.started_at);
+  put("finished_at", j.finished_at);
+  if (j.exit_code) s["exit_code"] = *j.exit_code;
+  put("restarts", j.restarts);
+  put("preemptions", j.preemptions);
+  put("not_before", j.not_before);
+  put("gpu_model", j.gpu_model);
+  put("preempted_queues", j.preempted_queues);
+  put("stopping", j.stopping);
+  put("stop_cause", j.stop_cause);
+  put("task_state", j.task_state);
+  put("task_exit", j.task_exit);
+  put("attempt", j.attempt);
+  put("held_since", j.held_since);
+  put("task_nodes", j.task_nodes);
+  if (!j.placement.empty()) {
+    json placement = json::array();
+    for (const PlacedTask& t : j.placement) {
+      placement.push_back({{"node", t.node},
+                           {"gpu_indices", t.gpu_indices},
+                           {"gpu_milli", t.gpu_milli},
+                           {"gpu_memory_mib", t.gpu_memory_mib},
+                           {"cpu_milli", t.cpu_milli},
+                           {"memory_mib", t.memory_mib}});
+    }
+    s["placement"] = std::move(placement);
   }
-  json s = {{"state", r.state},
-            {"reason", j.reason},
-            {"updated_at", j.updated_at},
-            {"started_at", j.started_at},
-            {"finished_at", j.finished_at},
-            {"exit_code", j.exit_code ? json(*j.exit_code) : json(nullptr)},
-            {"restarts", j.restarts},
-            {"preemptions", j.preemptions},
-            {"not_before", j.not_before},
-            {"gpu_model", j.gpu_model},
-            {"preempted_queues", j.preempted_queues},
-            {"stopping", j.stopping},
-            {"stop_cause", j.stop_cause},
-            {"task_state", j.task_state},
-            {"task_exit", j.task_exit},
-            {"attempt", j.attempt},
-            {"held_since", j.held_since},
-            {"task_nodes", j.task_nodes},
-            {"placement", placement}};
   r.status_json = s.dump();
   r.idempotency_key = j.idempotency_key;
   r.submitted_at_ms = j.spec.submit_time;
@@ -1089,7 +1098,10 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
     rec.role = std::string(RoleName(user_role));
     rec.kind = user_role == Role::kNode ? "node" : "user";
     rec.created_at_ms = now_();
-    tokens_[rec.id] = rec;
+    {
+      std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
+      tokens_[rec.id] = rec;
+    }
     store::WriteBatch b;
     b.PutToken(rec);
     b.AppendAudit({0, now_(), p.user, "token.create", "user/" + user, "ok", "{}"});
@@ -1259,6 +1271,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
   core::CycleInput in;
   std::vector<core::PendingJob> pending;
   std::vector<uint64_t> pending_ids;
+  std::vector<JobEntry*> pending_entries;
   std::vector<core::RunningJob> running;
   std::vector<core::Constraints> constraints(1);
   std::vector<core::Nomination> nominations;
@@ -1277,12 +1290,15 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
       if (j.state == JobState::kRetryWait && j.not_before <= now) {
         RecordTransitionLocked(j, JobState::kPending, "retry backoff over", &b);
       }
+      // Finished jobs (most of a long-lived server's) are passed over before any lookup.
+      const bool is_pending = j.state == JobState::kPending || j.state == JobState::kRetryWait;
+      if (!is_pending && !(j.holds_capacity() && !j.placement.empty())) continue;
       const PriorityClass* pc = nullptr;
       auto pit = compiled->classes.find(j.spec.priority_class);
       if (pit != compiled->classes.end()) pc = &pit->second;
       QueueId q;
       if (!tree.Find(j.spec.queue, &q)) continue;
-      if (j.state == JobState::kPending || j.state == JobState::kRetryWait) {
+      if (is_pending) {
         core::PendingJob p;
         p.id = j.spec.id;
         p.queue = q;
@@ -1303,6 +1319,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
         p.not_before = j.not_before;
         pending.push_back(std::move(p));
         pending_ids.push_back(id);
+        pending_entries.push_back(&j);
       } else if (j.holds_capacity() && !j.placement.empty()) {
         core::RunningJob r;
         r.id = j.spec.id;
@@ -1371,7 +1388,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     metrics_.SchedulingCycle(stats_.last_cycle_seconds);
     if (compiled != compiled_) return size_t{0};  // configuration changed meanwhile: next cycle
     store::WriteBatch b;
-    ApplyCycleLocked(in, result, pending_ids, &b);
+    ApplyCycleLocked(in, result, pending_ids, pending_entries, &b);
     admitted = result.admissions.size();
     stats_.admissions += admitted;
     if (!b.empty()) done = store_->WriteAsync(std::move(b));
@@ -1392,10 +1409,10 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
   return admitted;
 }
 
-void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::CycleResult& r,
+void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResult& r,
                                     const std::vector<uint64_t>& pending_ids,
+                                    const std::vector<JobEntry*>& pending_entries,
                                     store::WriteBatch* b) {
-  (void)pending_ids;
   const core::Cluster& cluster = *in.cluster;
   const core::QuotaTree& tree = *in.tree;
   for (const core::Admission& a : r.admissions) {
@@ -1461,9 +1478,14 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, const core::Cycl
   for (JobId id : r.finished_nominations) {
     std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == id; });
   }
-  for (const core::Verdict& v : r.verdicts) {
-    auto it = jobs_.find(v.job.value());
-    if (it != jobs_.end()) it->second.verdict = v;
+  // A verdict for each pending job: found by binary search in the input's ids, not in jobs_.
+  for (core::Verdict& v : r.verdicts) {
+    const auto at = std::lower_bound(pending_ids.begin(), pending_ids.end(), v.job.value());
+    if (at != pending_ids.end() && *at == v.job.value()) {
+      pending_entries[static_cast<size_t>(at - pending_ids.begin())]->verdict = std::move(v);
+    } else if (auto it = jobs_.find(v.job.value()); it != jobs_.end()) {
+      it->second.verdict = std::move(v);
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -286,8 +287,11 @@ class ControlPlane : public ExecutionBackend {
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);
   // The budget state of every tenant, indexed by its QueueId in the compiled tree.
   std::vector<core::TenantBudget> BudgetsLocked(TimeMs now);
-  void ApplyCycleLocked(const core::CycleInput& in, const core::CycleResult& r,
-                        const std::vector<uint64_t>& pending_ids, store::WriteBatch* b);
+  // `pending_ids` (ascending) and `pending_entries`: the jobs the cycle's input held as pending.
+  // The verdicts are moved out of `r` into them.
+  void ApplyCycleLocked(const core::CycleInput& in, core::CycleResult& r,
+                        const std::vector<uint64_t>& pending_ids,
+                        const std::vector<JobEntry*>& pending_entries, store::WriteBatch* b);
 
   store::Store* store_;
   NowFn now_;
@@ -300,9 +304,14 @@ class ControlPlane : public ExecutionBackend {
 
   api::ClusterConfig config_;
   std::map<std::string, NodeEntry> nodes_;
+  // Never erased while the server runs: a scheduling cycle keeps pointers to its pending entries
+  // across the time it runs the core without the lock.
   std::map<uint64_t, JobEntry> jobs_;
   std::unordered_map<std::string, uint64_t> idempotency_;  // tenant/user/key -> job id
-  std::map<std::string, store::TokenRecord> tokens_;       // by id
+  // By id. Guarded by tokens_mu_ (taken after mu_ where both are held), so that authenticating a
+  // request never waits for mu_ (held by scheduling cycles over the whole backlog).
+  mutable std::shared_mutex tokens_mu_;
+  std::map<std::string, store::TokenRecord> tokens_;
   std::vector<core::Nomination> nominations_;
   uint64_t next_job_id_ = 1;
   // Budgets: GPU time (milli-GPU x ms) of closed usage records per tenant since the start of the

@@ -518,9 +518,13 @@ Status Writer::CommitAlone(const WriteBatch& batch, std::vector<uint64_t>& commi
 // 1. If no batch has an op, there is nothing to commit: all succeed.
 // 2. BEGIN IMMEDIATE. If that fails (the file is locked by another process past the busy
 //    timeout, or cannot be written), every batch gets that error: retrying alone would fail alike.
-// 3. Each batch inside its own savepoint: a batch whose statement fails is undone alone and gets
-//    its error; the others stay in the transaction.
-// 4. COMMIT once: with synchronous=FULL this appends to the WAL and syncs it.
+// 3. Every batch applied straight into the transaction, then one COMMIT: with synchronous=FULL
+//    this appends to the WAL and syncs it. A failing statement is rare (the control plane checks
+//    what it writes first), so this is the path of nearly every group.
+// 4. If a batch failed, the transaction is rolled back and redone with each batch inside its own
+//    savepoint: a batch whose statement fails is undone alone and gets its error; the others stay
+//    in the transaction. (Savepoints on every group would copy each page a batch touches again
+//    into a statement journal: most of a group's pages are shared by all its batches.)
 // 5. If the transaction itself was lost (COMMIT failed, or SQLite rolled it back after an I/O
 //    error or a full disk), retry the batches one at a time, so each caller gets its own status.
 GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
@@ -535,12 +539,32 @@ GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
     return out;
   }
   Status lost = Status::Ok();
-  for (size_t i = 0; lost.ok() && i < batches.size(); ++i) {
-    out.statuses[i] = ApplyInSavepoint(*batches[i]);
-    if (!out.statuses[i].ok() && !conn_->InTransaction()) lost = out.statuses[i];
+  size_t failed = batches.size();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    Status st = ApplyAll(*batches[i]);
+    if (!st.ok()) {
+      failed = i;
+      if (batches.size() == 1 || !conn_->InTransaction()) lost = st;
+      break;
+    }
   }
-  if (lost.ok()) lost = Commit(start, out.commit_us);
-  if (lost.ok()) return out;
+  if (failed == batches.size()) {
+    lost = Commit(start, out.commit_us);
+    if (lost.ok()) return out;
+  } else if (lost.ok()) {
+    // Step 4: undo everything, then one savepoint per batch.
+    RollbackIfOpen();
+    if (Status begin = conn_->Run(begin_.get(), "store: begin"); !begin.ok()) {
+      for (auto& st : out.statuses) st = begin;
+      return out;
+    }
+    for (size_t i = 0; lost.ok() && i < batches.size(); ++i) {
+      out.statuses[i] = ApplyInSavepoint(*batches[i]);
+      if (!out.statuses[i].ok() && !conn_->InTransaction()) lost = out.statuses[i];
+    }
+    if (lost.ok()) lost = Commit(start, out.commit_us);
+    if (lost.ok()) return out;
+  }
 
   RollbackIfOpen();
   out.commit_us.clear();
