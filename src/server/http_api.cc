@@ -80,7 +80,7 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
   // its backlog raised once bound (Bind).
   http_->set_socket_options([this](socket_t sock) {
     SetListenSocketOptions(sock);  // not SO_REUSEPORT: a second server on this port is refused
-    listen_fd_ = sock;  // the last one created: the one that bound
+    listen_fd_ = sock;             // the last one created: the one that bound
   });
   Register();
 }
