@@ -199,8 +199,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 600000));
   srv->add_option("--rate-limit", server.rate_limit, "Requests per second per token (0: unlimited)")
       ->check(CLI::Range(0.0, 1e9));
-  srv->add_option("--http-threads", server.http_threads, "HTTP worker threads")
-      ->check(CLI::Range(1, 1024));
+  srv->add_option("--http-threads", server.http_threads,
+                  "The most HTTP threads: one per open connection (clients, agents' watches), "
+                  "started as connections arrive")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   srv->add_option("--local-node", server.local_node,
                   "Run the tasks placed on this node as local processes (the built-in node)");
   srv->add_option("--fake-gpus", server.fake_gpus,

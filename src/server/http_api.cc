@@ -12,6 +12,7 @@
 #include "api/errors.h"
 #include "api/job_codec.h"
 #include "common/net.h"
+#include "server/http_pool.h"
 
 namespace arbiter::server {
 
@@ -58,7 +59,9 @@ Result<json> ParseBody(const httplib::Request& req) {
 HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
     : cp_(cp), options_(options), http_(std::make_unique<httplib::Server>()) {
   const size_t threads = options_.threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->new_task_queue = [threads] {
+    return new ElasticThreadPool(std::min<size_t>(threads, 8), threads);
+  };
   http_->set_payload_max_length(api::kMaxBodyBytes);
   // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3), but
   // cpp-httplib would wait for the connection to close to read one (curl -X POST waited for the

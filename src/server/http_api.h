@@ -29,8 +29,9 @@ struct Response;
 namespace arbiter::server {
 
 struct HttpOptions {
-  // Each keep-alive connection holds a worker while open: size for the expected clients.
-  size_t threads = 64;
+  // The most HTTP threads. Each open connection (a keep-alive client, an agent's long-poll watch)
+  // holds one while open; they start as connections arrive (ElasticThreadPool).
+  size_t threads = 2048;
   // Per-token requests per second (token bucket, burst = 2 s worth); 0: unlimited.
   double rate_limit_per_second = 2000;
   // The built-in node (--local-node) and its work folder, whose task logs the API reads directly.

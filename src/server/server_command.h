@@ -12,7 +12,7 @@ struct ServerOptions {
   std::string log_format = "text";  // or "json"
   int cycle_interval_ms = 200;
   double rate_limit = 2000;  // requests per second per token; 0: unlimited
-  int http_threads = 64;
+  int http_threads = 2048;
   // The built-in node: run the tasks placed on this node as local processes. A node of that name
   // in the configuration is used as it is; otherwise one is registered with this machine's CPUs
   // and memory and its GPUs: NVML's when it finds any, else `fake_gpus` fake ones, counted as

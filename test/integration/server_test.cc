@@ -325,6 +325,25 @@ TEST_F(ServerTest, SigtermShutsDownCleanly) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// More open keep-alive connections than the HTTP threads it starts with (and than a fixed pool
+// of 64 would have had): every one is served at once, none waits for another to close.
+TEST_F(ServerTest, ManyOpenConnectionsAreAllServed) {
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  for (int i = 0; i < 100; ++i) {
+    clients.push_back(server_.Client(server_.admin_token()));
+    clients.back()->set_keep_alive(true);
+    clients.back()->set_read_timeout(3);
+    auto r = clients.back()->Get("/api/v1/whoami");
+    ASSERT_TRUE(r) << "connection " << i << ": " << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200);
+  }
+  for (size_t i = 0; i < clients.size(); ++i) {
+    auto r = clients[i]->Get("/api/v1/whoami");
+    ASSERT_TRUE(r) << "connection " << i << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
 // A second server asked for a port in use exits with a clear error instead of starting beside the
 // first (with SO_REUSEPORT the kernel would share connections between the two, and clients would
 // see tokens of one refused by the other).
