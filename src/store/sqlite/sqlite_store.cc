@@ -629,7 +629,10 @@ Status Reader::PrepareAll() {
       {&nodes_, SelectSql("nodes", kNodeCols, "ORDER BY name")},
       {&jobs_, SelectSql("jobs", kJobCols, "ORDER BY id")},
       {&kv_, SelectSql("kv", kKvCols, "ORDER BY key")},
-      {&max_job_id_, "SELECT value FROM store_meta WHERE key = 'max_job_id'"},
+      // The highest id ever used: noted in store_meta when a job row is deleted, else the rows'.
+      {&max_job_id_,
+       "SELECT max(value, (SELECT coalesce(max(id), 0) FROM jobs)) FROM store_meta "
+       "WHERE key = 'max_job_id'"},
       {&max_event_seq_, "SELECT coalesce(max(seq), 0) FROM job_events"},
       {&events_of_job_, SelectSql("job_events", kEventCols, "WHERE job_id = ?1 ORDER BY seq")},
       {&events_since_, SelectSql("job_events", kEventCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
