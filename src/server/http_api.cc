@@ -140,12 +140,13 @@ void HttpApi::Register() {
   auto route = [this](const char* method, std::string path, std::string regex, std::string summary,
                       Handler h) {
     route_info_.push_back({method, path, summary});
-    auto wrapped = [this, h, method, path](const httplib::Request& req, httplib::Response& res) {
-      // The latency histogram is labelled with the route's template, never the raw path.
+    // The latency histogram is labelled with the route's template, never the raw path.
+    ServerMetrics::Route* latency = cp_->metrics().RouteHandle(method, path);
+    auto wrapped = [this, h, method, latency](const httplib::Request& req, httplib::Response& res) {
       const auto t0 = std::chrono::steady_clock::now();
       auto observe = [&] {
-        cp_->metrics().HttpRequest(
-            method, path, res.status,
+        latency->Observe(
+            res.status,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       };
       auto p = cp_->Authenticate(Bearer(req));

@@ -224,12 +224,30 @@ void ServerMetrics::SchedulingCycle(double seconds) {
 
 void ServerMetrics::HttpRequest(std::string_view method, const std::string& route, int status,
                                 double seconds) {
-  requests_
-      .Add({{"method", std::string(method)},
-            {"route", route},
-            {"status_class", StatusClass(status)}},
-           RequestBuckets())
-      .Observe(seconds);
+  RouteHandle(method, route)->Observe(status, seconds);
+}
+
+ServerMetrics::Route* ServerMetrics::RouteHandle(std::string_view method,
+                                                 const std::string& route) {
+  std::lock_guard<std::mutex> lock(routes_mu_);
+  for (const auto& r : routes_) {
+    if (r->method_ == method && r->route_ == route) return r.get();
+  }
+  routes_.push_back(std::unique_ptr<Route>(new Route(this, std::string(method), route)));
+  return routes_.back().get();
+}
+
+void ServerMetrics::Route::Observe(int status, double seconds) {
+  const size_t slot = status >= 100 && status <= 599 ? static_cast<size_t>(status / 100 - 1) : 5;
+  prometheus::Histogram* h = by_class_[slot].load(std::memory_order_acquire);
+  if (h == nullptr) {
+    // Family::Add returns the existing histogram for the same labels: a race here is harmless.
+    h = &metrics_->requests_.Add(
+        {{"method", method_}, {"route", route_}, {"status_class", StatusClass(status)}},
+        RequestBuckets());
+    by_class_[slot].store(h, std::memory_order_release);
+  }
+  h->Observe(seconds);
 }
 
 std::string ServerMetrics::Render(const MetricsSnapshot& snapshot,

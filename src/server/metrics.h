@@ -23,8 +23,12 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +102,24 @@ class ServerMetrics {
   // `route`: the route's template (/api/v1/jobs/{id}), never the raw path.
   void HttpRequest(std::string_view method, const std::string& route, int status, double seconds);
 
+  // One route's latency histograms, one per status class, each made on its first request: a
+  // request observes without building its label set. Handles live as long as their ServerMetrics.
+  class Route {
+   public:
+    void Observe(int status, double seconds);
+
+   private:
+    friend class ServerMetrics;
+    Route(ServerMetrics* metrics, std::string method, std::string route)
+        : metrics_(metrics), method_(std::move(method)), route_(std::move(route)) {}
+    ServerMetrics* metrics_;
+    std::string method_;
+    std::string route_;
+    std::array<std::atomic<prometheus::Histogram*>, 6> by_class_{};  // 1xx-5xx, other
+  };
+  // The same handle for the same method and route.
+  Route* RouteHandle(std::string_view method, const std::string& route);
+
   // The text exposition format: the counters and histograms above, then the snapshot's gauges
   // and the store's statistics.
   std::string Render(const MetricsSnapshot& snapshot, const store::StoreStats& store) const;
@@ -118,6 +140,8 @@ class ServerMetrics {
   prometheus::Counter& cycles_;
   prometheus::Histogram& cycle_seconds_;
   prometheus::Family<prometheus::Histogram>& requests_;
+  std::mutex routes_mu_;
+  std::vector<std::unique_ptr<Route>> routes_;  // guarded by routes_mu_
 };
 
 }  // namespace arbiter::server

@@ -176,7 +176,10 @@ TEST(ServerMetricsTest, RequestLatencyIsLabelledByRouteTemplateAndStatusClass) {
   ServerMetrics m;
   m.HttpRequest("GET", "/api/v1/jobs/{id}", 200, 0.002);
   m.HttpRequest("GET", "/api/v1/jobs/{id}", 204, 0.004);
-  m.HttpRequest("GET", "/api/v1/jobs/{id}", 404, 0.001);
+  ServerMetrics::Route* route = m.RouteHandle("GET", "/api/v1/jobs/{id}");
+  EXPECT_EQ(route, m.RouteHandle("GET", "/api/v1/jobs/{id}"));
+  EXPECT_NE(route, m.RouteHandle("POST", "/api/v1/jobs/{id}"));
+  route->Observe(404, 0.001);
   const std::string text = m.Render({}, {});
   const std::map<std::string, std::string> ok = {
       {"method", "GET"}, {"route", "/api/v1/jobs/{id}"}, {"status_class", "2xx"}};
