@@ -196,7 +196,8 @@ Status ControlPlane::Load() {
     if (!j.idempotency_key.empty()) {
       idempotency_[j.spec.tenant + "/" + j.spec.user + "/" + j.idempotency_key] = r.id;
     }
-    jobs_.emplace(r.id, std::move(j));
+    JobEntry& entry = jobs_.emplace(r.id, std::move(j)).first->second;
+    if (!IsFinal(entry.state) || entry.stopping) active_.emplace(r.id, &entry);
   }
   next_job_id_ = state->max_job_id + 1;
   ARBITER_RETURN_IF_ERROR(CompileLocked());
@@ -240,6 +241,7 @@ Status ControlPlane::CompileLocked() {
   }
   c->profile = std::make_unique<core::Profile>(std::move(profile).value());
   for (const PriorityClass& pc : config_.priority_classes) c->classes[pc.name] = pc;
+  c->generation = ++compile_generation_;
   compiled_ = std::move(c);
   dirty_ = false;
   return Status::Ok();
@@ -575,6 +577,7 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
   CountTransitionLocked(j, from, to, j.updated_at);
   j.state = to;
   j.reason = reason;
+  active_.emplace(j.spec.id.value(), &j);
   j.updated_at = now_();
   b->PutJob(JobRecordLocked(j));
   b->AppendJobEvent({0, j.spec.id.value(), j.updated_at, std::string(JobStateName(from)),
@@ -660,6 +663,7 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   const uint64_t id = j.spec.id.value();
   if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
   auto& entry = jobs_.emplace(id, std::move(j)).first->second;
+  active_.emplace(id, &entry);
   metrics_.JobSubmitted(tenant, entry.spec.queue);
   b->PutJob(JobRecordLocked(entry));
   b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
@@ -1286,18 +1290,29 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     const core::Cluster& cluster = compiled->cluster;
     const core::QuotaTree& tree = compiled->tree;
     store::WriteBatch b;
-    for (auto& [id, j] : jobs_) {
+    for (auto at = active_.begin(); at != active_.end();) {
+      const uint64_t id = at->first;
+      JobEntry& j = *at->second;
+      if (IsFinal(j.state) && !j.stopping) {
+        at = active_.erase(at);  // finished for good: later cycles pass it by
+        continue;
+      }
+      ++at;
       if (j.state == JobState::kRetryWait && j.not_before <= now) {
         RecordTransitionLocked(j, JobState::kPending, "retry backoff over", &b);
       }
       // Finished jobs (most of a long-lived server's) are passed over before any lookup.
       const bool is_pending = j.state == JobState::kPending || j.state == JobState::kRetryWait;
       if (!is_pending && !(j.holds_capacity() && !j.placement.empty())) continue;
-      const PriorityClass* pc = nullptr;
-      auto pit = compiled->classes.find(j.spec.priority_class);
-      if (pit != compiled->classes.end()) pc = &pit->second;
-      QueueId q;
-      if (!tree.Find(j.spec.queue, &q)) continue;
+      if (j.resolved_generation != compiled->generation) {
+        auto pit = compiled->classes.find(j.spec.priority_class);
+        j.priority_class = pit != compiled->classes.end() ? &pit->second : nullptr;
+        j.queue_found = tree.Find(j.spec.queue, &j.queue_id);
+        j.resolved_generation = compiled->generation;
+      }
+      const PriorityClass* pc = j.priority_class;
+      if (!j.queue_found) continue;
+      const QueueId q = j.queue_id;
       if (is_pending) {
         core::PendingJob p;
         p.id = j.spec.id;

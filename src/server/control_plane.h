@@ -79,6 +79,12 @@ struct JobEntry {
   TimeMs held_since = 0;                // when the current run was admitted (metering)
   std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
   bool dispatchable = true;  // false from an admission until it is committed: not yet assigned
+  // The spec's queue and priority class in the compiled configuration of that generation
+  // (scheduling cycles resolve them once per configuration, not once per cycle).
+  uint64_t resolved_generation = 0;
+  bool queue_found = false;
+  QueueId queue_id;
+  const PriorityClass* priority_class = nullptr;
   bool holds_capacity() const { return HoldsResources(state) || stopping; }
 };
 
@@ -307,6 +313,11 @@ class ControlPlane : public ExecutionBackend {
   // Never erased while the server runs: a scheduling cycle keeps pointers to its pending entries
   // across the time it runs the core without the lock.
   std::map<uint64_t, JobEntry> jobs_;
+  // The jobs that may be pending or hold capacity, by id: a superset (every submission and
+  // transition adds its job; cycles drop the finished ones), so that a cycle's cost follows the
+  // live jobs and not the whole history.
+  std::map<uint64_t, JobEntry*> active_;
+  uint64_t compile_generation_ = 0;
   std::unordered_map<std::string, uint64_t> idempotency_;  // tenant/user/key -> job id
   // By id. Guarded by tokens_mu_ (taken after mu_ where both are held), so that authenticating a
   // request never waits for mu_ (held by scheduling cycles over the whole backlog).

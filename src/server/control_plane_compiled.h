@@ -18,6 +18,7 @@ struct ControlPlane::Compiled {
   core::QuotaTree tree;
   std::unique_ptr<core::Profile> profile;
   std::map<std::string, PriorityClass> classes;
+  uint64_t generation = 0;  // grows at every compilation (JobEntry::resolved_generation)
 };
 
 }  // namespace arbiter::server
