@@ -56,6 +56,50 @@ Result<json> ParseBody(const httplib::Request& req) {
 
 }  // namespace
 
+std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
+                                                        std::string_view path) {
+  const std::string key = fmt::format("{} {}", method, path);
+  if (key == "GET /api/v1/jobs") {
+    return {{"tenant", "string", "only this tenant's jobs"},
+            {"queue", "string", "only this queue's jobs"},
+            {"state", "string", "only jobs in this state (pending, running, ...)"},
+            {"user", "string", "only this user's jobs"},
+            {"type", "string", "only jobs of this type (training, inference, ...)"},
+            {"cursor", "string", "resume after this job id (next_cursor of the previous page)"},
+            {"limit", "integer", "at most this many jobs (1-1000, default 100)"}};
+  }
+  if (key == "PUT /api/v1/config") {
+    return {{"dry_run", "boolean", "true: answer the diff, change nothing"}};
+  }
+  if (key == "GET /api/v1/audit") {
+    return {{"after", "integer", "records after this sequence number"},
+            {"limit", "integer", "at most this many records (1-1000, default 100)"}};
+  }
+  if (key == "GET /api/v1/events") {
+    return {{"since", "integer", "resume after this event sequence number (default: now)"}};
+  }
+  if (key == "GET /api/v1/agent/watch") {
+    return {
+        {"node", "string", "the node's name (required)"},
+        {"version", "integer", "the assignment version the agent has"},
+        {"wait_ms", "integer", "return after this long at most (default 10000, at most 60000)"}};
+  }
+  if (key == "GET /api/v1/jobs/{id}/logs") {
+    return {{"task", "integer", "the task (default 0)"},
+            {"stream", "string", "stdout (default) or stderr"},
+            {"follow", "boolean", "true: stream until the task ends"}};
+  }
+  if (method == "GET" && path.rfind("/api/v1/reports/", 0) == 0) {
+    return {{"from", "string", "start: RFC 3339 time or date"},
+            {"to", "string", "end: RFC 3339 time or date (default now)"},
+            {"since", "string", "start as a duration before the end (7d, 12h); not with from"},
+            {"group_by", "string", "tenant, queue, user, type or gpu_model"},
+            {"step", "string", "bucket width as a duration (1d, 1h)"},
+            {"format", "string", "json (default) or csv"}};
+  }
+  return {};
+}
+
 HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
     : cp_(cp), options_(options), http_(std::make_unique<httplib::Server>()) {
   const size_t threads = options_.threads;
@@ -139,10 +183,12 @@ void HttpApi::Register() {
   // Every authenticated route: token check, rate limit, then the handler.
   auto route = [this](const char* method, std::string path, std::string regex, std::string summary,
                       Handler h) {
-    route_info_.push_back({method, path, summary});
+    std::vector<QueryParam> params = QueryParamsOf(method, path);
+    route_info_.push_back({method, path, summary, params});
     // The latency histogram is labelled with the route's template, never the raw path.
     ServerMetrics::Route* latency = cp_->metrics().RouteHandle(method, path);
-    auto wrapped = [this, h, method, latency](const httplib::Request& req, httplib::Response& res) {
+    auto wrapped = [this, h, method, latency, params = std::move(params), path](
+                       const httplib::Request& req, httplib::Response& res) {
       const auto t0 = std::chrono::steady_clock::now();
       auto observe = [&] {
         latency->Observe(
@@ -159,6 +205,17 @@ void HttpApi::Register() {
                               "rate limit exceeded for this token; retry shortly"));
         res.set_header("Retry-After", "1");
         return observe();
+      }
+      for (const auto& [name, value] : req.params) {
+        if (std::none_of(params.begin(), params.end(),
+                         [&](const QueryParam& q) { return q.name == name; })) {
+          std::string known;
+          for (const QueryParam& q : params) known += (known.empty() ? "" : ", ") + q.name;
+          SendError(res, InvalidArgument(
+                             name, fmt::format("unknown query parameter; {} {} takes {}", method,
+                                               path, known.empty() ? "none" : known)));
+          return observe();
+        }
       }
       h(*p, req, res);
       if (std::string_view(method) != "GET" && res.status == 403) {
@@ -560,6 +617,13 @@ json HttpApi::OpenApi() const {
         params.push_back(
             {{"name", name}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}});
       }
+    }
+    for (const QueryParam& q : r.params) {
+      params.push_back({{"name", q.name},
+                        {"in", "query"},
+                        {"required", false},
+                        {"description", q.description},
+                        {"schema", {{"type", q.type}}}});
     }
     if (!params.empty()) op["parameters"] = params;
     paths[r.path][m] = op;

@@ -57,11 +57,20 @@ class HttpApi {
   // The OpenAPI 3 document of every route.
   nlohmann::json OpenApi() const;
 
+  // A query parameter a route takes (QueryParamsOf): in the OpenAPI document, and any other is
+  // refused with 400 naming it, so that a misspelt filter never silently returns everything.
+  struct QueryParam {
+    std::string name;
+    std::string type;  // OpenAPI schema type: string, integer, boolean
+    std::string description;
+  };
   struct RouteInfo {
     std::string method;
     std::string path;  // OpenAPI form: /api/v1/jobs/{id}
     std::string summary;
+    std::vector<QueryParam> params = {};
   };
+  static std::vector<QueryParam> QueryParamsOf(std::string_view method, std::string_view path);
   const std::vector<RouteInfo>& routes() const { return route_info_; }
 
  private:

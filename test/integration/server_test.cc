@@ -319,6 +319,58 @@ TEST_F(ServerTest, OpenApiListsEveryRouteAndEveryRouteExists) {
   EXPECT_NE(Parse(none)["error"]["message"].get<std::string>().find("no route"), std::string::npos);
 }
 
+// Every route refuses query parameters it does not take, naming the parameter and listing the
+// ones it does; the OpenAPI document lists exactly those. A misspelt filter (?stat=pending) is an
+// error, not a list of every job.
+TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
+  const json doc = Parse(admin_->Get("/api/v1/openapi.json"));
+  size_t checked = 0;
+  for (auto& [path, ops] : doc["paths"].items()) {
+    if (path == "/healthz" || path == "/readyz" || path == "/api/v1/openapi.json" ||
+        path == "/metrics") {
+      continue;  // served without a token and without parameters
+    }
+    for (auto& [method, op] : ops.items()) {
+      std::string concrete = path;
+      for (const auto& [param, value] :
+           std::vector<std::pair<std::string, std::string>>{{"{id}", "1"}, {"{name}", "gpu-01"}}) {
+        const size_t at = concrete.find(param);
+        if (at != std::string::npos) concrete.replace(at, param.size(), value);
+      }
+      concrete += "?bogus_param=1";
+      httplib::Result r = method == "get"    ? admin_->Get(concrete)
+                          : method == "post" ? admin_->Post(concrete, "{}", "application/json")
+                          : method == "put"  ? admin_->Put(concrete, "{}", "application/json")
+                                             : admin_->Delete(concrete);
+      ASSERT_TRUE(r) << method << " " << concrete;
+      EXPECT_EQ(r->status, 400) << method << " " << concrete << ": " << r->body;
+      EXPECT_EQ(Parse(r)["error"]["field"], "bogus_param") << method << " " << concrete;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20u);
+
+  std::vector<std::string> documented;
+  for (const json& p : doc["paths"]["/api/v1/jobs"]["get"]["parameters"]) {
+    if (p["in"] == "query") documented.push_back(p["name"].get<std::string>());
+  }
+  EXPECT_EQ(documented, (std::vector<std::string>{"tenant", "queue", "state", "user", "type",
+                                                  "cursor", "limit"}));
+  auto typo = admin_->Get("/api/v1/jobs?stat=pending");
+  ASSERT_TRUE(typo);
+  EXPECT_EQ(typo->status, 400);
+  const json err = Parse(typo)["error"];
+  EXPECT_EQ(err["field"], "stat");
+  EXPECT_NE(err["message"].get<std::string>().find("tenant, queue, state"), std::string::npos)
+      << err;
+  // Every documented parameter is taken.
+  auto all = admin_->Get(
+      "/api/v1/jobs?tenant=vision&queue=vision-train&state=pending&user=admin&type=training&"
+      "limit=5");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->status, 200) << all->body;
+}
+
 TEST_F(ServerTest, SigtermShutsDownCleanly) {
   const int status = server_.Kill(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status));
