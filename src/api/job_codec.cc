@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "api/json_writer.h"
 #include "api/parse_tree.h"
 #include "api/value.h"
 #include "model/node.h"
@@ -301,39 +302,57 @@ Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json) {
   return out;
 }
 
-nlohmann::json JobSpecToJson(const JobSpec& job) {
-  nlohmann::json j = nlohmann::json::object();
-  if (!job.name.empty()) j["name"] = job.name;
-  j["queue"] = job.queue;
-  j["type"] = std::string(JobTypeName(job.type));
-  if (!job.priority_class.empty()) j["priority_class"] = job.priority_class;
-  j["command"] = job.command;
-  j["env"] = nlohmann::json::object();
-  for (const auto& [k, v] : job.env) j["env"][k] = v;
-  if (!job.workdir.empty()) j["workdir"] = job.workdir;
-  j["tasks"] = job.tasks;
-  j["distinct_nodes"] = job.distinct_nodes;
-  j["resources"] = {{"gpus", job.resources.gpus},
-                    {"gpu_milli", job.resources.gpu_milli},
-                    {"gpu_memory_mib", job.resources.gpu_memory_mib},
-                    {"cpu_milli", job.resources.cpu_milli},
-                    {"memory_mib", job.resources.memory_mib}};
-  j["gpu_models"] = job.gpu_models;
-  j["node_selector"] = nlohmann::json::object();
-  for (const auto& [k, v] : job.node_selector) j["node_selector"][k] = v;
-  j["walltime_seconds"] = job.walltime_seconds;
-  j["retry"] = {{"max_retries", job.retry.max_retries},
-                {"backoff_seconds", job.retry.backoff_seconds},
-                {"backoff_cap_seconds", job.retry.backoff_cap_seconds},
-                {"on_exit_codes", job.retry.on_exit_codes}};
-  if (job.preemptible) j["preemptible"] = *job.preemptible;
-  if (job.grace_period_seconds) j["grace_period_seconds"] = *job.grace_period_seconds;
-  j["tolerations"] = nlohmann::json::array();
+// Keys in byte order, as nlohmann::json (a std::map per object) writes them.
+std::string JobSpecJsonText(const JobSpec& job) {
+  std::string out;
+  out.reserve(384);
+  JsonWriter w(&out);
+  w.BeginObject();
+  w.Field("command", job.command);
+  if (!job.container_image.empty()) w.Field("container_image", job.container_image);
+  w.Field("distinct_nodes", job.distinct_nodes);
+  w.Key("env").BeginObject();
+  for (const auto& [k, v] : job.env) w.Field(k, v);
+  w.EndObject();
+  w.Field("gpu_models", job.gpu_models);
+  if (job.grace_period_seconds) w.Field("grace_period_seconds", *job.grace_period_seconds);
+  if (!job.name.empty()) w.Field("name", job.name);
+  w.Key("node_selector").BeginObject();
+  for (const auto& [k, v] : job.node_selector) w.Field(k, v);
+  w.EndObject();
+  if (job.preemptible) w.Field("preemptible", *job.preemptible);
+  if (!job.priority_class.empty()) w.Field("priority_class", job.priority_class);
+  w.Field("queue", job.queue);
+  w.Key("resources")
+      .BeginObject()
+      .Field("cpu_milli", job.resources.cpu_milli)
+      .Field("gpu_memory_mib", job.resources.gpu_memory_mib)
+      .Field("gpu_milli", job.resources.gpu_milli)
+      .Field("gpus", job.resources.gpus)
+      .Field("memory_mib", job.resources.memory_mib)
+      .EndObject();
+  w.Key("retry")
+      .BeginObject()
+      .Field("backoff_cap_seconds", job.retry.backoff_cap_seconds)
+      .Field("backoff_seconds", job.retry.backoff_seconds)
+      .Field("max_retries", job.retry.max_retries)
+      .Field("on_exit_codes", job.retry.on_exit_codes)
+      .EndObject();
+  w.Field("tasks", job.tasks);
+  w.Key("tolerations").BeginArray();
   for (const Toleration& t : job.tolerations) {
-    j["tolerations"].push_back({{"key", t.key}, {"value", t.value}});
+    w.BeginObject().Field("key", t.key).Field("value", t.value).EndObject();
   }
-  if (!job.container_image.empty()) j["container_image"] = job.container_image;
-  return j;
+  w.EndArray();
+  w.Field("type", JobTypeName(job.type));
+  w.Field("walltime_seconds", job.walltime_seconds);
+  if (!job.workdir.empty()) w.Field("workdir", job.workdir);
+  w.EndObject();
+  return out;
+}
+
+nlohmann::json JobSpecToJson(const JobSpec& job) {
+  return nlohmann::json::parse(JobSpecJsonText(job));
 }
 
 }  // namespace arbiter::api

@@ -70,5 +70,9 @@ Status ForBatchJob(const Status& st, size_t index);
 // optional strings (name, priority_class, workdir, container_image) and unset optional fields
 // are left out; everything else is written. Requires: `job` passes ValidateJobSpec.
 nlohmann::json JobSpecToJson(const JobSpec& job);
+// The same body as compact text, keys in sorted order: byte for byte what dumping
+// JobSpecToJson(job) gives, written without building the tree (the stored spec and the answers
+// on the submission path).
+std::string JobSpecJsonText(const JobSpec& job);
 
 }  // namespace arbiter::api

@@ -283,6 +283,34 @@ TEST(JobSpecToJson, RoundTrips) {
   }
 }
 
+// The text written without a tree is what nlohmann::json would write for the same body: the same
+// keys, values and escapes, keys in sorted order.
+TEST(JobSpecJsonText, IsTheCanonicalDumpOfTheBody) {
+  for (const std::string& body :
+       {std::string(kExample), Body(""),
+        Body(R"("name": "q\"uote\\back", "workdir": "/tmp/a b", "container_image": "img:1",
+                "priority_class": "normal", "tasks": 2, "distinct_nodes": true,
+                "node_selector": {"rack": "r1", "zone": "z_1.a"},
+                "resources": {"gpus": 1, "gpu_milli": 500, "gpu_memory_mib": 1024},
+                "retry": {"max_retries": 3, "on_exit_codes": [1, 137]},
+                "walltime_seconds": 3600, "preemptible": true, "grace_period_seconds": 5,
+                "tolerations": [{"key": "gpu-only"}, {"key": "k", "value": "v"}],
+                "env": {"A": "x\ny\t\r\b\f", "B": "é 漢字", "C": "\u001f\u007f"})")}) {
+    SCOPED_TRACE(body);
+    Result<JobSpec> spec = ParseJobSubmission(body);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    const std::string text = JobSpecJsonText(*spec);
+    const nlohmann::json tree = nlohmann::json::parse(text);
+    EXPECT_EQ(tree.dump(), text);
+    Result<JobSpec> again = ParseJobSubmission(text);
+    ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
+    EXPECT_EQ(JobSpecJsonText(*again), text);
+    EXPECT_EQ(again->env, spec->env);
+    EXPECT_EQ(again->name, spec->name);
+    EXPECT_EQ(again->node_selector, spec->node_selector);
+  }
+}
+
 TEST(JobSpecToJson, LeavesOutUnsetOptionals) {
   Result<JobSpec> r = ParseJobSubmission(Body(""));
   ASSERT_TRUE(r.ok());

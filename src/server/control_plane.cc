@@ -8,6 +8,7 @@
 
 #include "api/agent_codec.h"
 #include "api/job_codec.h"
+#include "api/json_writer.h"
 #include "core/budget/budget.h"
 #include "server/control_plane_compiled.h"
 
@@ -478,16 +479,21 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   r.name = j.spec.name;
   r.type = std::string(JobTypeName(j.spec.type));
   r.state = std::string(JobStateName(j.state));
-  r.spec_json = j.spec_json ? *j.spec_json : api::JobSpecToJson(j.spec).dump();
+  r.spec_json = j.spec_json ? *j.spec_json : api::JobSpecJsonText(j.spec);
   // Fields at their zero value are left out (the loader defaults them): a pending job's status
   // is three fields, not twenty, at each submission.
-  json s = {{"state", r.state}, {"reason", j.reason}, {"updated_at", j.updated_at}};
-  auto put = [&s](const char* key, const auto& v) {
-    if (v != std::decay_t<decltype(v)>{}) s[key] = v;
+  r.status_json.reserve(128);
+  api::JsonWriter w(&r.status_json);
+  w.BeginObject()
+      .Field("state", r.state)
+      .Field("reason", j.reason)
+      .Field("updated_at", j.updated_at);
+  auto put = [&w](const char* key, const auto& v) {
+    if (v != std::decay_t<decltype(v)>{}) w.Field(key, v);
   };
   put("started_at", j.started_at);
   put("finished_at", j.finished_at);
-  if (j.exit_code) s["exit_code"] = *j.exit_code;
+  if (j.exit_code) w.Field("exit_code", *j.exit_code);
   put("restarts", j.restarts);
   put("preemptions", j.preemptions);
   put("not_before", j.not_before);
@@ -501,72 +507,82 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   put("held_since", j.held_since);
   put("task_nodes", j.task_nodes);
   if (!j.placement.empty()) {
-    json placement = json::array();
+    w.Key("placement").BeginArray();
     for (const PlacedTask& t : j.placement) {
-      placement.push_back({{"node", t.node},
-                           {"gpu_indices", t.gpu_indices},
-                           {"gpu_milli", t.gpu_milli},
-                           {"gpu_memory_mib", t.gpu_memory_mib},
-                           {"cpu_milli", t.cpu_milli},
-                           {"memory_mib", t.memory_mib}});
+      w.BeginObject()
+          .Field("node", t.node)
+          .Field("gpu_indices", t.gpu_indices)
+          .Field("gpu_milli", t.gpu_milli)
+          .Field("gpu_memory_mib", t.gpu_memory_mib)
+          .Field("cpu_milli", t.cpu_milli)
+          .Field("memory_mib", t.memory_mib)
+          .EndObject();
     }
-    s["placement"] = std::move(placement);
+    w.EndArray();
   }
-  r.status_json = s.dump();
+  w.EndObject();
   r.idempotency_key = j.idempotency_key;
   r.submitted_at_ms = j.spec.submit_time;
   r.updated_at_ms = j.updated_at;
   return r;
 }
 
-json ControlPlane::JobStatusFieldsLocked(const JobEntry& j) const {
-  json out = json::object();
-  out["id"] = j.spec.id.value();
-  out["tenant"] = j.spec.tenant;
-  out["user"] = j.spec.user;
-  out["state"] = std::string(JobStateName(j.state));
-  out["reason"] = j.reason;
-  out["submitted_at"] = TimeJson(j.spec.submit_time);
-  out["started_at"] = TimeJson(j.started_at);
-  out["finished_at"] = TimeJson(j.finished_at);
-  out["exit_code"] = j.exit_code ? json(*j.exit_code) : json(nullptr);
-  out["restarts"] = j.restarts;
-  out["preemptions"] = j.preemptions;
-  if (j.stopping) out["stopping"] = j.stop_cause;
-  json placement = json::array();
-  for (const PlacedTask& t : j.placement) {
-    placement.push_back({{"node", t.node},
-                         {"gpus", t.gpu_indices},
-                         {"gpu_milli", t.gpu_milli},
-                         {"cpu_milli", t.cpu_milli},
-                         {"memory_mib", t.memory_mib}});
-  }
-  out["placement"] = placement;
-  if (!j.gpu_model.empty()) out["gpu_model"] = j.gpu_model;
-  if (j.verdict && j.state == JobState::kPending) {
-    out["pending"] = {
-        {"code", std::string(core::VerdictCodeName(j.verdict->code))},
-        {"message", j.verdict->message},
-        {"position", j.verdict->position},
-        {"estimated_start",
-         j.verdict->estimated_start ? TimeJson(*j.verdict->estimated_start) : json(nullptr)}};
-  }
-  return out;
-}
+json ControlPlane::JobJsonLocked(const JobEntry& j) const { return json::parse(JobTextLocked(j)); }
 
-json ControlPlane::JobJsonLocked(const JobEntry& j) const {
-  json out = api::JobSpecToJson(j.spec);
-  out.update(JobStatusFieldsLocked(j));
-  return out;
-}
-
-// The spec's stored text with the status fields spliced in before its closing brace: the two
-// share no key (JobSpecToJson never writes id, tenant, state and the rest).
+// The spec's stored text with the status fields written in before its closing brace: the two
+// share no key (JobSpecJsonText never writes id, tenant, state and the rest).
 std::string ControlPlane::JobTextLocked(const JobEntry& j) const {
-  std::string out = j.spec_json ? *j.spec_json : api::JobSpecToJson(j.spec).dump();
-  const std::string fields = JobStatusFieldsLocked(j).dump();
+  std::string out = j.spec_json ? *j.spec_json : api::JobSpecJsonText(j.spec);
   out.pop_back();  // '}'
+  out.reserve(out.size() + 320);
   if (out.size() > 1) out += ',';
+  auto time = [](api::JsonWriter& w, const char* key, TimeMs ms) {
+    w.Key(key);
+    if (ms > 0) {
+      w.String(Iso8601(ms));
+    } else {
+      w.Null();
+    }
+  };
+  // Written as the members of an object whose braces are the spec's.
+  std::string fields;
+  api::JsonWriter w(&fields);
+  w.BeginObject();
+  w.Field("id", j.spec.id.value()).Field("tenant", j.spec.tenant).Field("user", j.spec.user);
+  w.Field("state", JobStateName(j.state)).Field("reason", j.reason);
+  time(w, "submitted_at", j.spec.submit_time);
+  time(w, "started_at", j.started_at);
+  time(w, "finished_at", j.finished_at);
+  w.Key("exit_code");
+  if (j.exit_code) {
+    w.Int(*j.exit_code);
+  } else {
+    w.Null();
+  }
+  w.Field("restarts", j.restarts).Field("preemptions", j.preemptions);
+  if (j.stopping) w.Field("stopping", j.stop_cause);
+  w.Key("placement").BeginArray();
+  for (const PlacedTask& t : j.placement) {
+    w.BeginObject()
+        .Field("node", t.node)
+        .Field("gpus", t.gpu_indices)
+        .Field("gpu_milli", t.gpu_milli)
+        .Field("cpu_milli", t.cpu_milli)
+        .Field("memory_mib", t.memory_mib)
+        .EndObject();
+  }
+  w.EndArray();
+  if (!j.gpu_model.empty()) w.Field("gpu_model", j.gpu_model);
+  if (j.verdict && j.state == JobState::kPending) {
+    w.Key("pending")
+        .BeginObject()
+        .Field("code", core::VerdictCodeName(j.verdict->code))
+        .Field("message", j.verdict->message)
+        .Field("position", j.verdict->position);
+    time(w, "estimated_start", j.verdict->estimated_start.value_or(0));
+    w.EndObject();
+  }
+  w.EndObject();
   out.append(fields, 1, std::string::npos);
   return out;
 }
@@ -681,7 +697,7 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobS
                                                         bool* created) {
   *created = false;
   ARBITER_RETURN_IF_ERROR(MaySubmit(p));
-  auto spec_json = std::make_shared<const std::string>(api::JobSpecToJson(spec).dump());
+  auto spec_json = std::make_shared<const std::string>(api::JobSpecJsonText(spec));
   std::shared_future<Status> done;
   Submitted out;
   bool added = false;
@@ -707,7 +723,7 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
   std::vector<std::shared_ptr<const std::string>> texts;
   texts.reserve(specs.size());
   for (const JobSpec& s : specs) {
-    texts.push_back(std::make_shared<const std::string>(api::JobSpecToJson(s).dump()));
+    texts.push_back(std::make_shared<const std::string>(api::JobSpecJsonText(s)));
   }
   std::shared_future<Status> done;
   std::string items = "{\"items\":[";

@@ -272,9 +272,9 @@ class ControlPlane : public ExecutionBackend {
   void CountTransitionLocked(const JobEntry& j, JobState from, JobState to, TimeMs since);
   store::JobRecord JobRecordLocked(const JobEntry& j) const;
   nlohmann::json JobJsonLocked(const JobEntry& j) const;
-  std::string JobTextLocked(const JobEntry& j) const;  // the same object, as text
-  // What JobJsonLocked adds to the spec: id, tenant, user, state, times, placement, verdict.
-  nlohmann::json JobStatusFieldsLocked(const JobEntry& j) const;
+  // The job as the API returns it: the spec's text with id, tenant, user, state, times,
+  // placement and verdict written in (JobJsonLocked parses it, for callers that want a tree).
+  std::string JobTextLocked(const JobEntry& j) const;
   nlohmann::json QueueJsonLocked(size_t tree_index) const;
   void PushEventLocked(std::string kind, nlohmann::json data);
   // The nodes `j` is placed on have new assignments: their watches return.
