@@ -765,10 +765,11 @@ Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
   return JobJsonLocked(it->second);
 }
 
-Result<json> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
+Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
   if (p.role == Role::kNode) return Forbidden("nodes may not list jobs");
   std::lock_guard<std::mutex> lock(mu_);
-  json items = json::array();
+  std::string out = "{\"items\":[";
+  size_t items = 0;
   uint64_t last = 0;
   bool more = false;
   for (auto it = jobs_.upper_bound(f.after_id); it != jobs_.end(); ++it) {
@@ -779,15 +780,15 @@ Result<json> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
     if (!f.user.empty() && j.spec.user != f.user) continue;
     if (!f.state.empty() && JobStateName(j.state) != f.state) continue;
     if (!f.type.empty() && JobTypeName(j.spec.type) != f.type) continue;
-    if (items.size() == f.limit) {
+    if (items == f.limit) {
       more = true;
       break;
     }
-    items.push_back(JobJsonLocked(j));
+    if (items++ > 0) out += ',';
+    out += JobTextLocked(j);
     last = it->first;
   }
-  json out = {{"items", items}};
-  out["next_cursor"] = more ? json(std::to_string(last)) : json(nullptr);
+  out += more ? fmt::format("],\"next_cursor\":\"{}\"}}", last) : "],\"next_cursor\":null}";
   return out;
 }
 

@@ -157,7 +157,8 @@ class ControlPlane : public ExecutionBackend {
   Result<std::string> SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
                                  const std::string& idem_key, bool* created);
   Result<nlohmann::json> GetJob(const Principal& p, uint64_t id);
-  Result<nlohmann::json> ListJobs(const Principal& p, const JobFilter& f);
+  // {"items": [job, ...], "next_cursor": "ID" or null}, as text.
+  Result<std::string> ListJobs(const Principal& p, const JobFilter& f);
   Result<nlohmann::json> JobAction(const Principal& p, uint64_t id, std::string_view action);
   Result<nlohmann::json> JobEvents(const Principal& p, uint64_t id);
   Result<nlohmann::json> WhyPending(const Principal& p, uint64_t id);

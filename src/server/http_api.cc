@@ -319,7 +319,7 @@ void HttpApi::Register() {
         });
   route("GET", "/api/v1/jobs", "/api/v1/jobs",
         "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           JobFilter f;
           f.tenant = req.get_param_value("tenant");
           f.queue = req.get_param_value("queue");
@@ -342,7 +342,10 @@ void HttpApi::Register() {
             }
             f.limit = *l;
           }
-          reply(res, cp_->ListJobs(p, f));
+          auto r = cp_->ListJobs(p, f);
+          if (!r.ok()) return SendError(res, r.status());
+          res.body = std::move(r).value();
+          res.set_header("Content-Type", "application/json");
         });
   route("GET", "/api/v1/jobs/{id}", R"(/api/v1/jobs/(\d+))", "Get a job",
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
