@@ -603,11 +603,7 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
   const bool takes = to == JobState::kAdmitted || to == JobState::kStarting ||
                      to == JobState::kRunning || to == JobState::kPreempting;
   if (!takes && wake_scheduler_) wake_scheduler_();
-  PushEventLocked("job", {{"id", j.spec.id.value()},
-                          {"tenant", j.spec.tenant},
-                          {"from", JobStateName(from)},
-                          {"to", JobStateName(to)},
-                          {"reason", reason}});
+  PushJobEventLocked(j, JobStateName(from), JobStateName(to), reason);
 }
 
 namespace {
@@ -685,9 +681,7 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
   b->AppendAudit(
       {0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}"});
-  PushEventLocked(
-      "job",
-      {{"id", id}, {"tenant", tenant}, {"from", ""}, {"to", "pending"}, {"reason", "submitted"}});
+  PushJobEventLocked(entry, "", "pending", "submitted");
   *created = true;
   return id;
 }
@@ -706,6 +700,7 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobS
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
     ARBITER_RETURN_IF_ERROR(CheckSubmissionLocked(p, spec));
     store::WriteBatch b;
+    b.Reserve(3);  // the job, its first event, the audit record
     out.id = AddJobLocked(p, std::move(spec), std::move(spec_json), idem_key, &b, &added);
     out.body = JobTextLocked(jobs_.at(out.id));
     done = store_->WriteAsync(std::move(b));  // empty (a barrier) for a repeated key
@@ -736,6 +731,7 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
       ARBITER_RETURN_IF_ERROR(api::ForBatchJob(CheckSubmissionLocked(p, specs[i]), i));
     }
     store::WriteBatch b;
+    b.Reserve(3 * specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
       bool added = false;
       // A repeated batch finds each of its jobs by its own key: KEY#INDEX.
@@ -1254,9 +1250,26 @@ Result<uint64_t> ControlPlane::WatchAssignments(const Principal& p, const std::s
   return n == nodes_.end() ? known : n->second.assign_version;
 }
 
-void ControlPlane::PushEventLocked(std::string kind, json data) {
+void ControlPlane::PushEventLocked(std::string kind, const json& data) {
   if (kind == "node" && wake_scheduler_) wake_scheduler_();
-  events_.push_back({++event_seq_, std::move(kind), std::move(data)});
+  std::string tenant = data.is_object() ? data.value("tenant", "") : "";
+  events_.push_back({++event_seq_, std::move(kind), std::move(tenant), data.dump()});
+  while (events_.size() > kMaxEvents) events_.pop_front();
+  events_cv_.notify_all();
+}
+
+void ControlPlane::PushJobEventLocked(const JobEntry& j, std::string_view from,
+                                      std::string_view to, std::string_view reason) {
+  ServerEvent e{++event_seq_, "job", j.spec.tenant, {}};
+  api::JsonWriter(&e.data)
+      .BeginObject()
+      .Field("from", from)
+      .Field("id", j.spec.id.value())
+      .Field("reason", reason)
+      .Field("tenant", j.spec.tenant)
+      .Field("to", to)
+      .EndObject();
+  events_.push_back(std::move(e));
   while (events_.size() > kMaxEvents) events_.pop_front();
   events_cv_.notify_all();
 }

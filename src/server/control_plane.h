@@ -121,8 +121,9 @@ struct JobFilter {
 
 struct ServerEvent {
   uint64_t seq = 0;
-  std::string kind;  // "job" or "node"
-  nlohmann::json data;
+  std::string kind;    // "job", "node" or "config"
+  std::string tenant;  // a job's tenant: only its readers see it ("": everyone)
+  std::string data;    // the event's JSON object, as text
 };
 
 class ControlPlane : public ExecutionBackend {
@@ -277,7 +278,10 @@ class ControlPlane : public ExecutionBackend {
   // placement and verdict written in (JobJsonLocked parses it, for callers that want a tree).
   std::string JobTextLocked(const JobEntry& j) const;
   nlohmann::json QueueJsonLocked(size_t tree_index) const;
-  void PushEventLocked(std::string kind, nlohmann::json data);
+  void PushEventLocked(std::string kind, const nlohmann::json& data);
+  // A job's transition, written as text (one per submission and state change).
+  void PushJobEventLocked(const JobEntry& j, std::string_view from, std::string_view to,
+                          std::string_view reason);
   // The nodes `j` is placed on have new assignments: their watches return.
   void TouchNodesLocked(const JobEntry& j);
   bool CanReadTenantLocked(const Principal& p, const std::string& tenant) const;

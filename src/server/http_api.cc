@@ -532,12 +532,11 @@ void HttpApi::Register() {
                 if (stopping_) return false;
                 for (const ServerEvent& e : cp_->EventsAfter(*seq, 1000)) {
                   *seq = e.seq;
-                  const std::string tenant = e.data.value("tenant", "");
-                  if (who.role != Role::kAdmin && !tenant.empty() && tenant != who.tenant) {
+                  if (who.role != Role::kAdmin && !e.tenant.empty() && e.tenant != who.tenant) {
                     continue;
                   }
                   const std::string msg =
-                      fmt::format("id: {}\nevent: {}\ndata: {}\n\n", e.seq, e.kind, e.data.dump());
+                      fmt::format("id: {}\nevent: {}\ndata: {}\n\n", e.seq, e.kind, e.data);
                   if (!sink.write(msg.data(), msg.size())) return false;
                 }
                 const std::string ping = ": keep-alive\n\n";

@@ -192,7 +192,16 @@ ServerMetrics::ServerMetrics()
                                 "class")) {}
 
 void ServerMetrics::JobSubmitted(const std::string& tenant, const std::string& queue) {
-  submissions_.Add({{"tenant", tenant}, {"queue", queue}}).Increment();
+  prometheus::Counter* c = nullptr;
+  {
+    // Found by name, not by building the label set: this runs at every submission. Tenant and
+    // queue names are [a-z0-9-], so "tenant/queue" names the pair.
+    std::lock_guard<std::mutex> lock(submitted_mu_);
+    prometheus::Counter*& slot = submitted_[tenant + "/" + queue];
+    if (slot == nullptr) slot = &submissions_.Add({{"tenant", tenant}, {"queue", queue}});
+    c = slot;
+  }
+  c->Increment();
 }
 
 void ServerMetrics::JobAdmitted(const std::string& tenant, const std::string& queue,

@@ -31,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "store/store.h"
@@ -140,6 +141,8 @@ class ServerMetrics {
   prometheus::Counter& cycles_;
   prometheus::Histogram& cycle_seconds_;
   prometheus::Family<prometheus::Histogram>& requests_;
+  std::mutex submitted_mu_;
+  std::unordered_map<std::string, prometheus::Counter*> submitted_;  // guarded by submitted_mu_
   std::mutex routes_mu_;
   std::vector<std::unique_ptr<Route>> routes_;  // guarded by routes_mu_
 };

@@ -259,6 +259,7 @@ class WriteBatch {
   // Moves every op of `other` to the end of this batch.
   void Append(WriteBatch other);
 
+  void Reserve(size_t ops) { ops_.reserve(ops); }  // room for this many ops, allocated once
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
   const std::vector<WriteOp>& ops() const { return ops_; }
