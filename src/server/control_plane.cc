@@ -1258,8 +1258,8 @@ void ControlPlane::PushEventLocked(std::string kind, const json& data) {
   events_cv_.notify_all();
 }
 
-void ControlPlane::PushJobEventLocked(const JobEntry& j, std::string_view from,
-                                      std::string_view to, std::string_view reason) {
+void ControlPlane::PushJobEventLocked(const JobEntry& j, std::string_view from, std::string_view to,
+                                      std::string_view reason) {
   ServerEvent e{++event_seq_, "job", j.spec.tenant, {}};
   api::JsonWriter(&e.data)
       .BeginObject()
