@@ -958,7 +958,9 @@ json ControlPlane::QueueJsonLocked(size_t index) const {
   core::QuotaState usage(tree, compiled_->cluster.capacity());
   size_t pending = 0;
   size_t running = 0;
-  for (const auto& [id, j] : jobs_) {
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
+    if (!j.holds_capacity() && j.state != JobState::kPending) continue;
     QueueId q;
     if (!tree.Find(j.spec.queue, &q)) continue;
     bool below = false;
@@ -1170,7 +1172,8 @@ Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) 
   n["source"] = it->second.from_config ? "config" : "agent";
   if (!it->second.status.is_null()) n["status"] = it->second.status;
   json jobs = json::array();
-  for (const auto& [id, j] : jobs_) {
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
     if (!HoldsResources(j.state)) continue;
     for (const PlacedTask& t : j.placement) {
       if (t.node == name && CanReadTenantLocked(p, j.spec.tenant)) jobs.push_back(id);
@@ -1585,7 +1588,8 @@ Status ControlPlane::RegisterNode(const Node& node) {
 std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<TaskAssignment> out;
-  for (auto& [id, j] : jobs_) {
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
     if (!j.holds_capacity() || j.placement.empty() || !j.dispatchable) continue;
     const bool stop = j.stopping || j.state == JobState::kPreempting;
     for (size_t t = 0; t < j.placement.size(); ++t) {
@@ -1702,7 +1706,8 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
     }
     // Plus what running jobs have held so far in this period.
     int64_t used = closed.second;
-    for (const auto& [jid, j] : jobs_) {
+    for (const auto& [jid, entry] : active_) {
+      const JobEntry& j = *entry;
       if (j.spec.tenant != t.name || !j.holds_capacity()) continue;
       const TimeMs held = j.held_since > 0   ? j.held_since
                           : j.started_at > 0 ? j.started_at

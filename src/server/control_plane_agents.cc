@@ -148,7 +148,8 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
         reason = fmt::format("GPU {} is {}{}", g.index, g.healthy ? "healthy again" : "unhealthy",
                              g.health_reason.empty() ? "" : ": " + g.health_reason);
         if (g.healthy) continue;
-        for (const auto& [id, j] : jobs_) {
+        for (const auto& [id, entry] : active_) {
+          const JobEntry& j = *entry;
           if (!j.holds_capacity()) continue;
           for (size_t t = 0; t < j.placement.size(); ++t) {
             const auto& idx = j.placement[t].gpu_indices;
@@ -250,7 +251,8 @@ std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
       const std::string reason = fmt::format("no heartbeat for {} ms", now - heard);
       b.PutNode({name, NodeJson(e.node).dump(), "down", now});
       PushEventLocked("node", {{"name", name}, {"state", "down"}, {"reason", reason}});
-      for (const auto& [id, j] : jobs_) {
+      for (const auto& [id, entry] : active_) {
+        const JobEntry& j = *entry;
         if (!j.holds_capacity()) continue;
         for (size_t t = 0; t < j.placement.size(); ++t) {
           if (j.placement[t].node == name && t < j.task_state.size() && j.task_state[t] != 2) {

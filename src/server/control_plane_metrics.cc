@@ -73,7 +73,8 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
     }
   }
   // 2. What placed jobs hold: a whole GPU holds all its memory, a fraction the memory it asked.
-  for (const auto& [id, j] : jobs_) {
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
     if (!j.holds_capacity()) continue;
     for (const PlacedTask& t : j.placement) {
       for (size_t g = 0; g < t.gpu_indices.size() && g < t.gpu_milli.size(); ++g) {
@@ -96,7 +97,8 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
   const core::QuotaTree& tree = compiled_->tree;
   core::QuotaState usage(tree, compiled_->cluster.capacity());
   std::map<std::string, std::map<std::string, int64_t>> jobs_by_queue;
-  for (const auto& [id, j] : jobs_) {
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
     if (!IsFinal(j.state)) ++jobs_by_queue[j.spec.queue][std::string(JobStateName(j.state))];
     QueueId q;
     if (!j.holds_capacity() || !tree.Find(j.spec.queue, &q)) continue;

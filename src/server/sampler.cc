@@ -71,7 +71,8 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
       int32_t milli;
     };
     std::map<std::pair<std::string, int32_t>, std::vector<Holder>> held;
-    for (const auto& [id, j] : jobs_) {
+    for (const auto& [id, entry] : active_) {
+      const JobEntry& j = *entry;
       if (!j.holds_capacity()) continue;
       for (const PlacedTask& t : j.placement) {
         for (size_t g = 0; g < t.gpu_indices.size() && g < t.gpu_milli.size(); ++g) {
@@ -129,7 +130,8 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
     //    telemetry, busy = sum over its GPUs of share x utilisation.
     using RunKey = std::tuple<std::string, std::string, std::string, std::string, std::string>;
     std::map<RunKey, std::pair<int64_t, std::optional<int64_t>>> running;
-    for (const auto& [id, j] : jobs_) {
+    for (const auto& [id, entry] : active_) {
+      const JobEntry& j = *entry;
       if (!j.holds_capacity() || j.placement.empty()) continue;
       auto& r = running[{j.spec.tenant, j.spec.queue, j.spec.user,
                          std::string(JobTypeName(j.spec.type)), j.gpu_model}];
@@ -161,7 +163,8 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
     std::map<std::string, int64_t> by_reason;
     int64_t waiting = 0;
     std::set<Shape> shapes;
-    for (const auto& [id, j] : jobs_) {
+    for (const auto& [id, entry] : active_) {
+      const JobEntry& j = *entry;
       if (j.state != JobState::kPending) continue;
       const int64_t needed = int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli();
       json& q = queues[j.spec.queue];
