@@ -199,6 +199,7 @@ Status ControlPlane::Load() {
     }
     JobEntry& entry = jobs_.emplace(r.id, std::move(j)).first->second;
     if (!IsFinal(entry.state) || entry.stopping) active_.emplace(r.id, &entry);
+    if (entry.holds_capacity() && !entry.placement.empty()) placed_.emplace(r.id, &entry);
   }
   next_job_id_ = state->max_job_id + 1;
   ARBITER_RETURN_IF_ERROR(CompileLocked());
@@ -1222,6 +1223,7 @@ Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& nam
 // --- Events ---------------------------------------------------------------------------------
 
 void ControlPlane::TouchNodesLocked(const JobEntry& j) {
+  if (j.holds_capacity() && !j.placement.empty()) placed_.emplace(j.spec.id.value(), &j);
   bool any = false;
   for (const PlacedTask& t : j.placement) {
     auto it = nodes_.find(t.node);
@@ -1588,9 +1590,15 @@ Status ControlPlane::RegisterNode(const Node& node) {
 std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<TaskAssignment> out;
-  for (const auto& [id, entry] : active_) {
-    const JobEntry& j = *entry;
-    if (!j.holds_capacity() || j.placement.empty() || !j.dispatchable) continue;
+  for (auto at = placed_.begin(); at != placed_.end();) {
+    const uint64_t id = at->first;
+    const JobEntry& j = *at->second;
+    if (!j.holds_capacity() || j.placement.empty()) {
+      at = placed_.erase(at);  // released: no node has work for it any more
+      continue;
+    }
+    ++at;
+    if (!j.dispatchable) continue;
     const bool stop = j.stopping || j.state == JobState::kPreempting;
     for (size_t t = 0; t < j.placement.size(); ++t) {
       if (j.placement[t].node != node) continue;

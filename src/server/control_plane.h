@@ -322,6 +322,10 @@ class ControlPlane : public ExecutionBackend {
   // transition adds its job; cycles drop the finished ones), so that a cycle's cost follows the
   // live jobs and not the whole history.
   std::map<uint64_t, JobEntry*> active_;
+  // The jobs that may hold capacity on their nodes (placed, running or stopping), by id: a
+  // superset again (TouchNodesLocked adds, AssignmentsFor drops the released), so that a node
+  // asking for its work every few milliseconds does not walk a deep backlog.
+  std::map<uint64_t, const JobEntry*> placed_;
   uint64_t compile_generation_ = 0;
   std::unordered_map<std::string, uint64_t> idempotency_;  // tenant/user/key -> job id
   // By id. Guarded by tokens_mu_ (taken after mu_ where both are held), so that authenticating a
