@@ -471,6 +471,23 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
 
 // --- Jobs ------------------------------------------------------------------------------------
 
+namespace {
+
+// "placement": [...]. The stored form (the status column) keeps what a restart needs, each GPU's
+// memory share included, under the loader's names; the API's names a task's GPUs "gpus".
+void WritePlacement(api::JsonWriter& w, const std::vector<PlacedTask>& placement, bool stored) {
+  w.Key("placement").BeginArray();
+  for (const PlacedTask& t : placement) {
+    w.BeginObject().Field("node", t.node).Field(stored ? "gpu_indices" : "gpus", t.gpu_indices);
+    w.Field("gpu_milli", t.gpu_milli);
+    if (stored) w.Field("gpu_memory_mib", t.gpu_memory_mib);
+    w.Field("cpu_milli", t.cpu_milli).Field("memory_mib", t.memory_mib).EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
 store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   store::JobRecord r;
   r.id = j.spec.id.value();
@@ -507,20 +524,7 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   put("attempt", j.attempt);
   put("held_since", j.held_since);
   put("task_nodes", j.task_nodes);
-  if (!j.placement.empty()) {
-    w.Key("placement").BeginArray();
-    for (const PlacedTask& t : j.placement) {
-      w.BeginObject()
-          .Field("node", t.node)
-          .Field("gpu_indices", t.gpu_indices)
-          .Field("gpu_milli", t.gpu_milli)
-          .Field("gpu_memory_mib", t.gpu_memory_mib)
-          .Field("cpu_milli", t.cpu_milli)
-          .Field("memory_mib", t.memory_mib)
-          .EndObject();
-    }
-    w.EndArray();
-  }
+  if (!j.placement.empty()) WritePlacement(w, j.placement, /*stored=*/true);
   w.EndObject();
   r.idempotency_key = j.idempotency_key;
   r.submitted_at_ms = j.spec.submit_time;
@@ -562,17 +566,7 @@ std::string ControlPlane::JobTextLocked(const JobEntry& j) const {
   }
   w.Field("restarts", j.restarts).Field("preemptions", j.preemptions);
   if (j.stopping) w.Field("stopping", j.stop_cause);
-  w.Key("placement").BeginArray();
-  for (const PlacedTask& t : j.placement) {
-    w.BeginObject()
-        .Field("node", t.node)
-        .Field("gpus", t.gpu_indices)
-        .Field("gpu_milli", t.gpu_milli)
-        .Field("cpu_milli", t.cpu_milli)
-        .Field("memory_mib", t.memory_mib)
-        .EndObject();
-  }
-  w.EndArray();
+  WritePlacement(w, j.placement, /*stored=*/false);
   if (!j.gpu_model.empty()) w.Field("gpu_model", j.gpu_model);
   if (j.verdict && j.state == JobState::kPending) {
     w.Key("pending")

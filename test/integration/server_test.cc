@@ -76,6 +76,23 @@ class ServerTest : public ::testing::Test {
     return server_.Client(tokens_.at(user));
   }
 
+  // An OpenAPI path with its parameters filled in ({id}: 1, {name}: gpu-01).
+  static std::string Concrete(std::string path) {
+    for (const auto& [param, value] :
+         std::vector<std::pair<std::string, std::string>>{{"{id}", "1"}, {"{name}", "gpu-01"}}) {
+      const size_t at = path.find(param);
+      if (at != std::string::npos) path.replace(at, param.size(), value);
+    }
+    return path;
+  }
+  // The request for an OpenAPI method ("get", "post", ...), as the admin, with "{}" for a body.
+  httplib::Result Call(const std::string& method, const std::string& path) {
+    return method == "get"    ? admin_->Get(path)
+           : method == "post" ? admin_->Post(path, "{}", "application/json")
+           : method == "put"  ? admin_->Put(path, "{}", "application/json")
+                              : admin_->Delete(path);
+  }
+
   static std::string Job(const std::string& queue, int gpus = 1) {
     return json{{"queue", queue},
                 {"command", {"sleep", "1"}},
@@ -294,17 +311,9 @@ TEST_F(ServerTest, OpenApiListsEveryRouteAndEveryRouteExists) {
   size_t checked = 0;
   for (auto& [path, ops] : doc["paths"].items()) {
     for (auto& [method, op] : ops.items()) {
-      std::string concrete = path;
-      for (const auto& [param, value] :
-           std::vector<std::pair<std::string, std::string>>{{"{id}", "1"}, {"{name}", "gpu-01"}}) {
-        const size_t at = concrete.find(param);
-        if (at != std::string::npos) concrete.replace(at, param.size(), value);
-      }
+      const std::string concrete = Concrete(path);
       if (concrete == "/api/v1/events") continue;  // a stream: checked elsewhere
-      httplib::Result r = method == "get"    ? admin_->Get(concrete)
-                          : method == "post" ? admin_->Post(concrete, "{}", "application/json")
-                          : method == "put"  ? admin_->Put(concrete, "{}", "application/json")
-                                             : admin_->Delete(concrete);
+      httplib::Result r = Call(method, concrete);
       ASSERT_TRUE(r) << method << " " << concrete;
       const json body = Parse(r);
       const std::string msg =
@@ -331,17 +340,8 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
       continue;  // served without a token and without parameters
     }
     for (auto& [method, op] : ops.items()) {
-      std::string concrete = path;
-      for (const auto& [param, value] :
-           std::vector<std::pair<std::string, std::string>>{{"{id}", "1"}, {"{name}", "gpu-01"}}) {
-        const size_t at = concrete.find(param);
-        if (at != std::string::npos) concrete.replace(at, param.size(), value);
-      }
-      concrete += "?bogus_param=1";
-      httplib::Result r = method == "get"    ? admin_->Get(concrete)
-                          : method == "post" ? admin_->Post(concrete, "{}", "application/json")
-                          : method == "put"  ? admin_->Put(concrete, "{}", "application/json")
-                                             : admin_->Delete(concrete);
+      const std::string concrete = Concrete(path) + "?bogus_param=1";
+      httplib::Result r = Call(method, concrete);
       ASSERT_TRUE(r) << method << " " << concrete;
       EXPECT_EQ(r->status, 400) << method << " " << concrete << ": " << r->body;
       EXPECT_EQ(Parse(r)["error"]["field"], "bogus_param") << method << " " << concrete;
