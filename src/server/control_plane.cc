@@ -837,6 +837,7 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
       if (started) {
         j.stopping = true;  // the node stops the processes; the placement stays until it has
         j.stop_cause = to == JobState::kCancelled ? "cancel" : "suspend";
+        j.stop_unpublished = true;
       } else {
         release_now = true;  // nothing runs: the GPUs are released (and metered) now
       }
@@ -854,8 +855,20 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
     out = JobJsonLocked(j);
     done = store_->WriteAsync(std::move(b));
   }
-  ARBITER_RETURN_IF_ERROR(done.get());
+  const Status committed = done.get();
+  PublishStops({id});  // even after a failed write: memory, which the nodes follow, has the stop
+  ARBITER_RETURN_IF_ERROR(committed);
   return out;
+}
+
+void ControlPlane::PublishStops(const std::vector<uint64_t>& ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !it->second.stop_unpublished) continue;
+    it->second.stop_unpublished = false;
+    TouchNodesLocked(it->second);
+  }
 }
 
 Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
@@ -1448,6 +1461,15 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
       it->second.dispatchable = true;
       TouchNodesLocked(it->second);
     }
+    // Likewise the preemptions: victims stop only once their preemption is durable.
+    for (const core::PreemptionDecision& d : result.preemptions) {
+      for (JobId v : d.victims) {
+        auto it = jobs_.find(v.value());
+        if (it == jobs_.end() || !it->second.stop_unpublished) continue;
+        it->second.stop_unpublished = false;
+        TouchNodesLocked(it->second);
+      }
+    }
   }
   ARBITER_RETURN_IF_ERROR(committed);
   return admitted;
@@ -1501,6 +1523,7 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
       if (it == jobs_.end() || !HoldsResources(it->second.state)) continue;
       it->second.stopping = true;
       it->second.stop_cause = "preempt";
+      it->second.stop_unpublished = true;
       RecordTransitionLocked(it->second, JobState::kPreempting,
                              fmt::format("preempted by job {} ({})", d.preemptor.value(),
                                          core::PreemptionReasonName(d.reason)),
@@ -1593,7 +1616,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
     }
     ++at;
     if (!j.dispatchable) continue;
-    const bool stop = j.stopping || j.state == JobState::kPreempting;
+    const bool stop = (j.stopping || j.state == JobState::kPreempting) && !j.stop_unpublished;
     for (size_t t = 0; t < j.placement.size(); ++t) {
       if (j.placement[t].node != node) continue;
       if (t < j.task_state.size() && j.task_state[t] == 2) continue;  // already exited
@@ -1643,6 +1666,7 @@ void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attemp
     done = store_->WriteAsync(std::move(b));
   }
   done.get();
+  PublishStops({job});
 }
 
 void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
@@ -1661,13 +1685,13 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt
     if (!j.stopping && timed_out) {
       j.stopping = true;
       j.stop_cause = "timeout";
-      TouchNodesLocked(j);
+      j.stop_unpublished = true;
     } else if (!j.stopping && exit_code != 0) {
       // One failed task fails its gang: the others are stopped.
       j.stopping = true;
       j.stop_cause = "failed";
       j.exit_code = exit_code;
-      TouchNodesLocked(j);
+      j.stop_unpublished = true;
     }
     // The job ends once every task has exited. A task that never started counts only when the
     // job is being stopped: its node then reports it exited before start, or is lost.
@@ -1741,7 +1765,7 @@ void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) 
     if (!j.stopping) {
       j.stopping = true;
       j.stop_cause = "lost";
-      TouchNodesLocked(j);
+      j.stop_unpublished = true;  // published once ReportTaskExited has committed the loss
     }
   }
   ReportTaskExited(job, task, attempt, 137, false);

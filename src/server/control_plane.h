@@ -79,6 +79,10 @@ struct JobEntry {
   TimeMs held_since = 0;                // when the current run was admitted (metering)
   std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
   bool dispatchable = true;  // false from an admission until it is committed: not yet assigned
+  // A stop (cancel, suspend, preemption, failure of the gang, timeout, loss) not committed yet:
+  // its nodes keep running the tasks until it is (PublishStops), so that a crash before the
+  // commit never leaves a job the store has as running with its processes killed.
+  bool stop_unpublished = false;
   // The spec's queue and priority class in the compiled configuration of that generation
   // (scheduling cycles resolve them once per configuration, not once per cycle).
   uint64_t resolved_generation = 0;
@@ -296,6 +300,8 @@ class ControlPlane : public ExecutionBackend {
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);
+  // After the commit of the batch that recorded these jobs' stops: their nodes may act on them.
+  void PublishStops(const std::vector<uint64_t>& ids);
   // The budget state of every tenant, indexed by its QueueId in the compiled tree.
   std::vector<core::TenantBudget> BudgetsLocked(TimeMs now);
   // `pending_ids` (ascending) and `pending_entries`: the jobs the cycle's input held as pending.

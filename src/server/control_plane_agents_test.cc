@@ -2,9 +2,12 @@
 // idempotent and bound to their attempt, silent nodes go down and their jobs retry, unhealthy
 // GPUs leave scheduling.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "api/config_codec.h"
 #include "api/job_codec.h"
@@ -158,6 +161,38 @@ TEST_F(AgentsTest, AGangSucceedsOnlyOnceEveryTaskHasRunAndExited) {
        {{1, id, 1, 1, TaskEvent::kStarted, 0, false}, {2, id, 1, 1, TaskEvent::kExited, 0, false}});
   EXPECT_EQ(State(id), "succeeded");
   EXPECT_EQ(Count(id, "succeeded"), 1);
+}
+
+// A cancel reaches the node that runs the job only once it is durable: were the server to crash
+// before the commit, the store would still have the job running, and so would the node.
+TEST_F(AgentsTest, AStopReachesTheNodeOnlyOnceCommitted) {
+  Register("gpu-01", "i1");
+  const uint64_t id = Submit({{"resources", {{"gpus", 2}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  Beat("gpu-01", "i1", {{1, id, 0, 1, TaskEvent::kStarted, 0, false}});
+  ASSERT_EQ(State(id), "running");
+  auto runs = [&] {
+    const auto a = cp_->AssignmentsFor("gpu-01");
+    return a.size() == 1 && a[0].run;
+  };
+  ASSERT_TRUE(runs());
+  // Another connection holds the write lock: the store's next commit waits behind it.
+  sqlite3* gate = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/arbiter.db").c_str(), &gate), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(gate, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::thread cancel([&] { EXPECT_TRUE(cp_->JobAction(admin_, id, "cancel").ok()); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (State(id) != "cancelled" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(State(id), "cancelled");  // in memory, not yet committed
+  EXPECT_TRUE(runs()) << "the node was told to stop before the cancel was durable";
+  ASSERT_EQ(sqlite3_exec(gate, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(gate);
+  cancel.join();
+  const auto a = cp_->AssignmentsFor("gpu-01");
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_FALSE(a[0].run);  // now the node stops the task
 }
 
 TEST_F(AgentsTest, AWatchReturnsWhenTheNodeGetsWork) {
