@@ -6,6 +6,7 @@
 
 #include "api/errors.h"
 #include "common/net.h"
+#include "server/http_pool.h"
 #include "server/task_logs.h"
 
 namespace arbiter::agent {
@@ -43,7 +44,8 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
       token_(std::move(token)),
       running_(std::move(running)),
       http_(std::make_unique<httplib::Server>()) {
-  http_->new_task_queue = [] { return new httplib::ThreadPool(8); };
+  // A follower (`arbiter logs -f`) holds its connection while the task runs: a thread each.
+  http_->new_task_queue = [] { return new server::ElasticThreadPool(2, 256); };
   http_->set_socket_options([](socket_t sock) { SetListenSocketOptions(sock); });
   http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status": "ok"})", "application/json");
