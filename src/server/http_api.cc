@@ -30,6 +30,13 @@ void SendJson(httplib::Response& res, int status, const json& body) {
   res.set_content(body.dump(), "application/json");
 }
 
+// A body that is JSON text already (the job routes write theirs without a tree).
+void SendJsonText(httplib::Response& res, int status, std::string body) {
+  res.status = status;
+  res.body = std::move(body);
+  res.set_header("Content-Type", "application/json");
+}
+
 std::string Bearer(const httplib::Request& req) {
   const std::string h = req.get_header_value("Authorization");
   if (h.rfind("Bearer ", 0) == 0) return h.substr(7);
@@ -299,9 +306,7 @@ void HttpApi::Register() {
                                   req.get_header_value("Idempotency-Key"), &created);
           if (!r.ok()) return SendError(res, r.status());
           res.set_header("Location", fmt::format("/api/v1/jobs/{}", r->id));
-          res.status = created ? 201 : 200;
-          res.body = std::move(r->body);
-          res.set_header("Content-Type", "application/json");
+          SendJsonText(res, created ? 201 : 200, std::move(r->body));
         });
   route("POST", "/api/v1/jobs/batch", "/api/v1/jobs/batch",
         "Submit up to 1000 jobs in one durable batch, all or nothing: {\"jobs\": [job, ...]} "
@@ -313,9 +318,7 @@ void HttpApi::Register() {
           auto r = cp_->SubmitJobs(p, std::move(specs).value(),
                                    req.get_header_value("Idempotency-Key"), &created);
           if (!r.ok()) return SendError(res, r.status());
-          res.status = created ? 201 : 200;
-          res.body = std::move(r).value();
-          res.set_header("Content-Type", "application/json");
+          SendJsonText(res, created ? 201 : 200, std::move(r).value());
         });
   route("GET", "/api/v1/jobs", "/api/v1/jobs",
         "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",
@@ -344,8 +347,7 @@ void HttpApi::Register() {
           }
           auto r = cp_->ListJobs(p, f);
           if (!r.ok()) return SendError(res, r.status());
-          res.body = std::move(r).value();
-          res.set_header("Content-Type", "application/json");
+          SendJsonText(res, 200, std::move(r).value());
         });
   route("GET", "/api/v1/jobs/{id}", R"(/api/v1/jobs/(\d+))", "Get a job",
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
