@@ -11,6 +11,7 @@
 
 #include "agent/backoff.h"
 #include "api/agent_codec.h"
+#include "api/errors.h"
 
 namespace arbiter::agent {
 
@@ -23,26 +24,6 @@ std::string RandomHex(size_t bytes) {
   std::string out;
   for (size_t i = 0; i < bytes; ++i) out += fmt::format("{:02x}", rd() & 0xff);
   return out;
-}
-
-StatusCode CodeForHttp(int status) {
-  switch (status) {
-    case 400:
-    case 413:
-      return StatusCode::kInvalidArgument;
-    case 401:
-      return StatusCode::kUnauthenticated;
-    case 403:
-      return StatusCode::kPermissionDenied;
-    case 404:
-      return StatusCode::kNotFound;
-    case 409:
-      return StatusCode::kFailedPrecondition;
-    case 429:
-      return StatusCode::kResourceExhausted;
-    default:
-      return status >= 500 ? StatusCode::kUnavailable : StatusCode::kInternal;
-  }
 }
 
 }  // namespace
@@ -80,12 +61,10 @@ Status AgentClient::Post(const std::string& path, const std::string& body, Durat
                                                   options_.server, httplib::to_string(r.error()))};
   }
   if (r->status != 200) {
-    std::string message = r->body;
-    try {
-      message = json::parse(r->body).at("error").at("message").get<std::string>();
-    } catch (const std::exception&) {
-    }
-    return {CodeForHttp(r->status), fmt::format("HTTP {}: {}", r->status, message)};
+    // A server without this agent's session answers failed_precondition: register again.
+    const Status reply = api::StatusFromErrorReply(r->status, r->body);
+    return {reply.code(), fmt::format("HTTP {}: {}", r->status,
+                                      reply.message().empty() ? r->body : reply.message())};
   }
   *answer = std::move(r->body);
   return Status::Ok();

@@ -44,6 +44,53 @@ nlohmann::json ErrorBody(const Status& s) {
   return {{"error", std::move(error)}};
 }
 
+Status StatusFromErrorReply(int http_status, std::string_view body) {
+  const nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  std::string message;
+  std::string field;
+  std::string name;
+  if (doc.is_object() && doc.contains("error") && doc["error"].is_object()) {
+    const nlohmann::json& e = doc["error"];
+    message = e.value("message", "");
+    field = e.value("field", "");
+    name = e.value("code", "");
+  }
+  for (StatusCode c :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists,
+        StatusCode::kFailedPrecondition, StatusCode::kConflict, StatusCode::kPermissionDenied,
+        StatusCode::kUnauthenticated, StatusCode::kResourceExhausted, StatusCode::kUnavailable,
+        StatusCode::kInternal}) {
+    if (!name.empty() && StatusCodeName(c) == name) return Status(c, message, field);
+  }
+  StatusCode code = StatusCode::kInternal;
+  switch (http_status) {
+    case 400:
+    case 411:
+    case 413:
+      code = StatusCode::kInvalidArgument;
+      break;
+    case 401:
+      code = StatusCode::kUnauthenticated;
+      break;
+    case 403:
+      code = StatusCode::kPermissionDenied;
+      break;
+    case 404:
+      code = StatusCode::kNotFound;
+      break;
+    case 409:
+      code = StatusCode::kConflict;
+      break;
+    case 429:
+      code = StatusCode::kResourceExhausted;
+      break;
+    case 503:
+      code = StatusCode::kUnavailable;
+      break;
+  }
+  return Status(code, message, field);
+}
+
 int HttpStatusFor(StatusCode code) {
   switch (code) {
     case StatusCode::kOk:

@@ -22,4 +22,9 @@ nlohmann::json ErrorBody(const Status& s);
 // forbids it (resuming a job that is not suspended).
 int HttpStatusFor(StatusCode code);
 
+// An error answer read back by a client (the CLI, an agent): the code the body names, else one for
+// the HTTP status (400, 411, 413 invalid_argument, 401, 403, 404, 409 conflict, 429, 503
+// unavailable, others internal); the body's message and field where it has them.
+Status StatusFromErrorReply(int http_status, std::string_view body);
+
 }  // namespace arbiter::api

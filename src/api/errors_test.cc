@@ -41,5 +41,33 @@ TEST(HttpStatusFor, EveryCode) {
   }
 }
 
+// What a client reads back is what the server sent: the code the body names (409 stands for three),
+// its message and field; without a body, the HTTP status decides.
+TEST(StatusFromErrorReply, ReadsBackTheErrorBody) {
+  for (StatusCode code :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists,
+        StatusCode::kFailedPrecondition, StatusCode::kConflict, StatusCode::kPermissionDenied,
+        StatusCode::kUnauthenticated, StatusCode::kResourceExhausted, StatusCode::kUnavailable,
+        StatusCode::kInternal}) {
+    const Status sent(code, "why", "resources.gpus");
+    const Status got = StatusFromErrorReply(HttpStatusFor(code), ErrorBody(sent).dump());
+    EXPECT_EQ(got.code(), code) << StatusCodeName(code);
+    EXPECT_EQ(got.message(), "why");
+    EXPECT_EQ(got.field(), "resources.gpus");
+  }
+  const std::pair<int, StatusCode> bare[] = {
+      {400, StatusCode::kInvalidArgument},  {411, StatusCode::kInvalidArgument},
+      {413, StatusCode::kInvalidArgument},  {401, StatusCode::kUnauthenticated},
+      {403, StatusCode::kPermissionDenied}, {404, StatusCode::kNotFound},
+      {409, StatusCode::kConflict},         {429, StatusCode::kResourceExhausted},
+      {503, StatusCode::kUnavailable},      {500, StatusCode::kInternal},
+      {502, StatusCode::kInternal}};
+  for (const auto& [http, code] : bare) {
+    const Status got = StatusFromErrorReply(http, "<html>proxy error</html>");
+    EXPECT_EQ(got.code(), code) << http;
+    EXPECT_TRUE(got.message().empty());
+  }
+}
+
 }  // namespace
 }  // namespace arbiter::api

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "api/errors.h"
 #include "cli/commands.h"
 
 namespace arbiter::cli {
@@ -186,47 +187,6 @@ Result<Connection> ResolveConnection(const ClientFlags& flags) {
 
 // --- HTTP ------------------------------------------------------------------------------------
 
-namespace {
-
-StatusCode CodeFromName(const std::string& name, int http_status) {
-  static const std::pair<const char*, StatusCode> kCodes[] = {
-      {"invalid_argument", StatusCode::kInvalidArgument},
-      {"not_found", StatusCode::kNotFound},
-      {"already_exists", StatusCode::kAlreadyExists},
-      {"failed_precondition", StatusCode::kFailedPrecondition},
-      {"conflict", StatusCode::kConflict},
-      {"permission_denied", StatusCode::kPermissionDenied},
-      {"unauthenticated", StatusCode::kUnauthenticated},
-      {"resource_exhausted", StatusCode::kResourceExhausted},
-      {"unavailable", StatusCode::kUnavailable},
-      {"internal", StatusCode::kInternal}};
-  for (const auto& [n, code] : kCodes) {
-    if (name == n) return code;
-  }
-  switch (http_status) {
-    case 400:
-    case 411:
-    case 413:
-      return StatusCode::kInvalidArgument;
-    case 401:
-      return StatusCode::kUnauthenticated;
-    case 403:
-      return StatusCode::kPermissionDenied;
-    case 404:
-      return StatusCode::kNotFound;
-    case 409:
-      return StatusCode::kConflict;
-    case 429:
-      return StatusCode::kResourceExhausted;
-    case 503:
-      return StatusCode::kUnavailable;
-    default:
-      return StatusCode::kInternal;
-  }
-}
-
-}  // namespace
-
 ApiClient::ApiClient(Connection c) : c_(std::move(c)) {
   const size_t scheme_end = c_.server.find("://") + 3;
   const size_t slash = c_.server.find('/', scheme_end);
@@ -287,17 +247,9 @@ Status ApiClient::FromTransportError(int error, const std::string& path) const {
 }
 
 Status ApiClient::FromReply(const HttpReply& r) const {
-  json body = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-  std::string message;
-  std::string field;
-  std::string code_name;
-  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-    const json& e = body["error"];
-    message = e.value("message", "");
-    field = e.value("field", "");
-    code_name = e.value("code", "");
-  }
-  const StatusCode code = CodeFromName(code_name, r.status);
+  const Status reply = api::StatusFromErrorReply(r.status, r.body);
+  const StatusCode code = reply.code();
+  std::string message = reply.message();
   if (message.empty()) {
     message = fmt::format("the server at {} answered HTTP {}{}", c_.server, r.status,
                           r.status == 404 ? " (is it an Arbiter server of this version?)" : "");
@@ -308,7 +260,7 @@ Status ApiClient::FromReply(const HttpReply& r) const {
         "--server {} --token TOKEN`, or set --token/ARBITER_TOKEN",
         message, c_.server, c_.server);
   }
-  return Status(code, message, field);
+  return Status(code, message, reply.field());
 }
 
 Result<HttpReply> ApiClient::Send(const std::string& method, const std::string& path,
