@@ -3,16 +3,11 @@
 // GPUs leave scheduling.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
 #include <thread>
 
-#include "api/config_codec.h"
-#include "api/job_codec.h"
-#include "server/control_plane.h"
-#include "store/sqlite/sqlite_store.h"
+#include "server/control_plane_test_fixture.h"
 
 namespace arbiter::server {
 namespace {
@@ -28,59 +23,9 @@ tenants:
       - {name: lab-q, guaranteed: {gpu: 8}}
 )";
 
-class AgentsTest : public ::testing::Test {
+class AgentsTest : public ControlPlaneTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cp-agents-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-    auto store = store::OpenSqliteStore(dir_ + "/arbiter.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    cp_ = std::make_unique<ControlPlane>(store_.get(), [this] { return now_; });
-    ASSERT_TRUE(cp_->Load().ok());
-    auto config = api::ParseConfigYaml(kConfig);
-    ASSERT_TRUE(config.ok()) << config.status().ToString();
-    ASSERT_TRUE(cp_->ApplyConfig(admin_, *config, false).ok());
-  }
-  void TearDown() override {
-    cp_.reset();
-    store_->Close();
-    std::filesystem::remove_all(dir_);
-  }
-
-  void Register(const std::string& name, const std::string& instance, int gpus = 4) {
-    AgentRegistration r;
-    r.node.name = name;
-    r.node.cpu_milli = 32000;
-    r.node.memory_mib = 65536;
-    for (int g = 0; g < gpus; ++g) r.node.gpus.push_back({g, "", 0, true, 0});
-    r.instance = instance;
-    r.log_port = 4000;
-    r.log_token = "t";
-    auto out = cp_->RegisterAgent(node_, r, "10.0.0.9");
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-  }
-
-  uint64_t Submit(json body) {
-    body["queue"] = "lab-q";
-    if (!body.contains("command")) body["command"] = {"true"};
-    auto spec = api::ParseJobSubmission(body.dump());
-    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-    bool created = false;
-    auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r->id;
-  }
-
-  json Beat(const std::string& name, const std::string& instance,
-            std::vector<TaskReport> reports = {}, std::vector<GpuTelemetry> gpus = {}) {
-    AgentHeartbeat hb{name, instance, std::move(gpus), std::move(reports)};
-    auto r = cp_->Heartbeat(node_, hb);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : json();
-  }
-
-  std::string State(uint64_t id) { return (*cp_->GetJob(admin_, id))["state"]; }
+  void SetUp() override { StartWith(kConfig, "cp-agents"); }
 
   int Count(uint64_t id, const std::string& to) {
     int n = 0;
@@ -88,13 +33,6 @@ class AgentsTest : public ::testing::Test {
     for (const json& e : events["items"]) n += e["to"] == to ? 1 : 0;
     return n;
   }
-
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<ControlPlane> cp_;
-  TimeMs now_ = 1'700'000'000'000;
-  Principal admin_{"admin", "", Role::kAdmin, "a"};
-  Principal node_{"admin", "", Role::kNode, "n"};
 };
 
 TEST_F(AgentsTest, RegistrationFillsTheModelAndNeedsANodeToken) {

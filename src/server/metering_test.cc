@@ -2,16 +2,11 @@
 // is recorded exactly once (cancellation before the start, lost nodes and retries, a server
 // restart), and the samples and reports the server computes from the records.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <limits>
 
-#include "api/config_codec.h"
-#include "api/job_codec.h"
-#include "server/control_plane.h"
+#include "server/control_plane_test_fixture.h"
 #include "server/sampler.h"
-#include "store/sqlite/sqlite_store.h"
 
 namespace arbiter::server {
 namespace {
@@ -40,58 +35,17 @@ void PrintTo(const Interval& i, std::ostream* os) {
   *os << "{job " << i.job << ", " << i.gpu_milli << " milli, [" << i.start << ", " << i.end << ")}";
 }
 
-class MeteringTest : public ::testing::Test {
+class MeteringTest : public ControlPlaneTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cp-metering-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-    auto store = store::OpenSqliteStore(dir_ + "/arbiter.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    Start();
-    auto config = api::ParseConfigYaml(kConfig);
-    ASSERT_TRUE(config.ok()) << config.status().ToString();
-    ASSERT_TRUE(cp_->ApplyConfig(admin_, *config, false).ok());
-  }
-  void TearDown() override {
-    cp_.reset();
-    store_->Close();
-    std::filesystem::remove_all(dir_);
-  }
-  // A fresh control plane over the same store: what a server restart sees.
-  void Start() {
-    cp_ = std::make_unique<ControlPlane>(store_.get(), [this] { return now_; });
-    ASSERT_TRUE(cp_->Load().ok());
-  }
+  void SetUp() override { StartWith(kConfig, "cp-metering"); }
 
   void Register(const std::string& instance = "i1", int gpus = 4) {
-    AgentRegistration r;
-    r.node.name = "gpu-01";
-    r.node.cpu_milli = 32000;
-    r.node.memory_mib = 65536;
-    for (int g = 0; g < gpus; ++g) r.node.gpus.push_back({g, "", 0, true, 0});
-    r.instance = instance;
-    ASSERT_TRUE(cp_->RegisterAgent(node_, r, "10.0.0.9").ok());
+    ControlPlaneTest::Register("gpu-01", instance, gpus);
   }
-
-  uint64_t Submit(json body) {
-    body["queue"] = "lab-q";
-    body["command"] = {"true"};
-    auto spec = api::ParseJobSubmission(body.dump());
-    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-    bool created = false;
-    auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r->id;
-  }
-
   void Beat(std::vector<TaskReport> reports, std::vector<GpuTelemetry> gpus = {},
             const std::string& instance = "i1") {
-    auto r = cp_->Heartbeat(node_, {"gpu-01", instance, std::move(gpus), std::move(reports)});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    ControlPlaneTest::Beat("gpu-01", instance, std::move(reports), std::move(gpus));
   }
-
-  std::string State(uint64_t id) { return (*cp_->GetJob(admin_, id))["state"]; }
 
   std::vector<Interval> Recorded() {
     auto usage =
@@ -102,12 +56,6 @@ class MeteringTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<ControlPlane> cp_;
-  TimeMs now_ = 1'700'000'000'000;
-  Principal admin_{"admin", "", Role::kAdmin, "a"};
-  Principal node_{"admin", "", Role::kNode, "n"};
   Principal member_{"alice", "lab", Role::kMember, "m"};
 };
 

@@ -4,18 +4,13 @@
 #include "server/metrics.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "api/config_codec.h"
-#include "api/job_codec.h"
-#include "server/control_plane.h"
-#include "store/sqlite/sqlite_store.h"
+#include "server/control_plane_test_fixture.h"
 
 namespace arbiter::server {
 namespace {
@@ -203,60 +198,23 @@ tenants:
 )";
 
 // The control plane's metrics through a job's life on an agent's node.
-class ControlPlaneMetricsTest : public ::testing::Test {
+class ControlPlaneMetricsTest : public ControlPlaneTest {
  protected:
   void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cp-metrics-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-    auto store = store::OpenSqliteStore(dir_ + "/arbiter.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    cp_ = std::make_unique<ControlPlane>(store_.get(), [this] { return now_; });
-    ASSERT_TRUE(cp_->Load().ok());
-    auto config = api::ParseConfigYaml(kConfig);
-    ASSERT_TRUE(config.ok()) << config.status().ToString();
-    ASSERT_TRUE(cp_->ApplyConfig(admin_, *config, false).ok());
-    AgentRegistration r;
-    r.node.name = "gpu-01";
-    r.node.cpu_milli = 32000;
-    r.node.memory_mib = 65536;
-    for (int g = 0; g < 4; ++g) r.node.gpus.push_back({g, "", 0, true, 0});
-    r.instance = "i1";
-    r.log_port = 4000;
-    r.log_token = "t";
-    ASSERT_TRUE(cp_->RegisterAgent(node_, r, "10.0.0.9").ok());
-  }
-  void TearDown() override {
-    cp_.reset();
-    store_->Close();
-    std::filesystem::remove_all(dir_);
+    StartWith(kConfig, "cp-metrics");
+    Register("gpu-01", "i1");
   }
 
   uint64_t Submit(const std::string& queue, int gpus, const std::string& priority_class = "") {
-    json body = {{"queue", queue}, {"command", {"true"}}, {"resources", {{"gpus", gpus}}}};
+    json body = {{"queue", queue}, {"resources", {{"gpus", gpus}}}};
     if (!priority_class.empty()) body["priority_class"] = priority_class;
-    auto spec = api::ParseJobSubmission(body.dump());
-    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-    bool created = false;
-    auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->id : 0;
+    return ControlPlaneTest::Submit(std::move(body));
   }
-
   void Beat(std::vector<TaskReport> reports, std::vector<GpuTelemetry> gpus = {}) {
-    auto r = cp_->Heartbeat(node_, {"gpu-01", "i1", std::move(gpus), std::move(reports)});
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ControlPlaneTest::Beat("gpu-01", "i1", std::move(reports), std::move(gpus));
   }
 
-  std::string State(uint64_t id) { return (*cp_->GetJob(admin_, id))["state"]; }
-
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<ControlPlane> cp_;
-  TimeMs now_ = 1'700'000'000'000;
   uint64_t seq_ = 0;
-  Principal admin_{"admin", "", Role::kAdmin, "a"};
-  Principal node_{"admin", "", Role::kNode, "n"};
 };
 
 const std::map<std::string, std::string> kLabQ = {{"tenant", "lab"}, {"queue", "lab-q"}};
