@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
+
+#include "sim/text.h"
 
 namespace arbiter::sim {
 
@@ -49,20 +49,6 @@ struct Row {
   }
 };
 
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t pos = s.find(sep, start);
-    if (pos == std::string_view::npos) {
-      out.push_back(s.substr(start));
-      return out;
-    }
-    out.push_back(s.substr(start, pos - start));
-    start = pos + 1;
-  }
-}
-
 // Calls row(line_number, fields) for every non-empty line after the header; `header` gets the
 // header line. Stops at the first error.
 template <typename F>
@@ -96,15 +82,6 @@ Status CheckFieldCount(const Row& r, std::string_view raw) {
                                      r.names->size(), r.fields.size(), raw));
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Internal(fmt::format("{}: read error", path));
-  return ss.str();
-}
-
 }  // namespace
 
 int64_t TraceGpuMemoryMib(std::string_view model) {
@@ -116,7 +93,7 @@ int64_t TraceGpuMemoryMib(std::string_view model) {
 }
 
 Result<TraceCluster> ParseOpenbNodes(std::string_view text, std::string_view file) {
-  static const std::vector<std::string_view> kNames = Split(kNodeHeader, ',');
+  static const std::vector<std::string_view> kNames = SplitFields(kNodeHeader, ',');
   TraceCluster out;
   std::unordered_set<std::string> seen;
   std::string_view header;
@@ -126,7 +103,7 @@ Result<TraceCluster> ParseOpenbNodes(std::string_view text, std::string_view fil
           fmt::format("{}:1:1", file),
           fmt::format("expected the header '{}', got '{}'", kNodeHeader, header));
     }
-    Row r{file, line, Split(raw, ','), &kNames};
+    Row r{file, line, SplitFields(raw, ','), &kNames};
     ARBITER_RETURN_IF_ERROR(CheckFieldCount(r, raw));
     Node n;
     n.name = std::string(r.fields[0]);
@@ -164,8 +141,8 @@ Result<TraceCluster> ParseOpenbNodes(std::string_view text, std::string_view fil
 }
 
 Result<std::vector<TraceTask>> ParseOpenbPods(std::string_view text, std::string_view file) {
-  static const std::vector<std::string_view> kLong = Split(kPodHeaderLong, ',');
-  static const std::vector<std::string_view> kShort = Split(kPodHeaderShort, ',');
+  static const std::vector<std::string_view> kLong = SplitFields(kPodHeaderLong, ',');
+  static const std::vector<std::string_view> kShort = SplitFields(kPodHeaderShort, ',');
   std::vector<TraceTask> out;
   std::string_view header;
   auto bad_header = [&]() {
@@ -176,7 +153,7 @@ Result<std::vector<TraceTask>> ParseOpenbPods(std::string_view text, std::string
   Status st = ForEachLine(text, &header, [&](size_t line, std::string_view raw) -> Status {
     const bool is_long = header == kPodHeaderLong;
     if (!is_long && header != kPodHeaderShort) return bad_header();
-    Row r{file, line, Split(raw, ','), is_long ? &kLong : &kShort};
+    Row r{file, line, SplitFields(raw, ','), is_long ? &kLong : &kShort};
     ARBITER_RETURN_IF_ERROR(CheckFieldCount(r, raw));
     TraceTask t;
     t.name = std::string(r.fields[0]);
@@ -199,7 +176,7 @@ Result<std::vector<TraceTask>> ParseOpenbPods(std::string_view text, std::string
     t.resources.gpu_milli = num_gpu > 0 ? static_cast<int32_t>(gpu_milli) : kMilliPerGpu;
     if (is_long) {
       t.gpu_spec = std::string(r.fields[5]);
-      for (std::string_view m : Split(r.fields[5], '|')) {
+      for (std::string_view m : SplitFields(r.fields[5], '|')) {
         if (m.empty()) continue;
         if (std::find(t.gpu_models.begin(), t.gpu_models.end(), m) == t.gpu_models.end()) {
           t.gpu_models.emplace_back(m);
@@ -219,13 +196,13 @@ Result<std::vector<TraceTask>> ParseOpenbPods(std::string_view text, std::string
 }
 
 Result<TraceCluster> LoadOpenbNodes(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseOpenbNodes(*text, path);
 }
 
 Result<std::vector<TraceTask>> LoadOpenbPods(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseOpenbPods(*text, path);
 }

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include "model/node.h"
@@ -38,20 +36,6 @@ enum Column {
   kNumColumns,
 };
 constexpr int kFirstOptional = kCpuMilli;
-
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t pos = s.find(sep, start);
-    if (pos == std::string_view::npos) {
-      out.push_back(s.substr(start));
-      return out;
-    }
-    out.push_back(s.substr(start, pos - start));
-    start = pos + 1;
-  }
-}
 
 bool IsModelName(std::string_view s) {
   if (s.empty() || s.size() > kMaxNameLength) return false;
@@ -171,7 +155,7 @@ Status ParseRow(const Row& r, size_t row_number, TraceJob* j) {
   j->resources.gpu_milli = gpus > 0 ? static_cast<int32_t>(milli) : int32_t{kMilliPerGpu};
   const std::string_view models = r.get(kGpuModels);
   if (!models.empty()) {
-    for (std::string_view m : Split(models, '|')) {
+    for (std::string_view m : SplitFields(models, '|')) {
       if (!IsModelName(m)) {
         return r.Error(kGpuModels, fmt::format("'{}' is not a GPU model name in '{}'", m, models));
       }
@@ -195,7 +179,7 @@ Status ParseHeader(std::string_view text, std::string_view file, size_t line,
                    std::vector<std::string>* names, std::vector<int>* position) {
   const std::vector<std::string_view>& known = TraceColumns();
   position->assign(kNumColumns, -1);
-  const std::vector<std::string_view> fields = Split(text, ',');
+  const std::vector<std::string_view> fields = SplitFields(text, ',');
   for (size_t i = 0; i < fields.size(); ++i) {
     names->emplace_back(fields[i]);
     auto it = std::find(known.begin(), known.end(), fields[i]);
@@ -259,7 +243,7 @@ Result<Trace> ParseTrace(std::string_view text, std::string_view file) {
       have_header = true;
       continue;
     }
-    Row r{file, line, Split(l, ','), &position, &trace.columns};
+    Row r{file, line, SplitFields(l, ','), &position, &trace.columns};
     if (r.fields.size() != trace.columns.size()) {
       return InvalidArgument(fmt::format("{}:{}:1", file, line),
                              fmt::format("expected {} comma-separated columns, got {} in '{}'",
@@ -283,15 +267,6 @@ Result<Trace> ParseTrace(std::string_view text, std::string_view file) {
                                        fmt::join(TraceColumns(), ",")));
   }
   return trace;
-}
-
-Result<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Internal(fmt::format("{}: read error", path));
-  return ss.str();
 }
 
 Result<Trace> LoadTrace(const std::string& path) {

@@ -32,6 +32,7 @@
 #include "common/result.h"
 #include "model/job.h"
 #include "model/resources.h"
+#include "sim/text.h"
 
 namespace arbiter::sim {
 
@@ -72,8 +73,5 @@ Result<Trace> LoadTrace(const std::string& path);
 // Writes jobs in the trace format, every column, in the order of TraceColumns(). Names must not
 // hold commas or line breaks (ParseTrace's rules); ParseTrace(FormatTrace(j)) gives j back.
 std::string FormatTrace(const std::vector<TraceJob>& jobs);
-
-// Reads a whole file.
-Result<std::string> ReadTextFile(const std::string& path);
 
 }  // namespace arbiter::sim
