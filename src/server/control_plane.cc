@@ -11,6 +11,7 @@
 #include "api/json_writer.h"
 #include "core/budget/budget.h"
 #include "server/control_plane_compiled.h"
+#include "server/reports.h"
 
 namespace arbiter::server {
 
@@ -81,22 +82,6 @@ std::string Iso8601(TimeMs ms) {
 }
 
 json TimeJson(TimeMs ms) { return ms > 0 ? json(Iso8601(ms)) : json(nullptr); }
-
-// Start (UTC) of the budget period containing `now`: the day, the week (from Monday) or the month.
-TimeMs PeriodStart(const std::string& period, TimeMs now) {
-  const std::time_t s = now / 1000;
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  tm.tm_hour = 0;
-  tm.tm_min = 0;
-  tm.tm_sec = 0;
-  if (period == "week") {
-    tm.tm_mday -= (tm.tm_wday + 6) % 7;
-  } else if (period == "month") {
-    tm.tm_mday = 1;
-  }
-  return static_cast<TimeMs>(timegm(&tm)) * 1000;
-}
 
 }  // namespace
 
@@ -1716,7 +1701,7 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
     QueueId id;
     if (!tree.Find(t.name, &id)) continue;
     any = true;
-    const TimeMs start = PeriodStart(t.budget->period, now);
+    const TimeMs start = reports::BudgetPeriod(t.budget->period, now).first;
     auto& closed = closed_usage_[t.name];
     if (closed.first != start) {
       // A new period (or the first look since start): recount from the stored records.
