@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 
 #include "common/rng.h"
+#include "sim/text.h"
 
 namespace arbiter::sim {
 
@@ -121,10 +121,7 @@ int RunConvertCommand(const ConvertCommandOptions& o) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
-  std::ofstream out(o.out_path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return fail(Internal(fmt::format("{}: cannot write the trace", o.out_path)));
+  if (Status st = WriteTextFile(o.out_path, text, "trace"); !st.ok()) return fail(st);
   std::fprintf(stderr, "convert: %zu jobs from %s to %s\n", jobs->size(), o.pods_path.c_str(),
                o.out_path.c_str());
   return 0;

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "core/cluster.h"
 #include "core/placement/framework.h"
+#include "sim/text.h"
 
 namespace arbiter::sim {
 
@@ -322,9 +322,8 @@ int RunInflateCommand(const InflateOptions& o) {
     return 0;
   }
   if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path);
-    out << report.dump(1) << "\n";
-    if (!out) return fail(Internal(fmt::format("{}: cannot write the report", o.json_path)));
+    const Status st = WriteTextFile(o.json_path, report.dump(1) + "\n", "report");
+    if (!st.ok()) return fail(st);
   }
   std::printf("%-14s %10s %10s %9s %9s\n", "policy", "alloc@100", "alloc@130", "frag@0", "s/seed");
   for (const nlohmann::json& r : results) {

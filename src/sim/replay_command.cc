@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 
@@ -14,6 +13,7 @@
 #include "core/quota/quota_tree.h"
 #include "sim/openb.h"
 #include "sim/replay_html.h"
+#include "sim/text.h"
 
 namespace arbiter::sim {
 
@@ -313,10 +313,8 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
     return 0;
   }
   if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path);
-    out << report.dump(1) << "\n";
-    out.close();
-    if (!out) return fail(Internal(fmt::format("{}: cannot write the report", o.json_path)));
+    const Status st = WriteTextFile(o.json_path, report.dump(1) + "\n", "report");
+    if (!st.ok()) return fail(st);
   }
   const std::string table = FormatReplayTable(reports);
   std::fwrite(table.data(), 1, table.size(), stdout);

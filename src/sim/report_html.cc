@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <string_view>
 #include <type_traits>
 #include <variant>
+
+#include "sim/text.h"
 
 namespace arbiter::sim::report {
 
@@ -622,12 +623,7 @@ std::string RenderHtml(const Report& r) {
 }
 
 Status WriteHtml(const Report& report, const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Internal(fmt::format("{}: cannot open for writing", path));
-  out << RenderHtml(report);
-  out.close();
-  if (!out) return Internal(fmt::format("{}: cannot write the report", path));
-  return Status::Ok();
+  return WriteTextFile(path, RenderHtml(report), "report");
 }
 
 }  // namespace arbiter::sim::report

@@ -16,6 +16,14 @@ Result<std::string> ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
+Status WriteTextFile(const std::string& path, std::string_view text, std::string_view what) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out << text;
+  out.close();
+  if (!out) return Internal(fmt::format("{}: cannot write the {}", path, what));
+  return Status::Ok();
+}
+
 std::vector<std::string_view> SplitFields(std::string_view s, char sep) {
   std::vector<std::string_view> out;
   size_t start = 0;
