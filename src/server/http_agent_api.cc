@@ -18,19 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-void SendError(httplib::Response& res, const Status& st) {
-  res.status = api::HttpStatusFor(st.code());
-  res.set_content(api::ErrorBody(st).dump(), "application/json");
-}
-
-Result<json> ParseJsonBody(const httplib::Request& req) {
-  try {
-    return json::parse(req.body);
-  } catch (const std::exception& e) {
-    return InvalidArgument("", fmt::format("the body is not valid JSON: {}", e.what()));
-  }
-}
-
 Result<uint64_t> ParseUint(const std::string& s, const char* field, uint64_t max) {
   uint64_t v = 0;
   bool ok = !s.empty() && s.size() <= 19;

@@ -20,11 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-void SendError(httplib::Response& res, const Status& st) {
-  res.status = api::HttpStatusFor(st.code());
-  res.set_content(api::ErrorBody(st).dump(), "application/json");
-}
-
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(), "application/json");
@@ -53,15 +48,20 @@ Result<uint64_t> ParseId(const std::string& s, const char* field) {
   return v;
 }
 
-Result<json> ParseBody(const httplib::Request& req) {
+}  // namespace
+
+void HttpApi::SendError(httplib::Response& res, const Status& st) {
+  res.status = api::HttpStatusFor(st.code());
+  res.set_content(api::ErrorBody(st).dump(), "application/json");
+}
+
+Result<json> HttpApi::ParseJsonBody(const httplib::Request& req) {
   try {
     return json::parse(req.body);
   } catch (const std::exception& e) {
     return InvalidArgument("", fmt::format("the body is not valid JSON: {}", e.what()));
   }
 }
-
-}  // namespace
 
 std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
                                                         std::string_view path) {
@@ -400,7 +400,7 @@ void HttpApi::Register() {
         });
   route("POST", "/api/v1/users", "/api/v1/users", "Create a user {name, tenant, role}",
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto body = ParseBody(req);
+          auto body = ParseJsonBody(req);
           if (!body.ok()) return SendError(res, body.status());
           if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
           api::UserConfig u;
@@ -419,7 +419,7 @@ void HttpApi::Register() {
   route("POST", "/api/v1/tokens", "/api/v1/tokens",
         "Create a token {user, role?}; the plain token is in the response only",
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto body = ParseBody(req);
+          auto body = ParseJsonBody(req);
           if (!body.ok()) return SendError(res, body.status());
           if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
           for (auto& [k, v] : body->items()) {

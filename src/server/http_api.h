@@ -92,6 +92,9 @@ class HttpApi {
   void ProxyLogs(const Principal& p, const LogQuery& q, const LogSource& src,
                  httplib::Response& res);
   bool AllowRate(const std::string& token_id);
+  // Shared by the route files: the error body and status of `st`; a JSON body or a 400.
+  static void SendError(httplib::Response& res, const Status& st);
+  static Result<nlohmann::json> ParseJsonBody(const httplib::Request& req);
   void ServeMetrics(const httplib::Request& req, httplib::Response& res);
 
   ControlPlane* cp_;

@@ -16,11 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-void SendError(httplib::Response& res, const Status& st) {
-  res.status = api::HttpStatusFor(st.code());
-  res.set_content(api::ErrorBody(st).dump(), "application/json");
-}
-
 // "90s", "30m", "12h", "7d", "2w" (a positive whole number and a unit).
 Result<int64_t> ParseDurationMs(const std::string& s, const char* field) {
   const Status bad = InvalidArgument(
