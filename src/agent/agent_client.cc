@@ -77,8 +77,14 @@ Status AgentClient::Register() {
   Status st = Post("/api/v1/agent/register", api::AgentRegistrationToJson(reg).dump(),
                    options_.request_timeout_ms, &answer);
   if (!st.ok()) return st;
+  DurationMs node_timeout = 0;
+  try {
+    node_timeout = json::parse(answer).value("node_timeout_ms", DurationMs{0});
+  } catch (const std::exception&) {
+  }
   std::lock_guard<std::mutex> lock(mu_);
   registered_ = true;
+  server_node_timeout_ms_ = node_timeout;
   spdlog::info("registered node {} with {} ({} GPUs)", options_.node, options_.server,
                reg.node.gpus.size());
   return Status::Ok();
@@ -298,6 +304,16 @@ std::vector<TaskAssignment> AgentClient::AssignmentsFor(const std::string&) {
     if (!finished_.count({a.job, a.task, a.attempt})) out.push_back(a);
   }
   return out;
+}
+
+DurationMs AgentClient::server_node_timeout_ms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return server_node_timeout_ms_;
+}
+
+bool AgentClient::AssignmentsKnown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answered_;
 }
 
 void AgentClient::Enqueue(TaskReport r) {

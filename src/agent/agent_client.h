@@ -73,6 +73,7 @@ class AgentClient : public server::ExecutionBackend {
 
   // ExecutionBackend (the executor's thread).
   std::vector<TaskAssignment> AssignmentsFor(const std::string& node) override;
+  bool AssignmentsKnown() override;
   void ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) override;
   void ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
                         bool timed_out) override;
@@ -83,6 +84,8 @@ class AgentClient : public server::ExecutionBackend {
   void SetOnAssignments(std::function<void()> f) { on_assignments_ = std::move(f); }
 
   const std::string& instance() const { return instance_; }
+  // The server's node timeout, from its last registration answer (0: it did not say).
+  DurationMs server_node_timeout_ms() const;
   size_t queued_reports() const;
 
  private:
@@ -104,6 +107,7 @@ class AgentClient : public server::ExecutionBackend {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool registered_ = false;
+  DurationMs server_node_timeout_ms_ = 0;
   bool wake_ = false;  // a report is waiting
   std::deque<TaskReport> queue_;
   uint64_t next_seq_ = 1;

@@ -1,6 +1,7 @@
 #include "agent/agent_command.h"
 
 #include <fmt/format.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -18,10 +19,10 @@
 
 #include "agent/agent_client.h"
 #include "agent/backoff.h"
-#include "agent/cgroups.h"
 #include "agent/gpu/fake_gpus.h"
 #include "agent/gpu/nvml.h"
 #include "agent/log_server.h"
+#include "exec/task_cgroups.h"
 #include "model/node.h"
 #include "server/local_executor.h"
 
@@ -127,6 +128,46 @@ Status Validate(const AgentOptions& o, std::string* token,
   return Status::Ok();
 }
 
+// A name for this agent's cgroups, stable across its restarts: the node and its work folder.
+std::string CgroupScope(const std::string& node, const std::string& work_dir) {
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(work_dir, ec).lexically_normal().string();
+  return fmt::format("{}-{:08x}", node, static_cast<uint32_t>(std::hash<std::string>{}(abs)));
+}
+
+// Who tasks run as when their assignment names nobody, their GPUs' devices, the limits.
+server::ExecutorOptions ConfinementOptions(const AgentOptions& o, GpuDiscovery* gpus) {
+  server::ExecutorOptions eo;
+  eo.shim_path = o.shim;
+  eo.max_task_processes = o.max_task_processes;
+  eo.orphan_timeout_ms = o.orphan_timeout_ms >= 0 ? o.orphan_timeout_ms : 10000;
+  if (const passwd* pw = getpwnam(o.run_as_default.c_str())) {
+    eo.default_uid = pw->pw_uid;
+    eo.default_gid = pw->pw_gid;
+  } else if (geteuid() == 0) {
+    spdlog::warn(
+        "user {} does not exist; tasks whose assignment names no user run as nobody "
+        "(65534)",
+        o.run_as_default);
+  }
+  for (const DiscoveredGpu& g : gpus != nullptr ? gpus->Discover() : std::vector<DiscoveredGpu>{}) {
+    if (g.device_major >= 0 && g.device_minor >= 0) {
+      eo.gpu_devices[g.index] = {static_cast<uint32_t>(g.device_major),
+                                 static_cast<uint32_t>(g.device_minor)};
+    }
+  }
+  return eo;
+}
+
+// Not root: every task runs as this user and can read what it can. Said loudly, at start.
+void WarnIfUnconfined(const server::LocalExecutor& executor) {
+  if (executor.switches_users()) return;
+  for (int i = 0; i < 3; ++i) spdlog::warn("{}", std::string(72, '!'));
+  spdlog::warn("{}", executor.Describe());
+  spdlog::warn("run the agent as root so that tasks run as their own users (docs/security.md)");
+  for (int i = 0; i < 3; ++i) spdlog::warn("{}", std::string(72, '!'));
+}
+
 }  // namespace
 
 int RunAgent(const AgentOptions& o) {
@@ -162,8 +203,10 @@ int RunAgent(const AgentOptions& o) {
   std::unique_ptr<GpuDiscovery> gpus;
   std::string gpu_status;
   if (o.fake_gpus > 0) {
-    gpus = std::make_unique<FakeGpus>(o.fake_gpus, o.gpu_model, o.gpu_memory_mib,
-                                      o.work_dir + "/fake-gpu-faults");
+    auto fake = std::make_unique<FakeGpus>(o.fake_gpus, o.gpu_model, o.gpu_memory_mib,
+                                           o.work_dir + "/fake-gpu-faults");
+    if (o.fake_gpu_device_major >= 0) fake->SetDeviceMajor(o.fake_gpu_device_major);
+    gpus = std::move(fake);
     gpu_status = gpus->Describe();
   } else if (auto nvml = NvmlGpus::Load(o.nvml_library); nvml.ok()) {
     gpus = std::move(nvml).value();
@@ -174,9 +217,17 @@ int RunAgent(const AgentOptions& o) {
   }
   spdlog::info("GPUs: {}", gpu_status);
 
-  // 2. cgroup v2 limits where delegated.
-  std::string cgroup_status;
-  std::unique_ptr<CgroupLimits> limits = CgroupLimits::Setup(o.cgroup_root, &cgroup_status);
+  // 2. Confinement: cgroups per task where this machine offers them, the tasks' users.
+  server::ExecutorOptions eo = ConfinementOptions(o, gpus.get());
+  std::string cgroup_status = "disabled (--no-cgroups)";
+  std::unique_ptr<exec::TaskCgroups> limits;
+  if (o.cgroups) {
+    exec::CgroupOptions co;
+    co.scope = CgroupScope(o.name, o.work_dir);
+    co.leaf = "agent";
+    limits = exec::TaskCgroups::Setup(co, &cgroup_status);
+  }
+  eo.limits = limits.get();
   spdlog::info("cgroups: {}", cgroup_status);
 
   // 3. The link to the server, the executor, the log port.
@@ -201,7 +252,9 @@ int RunAgent(const AgentOptions& o) {
     r.log_host = listen_host;
     r.log_port = log_port;
     r.log_token = log_token;
-    r.status = {{"cgroups", cgroup_status}, {"gpu_discovery", gpu_status}};
+    r.status = {{"cgroups", cgroup_status},
+                {"gpu_discovery", gpu_status},
+                {"confinement", executor_ptr != nullptr ? executor_ptr->Describe() : ""}};
     return r;
   };
   auto telemetry = [&]() {
@@ -215,10 +268,8 @@ int RunAgent(const AgentOptions& o) {
   co.heartbeat_ms = o.heartbeat_ms;
   co.backoff_max_ms = o.backoff_max_ms;
   AgentClient client(co, registration, telemetry);
-  server::ExecutorOptions eo;
-  eo.die_with_executor = true;
-  eo.limits = limits.get();
   server::LocalExecutor executor(&client, o.name, o.work_dir, WallClockMs, eo);
+  WarnIfUnconfined(executor);
   executor_ptr = &executor;
   client.SetOnAssignments([&executor] { executor.Wake(); });
   LogServer logs(o.work_dir, log_token,
@@ -248,8 +299,8 @@ int RunAgent(const AgentOptions& o) {
     return stop_cv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stop; });
   };
 
-  // 4. Tasks of an earlier run of this agent cannot be adopted: killed, reported lost.
-  executor.ReapLeftovers();
+  // 4. Tasks of an earlier run of this agent are adopted (or their exits reported).
+  executor.Recover();
 
   // 5. Register (the server may not be up yet: retry), then heartbeat and run.
   int exit_code = 0;
@@ -272,6 +323,10 @@ int RunAgent(const AgentOptions& o) {
     std::lock_guard<std::mutex> lock(stop_mu);
     stopped = stop;
   }
+  if (exit_code == 0 && !stopped && o.orphan_timeout_ms < 0 &&
+      client.server_node_timeout_ms() > 0) {
+    executor.SetOrphanTimeout(client.server_node_timeout_ms());
+  }
   if (exit_code == 0 && !stopped) {
     std::printf("arbiter agent %s registered with %s; logs on %s:%d\n", o.name.c_str(),
                 o.server.c_str(), listen_host.c_str(), log_port);
@@ -282,9 +337,15 @@ int RunAgent(const AgentOptions& o) {
     stop_cv.wait(lock, [&] { return stop; });
   }
 
-  // 6. Stop: tasks are killed and reported lost (a later agent could not adopt them), the
-  // reports delivered if the server answers.
-  executor.Stop(true);
+  // 6. Stop: tasks keep running for the next agent to adopt (their shims stop them if none comes
+  // within the orphan timeout), unless asked to kill them; the reports delivered if the server
+  // answers.
+  const size_t left = executor.running();
+  executor.Stop(o.kill_tasks_on_exit);
+  if (left > 0 && !o.kill_tasks_on_exit) {
+    spdlog::info("{} task{} keep running; an agent started again with --work-dir {} adopts them",
+                 left, left == 1 ? "" : "s", o.work_dir);
+  }
   client.Stop();
   client.Flush(2000);
   logs.Stop();

@@ -25,10 +25,19 @@ struct AgentOptions {
   int backoff_max_ms = 10000;
   std::string log_format = "text";  // or "json"
   std::string nvml_library = "libnvidia-ml.so.1";
-  std::string cgroup_root = "/sys/fs/cgroup";
+  // Task confinement (docs/security.md).
+  bool cgroups = true;                // false: no cgroups (the shim alone tracks processes)
+  int64_t max_task_processes = 4096;  // per task: pids.max, else RLIMIT_NPROC
+  int64_t orphan_timeout_ms = -1;     // shims stop tasks when the agent is away this long
+                                      // (-1: the server's node timeout; 0: never)
+  std::string shim;                   // "": arbiter-shim beside this binary
+  std::string run_as_default = "arbiter-job";  // tasks whose assignment names nobody (as root)
+  int fake_gpu_device_major = -1;              // fake GPU i is character device MAJOR:i (drills)
+  bool kill_tasks_on_exit = false;             // SIGTERM kills the tasks instead of leaving them
 };
 
-// Runs until SIGTERM or SIGINT (then stops its tasks and reports them); returns the exit code.
+// Runs until SIGTERM or SIGINT; tasks keep running for the next agent to adopt (unless
+// kill_tasks_on_exit). Returns the exit code.
 int RunAgent(const AgentOptions& options);
 
 }  // namespace arbiter::agent

@@ -283,7 +283,15 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
           {"env", a.spec.env},
           {"workdir", a.spec.workdir},
           {"cpu_milli", a.spec.resources.cpu_milli},
-          {"memory_mib", a.spec.resources.memory_mib}};
+          {"memory_mib", a.spec.resources.memory_mib},
+          {"walltime_seconds", a.spec.walltime_seconds},
+          {"tenant", a.spec.tenant},
+          {"user", a.spec.user},
+          {"run_as",
+           {{"user", a.run_as.user},
+            {"uid", a.run_as.uid},
+            {"gid", a.run_as.gid},
+            {"root_allowed", a.run_as.root_allowed}}}};
 }
 
 Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& field) {
@@ -323,6 +331,19 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
     a.spec.workdir = Str(j, p, "workdir", false);
     a.spec.resources.cpu_milli = Int(j, p, "cpu_milli", false, 0, int64_t{1} << 40);
     a.spec.resources.memory_mib = Int(j, p, "memory_mib", false, 0, int64_t{1} << 40);
+    a.spec.walltime_seconds = Int(j, p, "walltime_seconds", false, 0, int64_t{1} << 40);
+    a.spec.tenant = Str(j, p, "tenant", false, 253);
+    a.spec.user = Str(j, p, "user", false, 253);
+    if (j.contains("run_as") && !j["run_as"].is_null()) {
+      const std::string rp = Join(p, "run_as");
+      const json& r = j["run_as"];
+      ExpectObject(r, rp);
+      a.run_as.user = Str(r, rp, "user", false, 253);
+      // Absent is "the node's default", never 0 (root).
+      if (Member(r, "uid") != nullptr) a.run_as.uid = Int(r, rp, "uid", true, -1, int64_t{1} << 32);
+      if (Member(r, "gid") != nullptr) a.run_as.gid = Int(r, rp, "gid", true, -1, int64_t{1} << 32);
+      a.run_as.root_allowed = Bool(r, rp, "root_allowed", false);
+    }
     return a;
   });
 }

@@ -191,6 +191,8 @@ int RunE2eBench(const E2eBenchOptions& o) {
     return 1;
   }
   const std::string dir = tmpl;
+  // The agents' tasks run as their own users: they pass through to their folders under it.
+  ::chmod(dir.c_str(), 0711);
   auto progress = [&](const std::string& m) { std::fprintf(stderr, "bench e2e: %s\n", m.c_str()); };
   int exit_code = 0;
   const std::vector<int> sizes = MixedJobSizes(o.jobs);

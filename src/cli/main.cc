@@ -210,10 +210,39 @@ int main(int argc, char** argv) {
                   "Fake GPUs of the built-in node when it is not in the configuration (default: "
                   "the GPUs NVML finds, else 8 fake ones)")
       ->check(CLI::Range(0, 64));
+  srv->add_option("--local-work-dir", server.local_work_dir,
+                  "The built-in node's task folders (default: DATA_DIR-node, beside the data dir)");
+  srv->add_option("--local-address", server.local_address,
+                  "The built-in node's address for gangs (MASTER_ADDR; default: the --listen host, "
+                  "or this machine's name)");
+  srv->add_flag("!--no-cgroups", server.local_cgroups,
+                "Do not put the built-in node's tasks in cgroups");
+  srv->add_option("--max-task-processes", server.max_task_processes,
+                  "Processes and threads one task of the built-in node may have at once")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 22))
+      ->capture_default_str();
+  srv->add_option("--orphan-timeout-ms", server.local_orphan_timeout_ms,
+                  "The built-in node's tasks stop when the server is away this long (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  srv->add_option("--run-as-default", server.run_as_default,
+                  "User of the built-in node's tasks whose assignment names none (as root)")
+      ->capture_default_str();
+  srv->add_option("--shim", server.shim, "The arbiter-shim binary (default: beside this one)");
+  srv->add_option("--fake-gpu-device-major", server.fake_gpu_device_major,
+                  "Fake GPU i of the built-in node is the character device MAJOR:i (drills)")
+      ->check(CLI::Range(0, 4095));
+  srv->add_flag("--kill-tasks-on-exit", server.kill_tasks_on_exit,
+                "At SIGTERM, kill the built-in node's tasks (default: they keep running and the "
+                "next start adopts them)");
   srv->add_option("--node-timeout-ms", server.node_timeout_ms,
                   "A node whose agent sends no heartbeat for this long is down; its tasks are lost")
       ->check(CLI::Range(100, 86400000))
       ->capture_default_str();
+  srv->add_option("--reconnect-window-ms", server.reconnect_window_ms,
+                  "After a start, known nodes have this long to reconnect before they can be "
+                  "declared down (default: 5 node timeouts, at least 30 s)")
+      ->check(CLI::Range(0, 86400000));
   srv->add_flag("--metrics-public", server.metrics_public,
                 "Serve GET /metrics without a token (else: an admin token or the metrics token)");
   srv->add_option(
@@ -262,7 +291,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   agt->add_option("--nvml-library", agent.nvml_library, "The NVML library to load")
       ->capture_default_str();
-  agt->add_option("--cgroup-root", agent.cgroup_root, "The cgroup v2 mount")->capture_default_str();
+  agt->add_flag("!--no-cgroups", agent.cgroups,
+                "Do not put tasks in cgroups (no CPU, memory, process or device limits)");
+  agt->add_option("--max-task-processes", agent.max_task_processes,
+                  "Processes and threads one task may have at once")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 22))
+      ->capture_default_str();
+  agt->add_option("--orphan-timeout-ms", agent.orphan_timeout_ms,
+                  "Tasks stop when the agent is away this long (default: the server's node "
+                  "timeout; 0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  agt->add_option("--run-as-default", agent.run_as_default,
+                  "User of tasks whose assignment names none (when the agent runs as root)")
+      ->capture_default_str();
+  agt->add_option("--shim", agent.shim, "The arbiter-shim binary (default: beside this one)");
+  agt->add_option("--fake-gpu-device-major", agent.fake_gpu_device_major,
+                  "Fake GPU i is the character device MAJOR:i (device isolation drills)")
+      ->check(CLI::Range(0, 4095));
+  agt->add_flag("--kill-tasks-on-exit", agent.kill_tasks_on_exit,
+                "At SIGTERM, kill the tasks (default: leave them for the next agent to adopt)");
   agt->callback([&] { exit_code = arbiter::agent::RunAgent(agent); });
 
   // The client commands: submit, jobs, show, why, logs, ..., top, apply, completion, version.

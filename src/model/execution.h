@@ -18,6 +18,17 @@
 
 namespace arbiter {
 
+// Who a task runs as on its node: the configuration's run_as of the job's user, else of its
+// tenant, else the uid the server gave the tenant (docs/security.md). A node resolves `user`
+// itself; a node that cannot switch users runs every task as itself, and says so.
+struct RunAs {
+  std::string user;           // a user name on the node ("": by number)
+  int64_t uid = -1;           // -1: the node's default identity
+  int64_t gid = -1;           // -1: the user's primary group, else the uid's number
+  bool root_allowed = false;  // the tenant may run tasks as uid 0
+  bool operator==(const RunAs&) const = default;
+};
+
 // What a node should do with one task of one run of a job.
 struct TaskAssignment {
   uint64_t job = 0;
@@ -34,6 +45,7 @@ struct TaskAssignment {
   std::string master_node;  // node of task 0
   std::string master_addr;  // its address as the tasks should use it ("": derived from the name)
   bool started = false;     // the control plane already saw this task start
+  RunAs run_as;
 };
 
 enum class TaskEvent { kStarted, kExited, kLost };

@@ -1558,13 +1558,27 @@ void ControlPlane::SetNodeTelemetry(const std::string& node, const std::string& 
   e.status["last_heartbeat"] = e.last_heartbeat;
 }
 
+void ControlPlane::SetNodeStatus(const std::string& node, const std::string& key,
+                                 const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  if (!it->second.status.is_object()) it->second.status = json::object();
+  it->second.status[key] = value;
+}
+
+void ControlPlane::SetNodeTimeout(DurationMs ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  node_timeout_ms_ = ms;
+}
+
 bool ControlPlane::HasGpuModel(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   return std::any_of(config_.gpu_models.begin(), config_.gpu_models.end(),
                      [&](const GpuModel& m) { return m.name == name; });
 }
 
-Status ControlPlane::RegisterNode(const Node& node) {
+Status ControlPlane::RegisterNode(const Node& node, const std::string& address) {
   ARBITER_RETURN_IF_ERROR(ValidateNode(node, "node"));
   std::shared_future<Status> done;
   {
@@ -1572,9 +1586,12 @@ Status ControlPlane::RegisterNode(const Node& node) {
     auto it = nodes_.find(node.name);
     if (it != nodes_.end() && it->second.from_config) {
       it->second.last_heartbeat = now_();
+      it->second.address = address;
       return Status::Ok();  // configured statically: the config is the truth
     }
     NodeEntry e{node, false, now_()};
+    e.address = address;
+    if (it != nodes_.end()) e.status = it->second.status;
     if (it != nodes_.end() && it->second.node.state != NodeState::kDown) {
       e.node.state = it->second.node.state;  // keep cordoned/draining
     }
@@ -1620,6 +1637,11 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
       a.gpus = j.placement[t].gpu_indices;
       a.restarts = j.restarts + j.preemptions;
       a.master_node = j.placement[0].node;
+      // One MASTER_ADDR for every rank: the address of the first task's node as its agent (or
+      // the built-in node) gave it, else its name.
+      if (auto m = nodes_.find(a.master_node); m != nodes_.end() && !m->second.address.empty()) {
+        a.master_addr = m->second.address;
+      }
       a.started = t < j.task_state.size() && j.task_state[t] == 1;
       out.push_back(std::move(a));
     }

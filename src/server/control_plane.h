@@ -183,8 +183,13 @@ class ControlPlane : public ExecutionBackend {
                                     std::string_view action);
 
   // Execution (the built-in node, and node agents through the calls below).
-  // Registers (or refreshes) a node reported by an agent; fails on invalid specs.
-  Status RegisterNode(const Node& node);
+  // Registers (or refreshes) the built-in node; fails on invalid specs. `address`: what tasks of
+  // gangs led from it use as MASTER_ADDR.
+  Status RegisterNode(const Node& node, const std::string& address = "");
+  // One field of a node's status ("cgroups", "confinement": how its tasks are confined).
+  void SetNodeStatus(const std::string& node, const std::string& key, const std::string& value);
+  // The node timeout agents are held to (DetectDownNodes'); they learn it when they register.
+  void SetNodeTimeout(DurationMs ms);
   // The built-in node's GPU telemetry, as a heartbeat brings an agent's (its status: what found
   // the GPUs, and per GPU utilisation and memory in use).
   void SetNodeTelemetry(const std::string& node, const std::string& discovery,
@@ -219,8 +224,12 @@ class ControlPlane : public ExecutionBackend {
   void SetSchedulerWake(std::function<void()> wake);
   // Down detection: nodes registered by agents whose last heartbeat is older than `timeout`
   // become down (a node event) and their tasks are reported lost. Configured nodes no agent
-  // registered for, and `builtin` (the --local-node), are exempt. Returns the nodes marked down.
-  std::vector<std::string> DetectDownNodes(DurationMs timeout, const std::string& builtin);
+  // registered for, and `builtin` (the --local-node), are exempt. Nodes known from before this
+  // server started (none of their agents registered since) are not declared down before
+  // `reconnect_window` has passed since the first call: their agents reconnect after a restart.
+  // Returns the nodes marked down.
+  std::vector<std::string> DetectDownNodes(DurationMs timeout, const std::string& builtin,
+                                           DurationMs reconnect_window = 0);
   // Where the logs of task `task` of job `id` are: access as for reading the job.
   Result<LogSource> JobLogSource(const Principal& p, uint64_t id, int32_t task);
 
@@ -350,6 +359,7 @@ class ControlPlane : public ExecutionBackend {
   std::deque<ServerEvent> events_;
   uint64_t event_seq_ = 0;
   TimeMs down_detection_since_ = 0;  // nodes loaded from the store count as heard of then
+  DurationMs node_timeout_ms_ = 0;
   Stats stats_;
   ServerMetrics metrics_;
 };

@@ -104,7 +104,9 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
                    {"reason", existed ? "its agent registered again" : "registered by its agent"}});
       done = store_->WriteAsync(std::move(b));
     }
-    out = {{"name", e.node.name}, {"state", std::string(NodeStateName(state))}};
+    out = {{"name", e.node.name},
+           {"state", std::string(NodeStateName(state))},
+           {"node_timeout_ms", node_timeout_ms_}};
   }
   if (done.valid()) ARBITER_RETURN_IF_ERROR(done.get());
   return out;
@@ -219,17 +221,14 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
       it->second.acked_seq = std::max(it->second.acked_seq, max_seq);
       acked = it->second.acked_seq;
     }
-    for (TaskAssignment& a : assignments) {
-      auto m = nodes_.find(a.master_node);
-      if (m != nodes_.end() && !m->second.address.empty()) a.master_addr = m->second.address;
-      items.push_back(api::TaskAssignmentToJson(a));
-    }
+    for (const TaskAssignment& a : assignments) items.push_back(api::TaskAssignmentToJson(a));
   }
   return json{{"acked_seq", acked}, {"assignments", items}, {"assign_version", version}};
 }
 
 std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
-                                                       const std::string& builtin) {
+                                                       const std::string& builtin,
+                                                       DurationMs reconnect_window) {
   std::vector<std::string> down;
   std::vector<TaskKey> lost;
   std::shared_future<Status> done;
@@ -241,8 +240,13 @@ std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
     for (auto& [name, e] : nodes_) {
       if (name == builtin || (e.from_config && !e.agent_session)) continue;
       if (e.node.state == NodeState::kDown) continue;
-      // Nodes loaded from the store were last heard of when this server started.
-      const TimeMs heard = std::max(e.last_heartbeat, down_detection_since_);
+      // Nodes loaded from the store were last heard of when this server started, and have the
+      // reconnect window to come back (an agent whose retries have backed off takes a while).
+      TimeMs heard = std::max(e.last_heartbeat, down_detection_since_);
+      if (!e.agent_session) {
+        heard = std::max(
+            heard, down_detection_since_ + std::max<DurationMs>(0, reconnect_window - timeout));
+      }
       if (now - heard <= timeout) continue;
       e.state_before_down = e.node.state;
       e.node.state = NodeState::kDown;

@@ -22,6 +22,9 @@ class ExecutionBackend {
 
   // The tasks placed on `node` that should run or stop now.
   virtual std::vector<TaskAssignment> AssignmentsFor(const std::string& node) = 0;
+  // Whether AssignmentsFor is the node's whole work (an agent knows it once the server has
+  // answered): until then the executor stops nothing for not being listed.
+  virtual bool AssignmentsKnown() { return true; }
   // A task's process started.
   virtual void ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) = 0;
   // A task's process ended with `exit_code` (128 + signal when killed); `timed_out` when the node

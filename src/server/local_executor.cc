@@ -1,11 +1,15 @@
 #include "server/local_executor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,61 +25,92 @@ namespace arbiter::server {
 
 namespace {
 
-// The kernel's id of this boot: pids in pid files of another boot name other processes.
-std::string BootId() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(f, id);
-  return id;
-}
-
-// Start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat), or "" when gone.
-std::string StartTime(pid_t pid) {
-  std::ifstream f(fmt::format("/proc/{}/stat", pid));
-  std::string stat;
-  std::getline(f, stat);
-  const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos) return "";
-  std::istringstream rest(stat.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 22) return field;
-  }
-  return "";
-}
+// Debian's default, for tasks that do not set their own PATH.
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// After the grace period the shim kills the task itself; the executor steps in only this much
+// later (a shim that does not end).
+constexpr DurationMs kBackstopMs = 10000;
+constexpr DurationMs kHeartbeatEveryMs = 1000;
+// The shim's own stop at the walltime, should its executor be away then.
+constexpr int64_t kWalltimeBackstopMs = 60000;
 
 bool ParseNumber(std::string_view s, uint64_t* out) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size() && !s.empty();
 }
 
-// A pid file: "<pid> <attempt> <start time> <boot id>".
-struct PidRecord {
-  pid_t pid = 0;
-  uint64_t attempt = 0;
-  bool has_attempt = false;
-  std::string start_time;
-  std::string boot_id;
-};
-
-bool ReadPidFile(const std::string& path, PidRecord* r) {
+std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
-  if (!(f >> r->pid) || r->pid <= 1) return false;
-  r->has_attempt = static_cast<bool>(f >> r->attempt);
-  f >> r->start_time >> r->boot_id;
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool WriteAtomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok =
+      ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ::close(fd);
+  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// A folder with exactly this mode (created, or corrected when it exists).
+bool EnsureDir(const std::string& path, mode_t mode, std::string* why) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    *why = fmt::format("cannot create {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *why = fmt::format("{} is not a folder", path);
+    return false;
+  }
+  if ((st.st_mode & 07777) != mode && ::chmod(path.c_str(), mode) != 0) {
+    *why = fmt::format("cannot set the mode of {}: {}", path, std::strerror(errno));
+    return false;
+  }
   return true;
 }
 
-// Kills the process group a pid file names, unless that pid now belongs to another process (a
-// pid of another boot, or one whose start time differs: the pid was reused).
-void KillRecorded(const PidRecord& r) {
-  if (!r.boot_id.empty() && r.boot_id != BootId()) return;  // gone with the previous boot
-  const std::string now_start = StartTime(r.pid);
-  if (!now_start.empty() && !r.start_time.empty() && now_start != r.start_time) return;
-  // The leader may be gone while others of its group live on: a group id is not reused while
-  // the group exists.
-  ::kill(-r.pid, SIGKILL);
-  if (!now_start.empty()) ::kill(r.pid, SIGKILL);
+std::string DefaultShim() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "arbiter-shim" : (self.parent_path() / "arbiter-shim").string();
+}
+
+// The supplementary groups of a user of this machine.
+std::vector<int64_t> GroupsOf(const std::string& name, gid_t gid) {
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (getgrouplist(name.c_str(), gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<size_t>(n));
+    if (getgrouplist(name.c_str(), gid, groups.data(), &n) < 0) return {static_cast<int64_t>(gid)};
+  }
+  return {groups.begin(), groups.begin() + n};
+}
+
+// Processes whose parent is this one and that are not shims we know: what a killed shim's task
+// left (this process is their subreaper).
+void KillStrays(const std::set<pid_t>& shims) {
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return;
+  const pid_t self = getpid();
+  while (dirent* e = readdir(d)) {
+    uint64_t pid = 0;
+    if (!ParseNumber(e->d_name, &pid)) continue;
+    const std::string stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(paren + 1));
+    std::string state;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == self && !shims.count(static_cast<pid_t>(pid))) {
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+  }
+  closedir(d);
 }
 
 }  // namespace
@@ -86,15 +121,70 @@ LocalExecutor::LocalExecutor(ExecutionBackend* backend, std::string node, std::s
       node_(std::move(node)),
       work_dir_(std::move(work_dir)),
       now_(std::move(now)),
-      options_(options) {}
-
-LocalExecutor::~LocalExecutor() { Stop(true); }
-
-std::string LocalExecutor::PidFile(uint64_t job, int32_t task) const {
-  return fmt::format("{}/jobs/{}/task-{}.pid", work_dir_, job, task);
+      options_(std::move(options)),
+      switch_users_(geteuid() == 0),
+      shim_(options_.shim_path.empty() ? DefaultShim() : options_.shim_path),
+      orphan_timeout_ms_(options_.orphan_timeout_ms) {
+  std::error_code ec;
+  work_dir_ = std::filesystem::absolute(work_dir_, ec).lexically_normal().string();
+  if (work_dir_.size() > 1 && work_dir_.back() == '/') work_dir_.pop_back();
+  heartbeat_ = work_dir_ + "/jobs/executor.heartbeat";
+  // The layout: only the task's own folders are open to it (docs/security.md).
+  std::string why;
+  std::filesystem::create_directories(work_dir_, ec);
+  bool ok = EnsureDir(work_dir_, 0711, &why) && EnsureDir(work_dir_ + "/jobs", 0700, &why);
+  for (const char* d : {"work", "tmp", "checkpoints"}) {
+    ok = ok && EnsureDir(fmt::format("{}/{}", work_dir_, d), 0711, &why);
+  }
+  if (!ok) spdlog::error("node {}: {}", node_, why);
+  // Pipes to shims that died early must not kill this process.
+  signal(SIGPIPE, SIG_IGN);
+  // What a killed shim's task leaves comes to us, not to init: Reap and Stop find it.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (switch_users_) {
+    // Every folder above the work folder must let the tasks' users through.
+    for (std::filesystem::path p = work_dir_; p.has_relative_path(); p = p.parent_path()) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+        spdlog::error(
+            "node {}: {} is not searchable by other users (mode {:o}): tasks, which run as "
+            "their own users, cannot reach their folders under {}",
+            node_, p.string(), st.st_mode & 07777, work_dir_);
+        break;
+      }
+    }
+  }
+  Touch();
 }
 
-void LocalExecutor::ReapLeftovers() {
+LocalExecutor::~LocalExecutor() { Stop(false); }
+
+std::string LocalExecutor::StateDir(uint64_t job) const {
+  return fmt::format("{}/jobs/{}", work_dir_, job);
+}
+
+std::string LocalExecutor::PidFile(uint64_t job, int32_t task) const {
+  return fmt::format("{}/task-{}.pid", StateDir(job), task);
+}
+
+std::string LocalExecutor::ExitFile(uint64_t job, int32_t task) const {
+  return fmt::format("{}/task-{}.exit", StateDir(job), task);
+}
+
+std::string LocalExecutor::Describe() const {
+  if (switch_users_) {
+    return "tasks run as the users their tenants and users map to (default uid " +
+           std::to_string(options_.default_uid) + "), never as root unless a tenant allows it";
+  }
+  const uid_t uid = geteuid();
+  const passwd* pw = getpwuid(uid);
+  return fmt::format(
+      "UNCONFINED: this process runs as {} (uid {}), not root, and cannot switch users: every "
+      "task runs as uid {} and can read and change everything this user can",
+      pw != nullptr ? pw->pw_name : "?", uid, uid);
+}
+
+void LocalExecutor::Recover() {
   std::error_code ec;
   const std::filesystem::path jobs = std::filesystem::path(work_dir_) / "jobs";
   if (!std::filesystem::is_directory(jobs, ec)) return;
@@ -109,15 +199,33 @@ void LocalExecutor::ReapLeftovers() {
         continue;
       }
       const auto task = static_cast<int32_t>(index);
-      PidRecord r;
-      if (ReadPidFile(file.path().string(), &r)) KillRecorded(r);
-      std::filesystem::remove(file.path(), ec);
+      exec::PidRecord r;
+      const bool readable = exec::DecodePidRecord(ReadFile(file.path().string()), &r);
+      exec::ExitRecord exit;
+      const bool exited = exec::DecodeExitRecord(ReadFile(ExitFile(job, task)), &exit);
+      if (readable && r.has_attempt && !exited && exec::PidRecordAlive(r)) {
+        Proc p;
+        p.pid = static_cast<pid_t>(r.pid);
+        p.attempt = r.attempt;
+        p.adopted = true;
+        p.record = r;
+        std::lock_guard<std::mutex> lock(mu_);
+        procs_[{job, task}] = p;
+        spdlog::info("job {} task {} (attempt {}): adopted its running shim, pid {}", job, task,
+                     r.attempt, r.pid);
+        continue;
+      }
       if (options_.limits != nullptr) options_.limits->Release(job, task);
-      if (r.has_attempt) {
-        spdlog::warn(
-            "job {} task {} (attempt {}): pid {} of an earlier run cannot be adopted; "
-            "killed, reported lost",
-            job, task, r.attempt, r.pid);
+      std::filesystem::remove(file.path(), ec);
+      std::filesystem::remove(ExitFile(job, task), ec);
+      if (!readable || !r.has_attempt) continue;
+      if (exited) {
+        spdlog::info("job {} task {} (attempt {}) exited with {} while this node was away", job,
+                     task, r.attempt, exit.code);
+        backend_->ReportTaskExited(job, task, r.attempt, exit.code, exit.timed_out);
+      } else {
+        spdlog::warn("job {} task {} (attempt {}): its shim is gone without an exit record; lost",
+                     job, task, r.attempt);
         backend_->ReportTaskLost(job, task, r.attempt);
       }
     }
@@ -149,16 +257,19 @@ void LocalExecutor::Stop(bool kill_tasks) {
   Wake();
   if (thread_.joinable()) thread_.join();
   if (!kill_tasks) return;
+  std::set<pid_t> shims;
   for (auto& [key, p] : procs_) {
     if (p.pid <= 0) continue;
-    ::kill(-p.pid, SIGKILL);
-    int status = 0;
-    waitpid(p.pid, &status, 0);
+    shims.insert(p.pid);
+    if (!p.adopted || exec::PidRecordAlive(p.record)) ::kill(p.pid, SIGKILL);
+    if (options_.limits != nullptr) options_.limits->Release(key.first, key.second);
+    if (!p.adopted) waitpid(p.pid, nullptr, 0);
     std::error_code ec;
     std::filesystem::remove(PidFile(key.first, key.second), ec);
-    if (options_.limits != nullptr) options_.limits->Release(key.first, key.second);
+    std::filesystem::remove(ExitFile(key.first, key.second), ec);
     backend_->ReportTaskLost(key.first, key.second, p.attempt);
   }
+  KillStrays(shims);
   std::lock_guard<std::mutex> lock(mu_);
   procs_.clear();
 }
@@ -175,27 +286,91 @@ bool LocalExecutor::Running(uint64_t job, int32_t task) const {
   return procs_.count({job, task}) > 0;
 }
 
-void LocalExecutor::Terminate(Proc& p, DurationMs grace) {
-  if (p.kill_at != 0) return;
-  ::kill(-p.pid, SIGTERM);
-  p.kill_at = now_() + grace;
+size_t LocalExecutor::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return procs_.size();
 }
 
-void LocalExecutor::Launch(const TaskAssignment& a) {
-  const std::string job_dir = fmt::format("{}/jobs/{}", work_dir_, a.job);
-  const std::string ckpt_dir = fmt::format("{}/checkpoints/{}", work_dir_, a.job);
-  std::error_code ec;
-  std::filesystem::create_directories(job_dir, ec);
-  std::filesystem::create_directories(ckpt_dir, ec);
-  std::string gpus;
-  for (int32_t g : a.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv = *e;
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+void LocalExecutor::Touch() {
+  const TimeMs now = now_();
+  if (now - touched_ < kHeartbeatEveryMs) return;
+  touched_ = now;
+  const int fd = ::open(heartbeat_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::futimens(fd, nullptr);
+    ::close(fd);
   }
-  for (const auto& [k, v] : a.spec.env) env[k] = v;
+}
+
+void LocalExecutor::Terminate(Proc& p, DurationMs grace, bool timed_out) {
+  if (p.kill_at != 0) return;
+  p.timed_out = p.timed_out || timed_out;
+  ::kill(p.pid, timed_out ? SIGUSR1 : SIGTERM);  // the shim stops the whole task
+  p.kill_at = now_() + grace + kBackstopMs;
+}
+
+bool LocalExecutor::ResolveIdentity(const TaskAssignment& a, Identity* id, std::string* why) const {
+  const RunAs& r = a.run_as;
+  if (!switch_users_) {
+    const passwd* pw = getpwuid(geteuid());
+    id->name = pw != nullptr ? pw->pw_name : a.spec.user;
+    return true;  // every task runs as this process's user (Describe says so)
+  }
+  const passwd* pw = nullptr;
+  if (!r.user.empty()) {
+    pw = getpwnam(r.user.c_str());
+    if (pw == nullptr) {
+      *why = fmt::format("it runs as user {}, who does not exist on node {}", r.user, node_);
+      return false;
+    }
+    id->uid = pw->pw_uid;
+  } else if (r.uid >= 0) {
+    id->uid = r.uid;
+    pw = getpwuid(static_cast<uid_t>(r.uid));
+  } else {
+    id->uid = options_.default_uid;
+    id->gid = options_.default_gid;
+  }
+  if (id->gid < 0) id->gid = r.gid >= 0 ? r.gid : pw != nullptr ? pw->pw_gid : id->uid;
+  if (pw != nullptr) {
+    id->groups = GroupsOf(pw->pw_name, static_cast<gid_t>(id->gid));
+    id->name = pw->pw_name;
+  } else {
+    id->groups = {id->gid};
+    id->name = a.spec.user.empty() ? fmt::format("uid{}", id->uid) : a.spec.user;
+  }
+  if ((id->uid == 0 || id->gid == 0) && !r.root_allowed) {
+    *why = "it would run as root (uid or gid 0), which its tenant is not allowed";
+    return false;
+  }
+  return true;
+}
+
+bool LocalExecutor::PrepareFolders(uint64_t job, const Identity& id, std::string* why) const {
+  if (!EnsureDir(StateDir(job), 0700, why)) return false;
+  for (const char* d : {"work", "tmp", "checkpoints"}) {
+    const std::string path = fmt::format("{}/{}/{}", work_dir_, d, job);
+    if (!EnsureDir(path, 0700, why)) return false;
+    if (id.uid >= 0 &&
+        ::chown(path.c_str(), static_cast<uid_t>(id.uid), static_cast<gid_t>(id.gid)) != 0) {
+      *why = fmt::format("cannot give {} to uid {}: {}", path, id.uid, std::strerror(errno));
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
+                                                    const Identity& id) const {
+  const std::string gpus = fmt::format("{}", fmt::join(a.gpus, ","));
+  std::map<std::string, std::string> env;
+  env["PATH"] = kDefaultPath;
+  for (const auto& [k, v] : a.spec.env) env[k] = v;  // reserved names are refused at submission
+  const std::string home = fmt::format("{}/work/{}", work_dir_, a.job);
+  env["HOME"] = home;
+  env["USER"] = id.name;
+  env["LOGNAME"] = id.name;
+  env["TMPDIR"] = fmt::format("{}/tmp/{}", work_dir_, a.job);
   env["CUDA_VISIBLE_DEVICES"] = gpus;
   env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";  // NVML's order, which the indices are in
   env["NVIDIA_VISIBLE_DEVICES"] = gpus.empty() ? "void" : gpus;
@@ -203,79 +378,110 @@ void LocalExecutor::Launch(const TaskAssignment& a) {
   env["ARBITER_TASK_INDEX"] = std::to_string(a.task);
   env["ARBITER_NODE_NAME"] = node_;
   env["ARBITER_RESTART_COUNT"] = std::to_string(a.restarts);  // retries and preemptions
-  env["ARBITER_CHECKPOINT_DIR"] = std::filesystem::absolute(ckpt_dir, ec).string();
+  env["ARBITER_CHECKPOINT_DIR"] = fmt::format("{}/checkpoints/{}", work_dir_, a.job);
   env["WORLD_SIZE"] = std::to_string(a.spec.tasks);
   env["RANK"] = std::to_string(a.task);
   env["NODE_RANK"] = std::to_string(a.task);
   env["LOCAL_RANK"] = "0";
-  env["MASTER_ADDR"] = !a.master_addr.empty()   ? a.master_addr
-                       : a.master_node == node_ ? "127.0.0.1"
-                                                : a.master_node;
+  // One address for every rank: the one the server gives for the first task's node.
+  env["MASTER_ADDR"] = !a.master_addr.empty() ? a.master_addr : a.master_node;
   env["MASTER_PORT"] = std::to_string(20000 + a.job % 20000);
-  std::vector<std::string> env_strings;
-  env_strings.reserve(env.size());
-  for (const auto& [k, v] : env) env_strings.push_back(fmt::format("{}={}", k, v));
-  const std::string out = fmt::format("{}/task-{}.out", job_dir, a.task);
-  const std::string err = fmt::format("{}/task-{}.err", job_dir, a.task);
-  const std::string procs_file =
-      options_.limits != nullptr
-          ? options_.limits->Prepare(a.job, a.task, a.spec.resources.cpu_milli,
-                                     a.spec.resources.memory_mib)
-          : std::string();
-  // Everything the child needs is built before fork: between fork and exec it only makes calls.
-  std::vector<std::string> args = a.spec.command;
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  envp.reserve(env_strings.size() + 1);
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  const pid_t parent = getpid();
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(fmt::format("{}={}", k, v));
+  return out;
+}
 
+void LocalExecutor::FailToStart(const TaskAssignment& a, const std::string& why) {
+  spdlog::error("job {} task {}: not started: {}", a.job, a.task, why);
+  std::string ignored;
+  if (EnsureDir(StateDir(a.job), 0700, &ignored)) {
+    std::ofstream err(fmt::format("{}/task-{}.err", StateDir(a.job), a.task), std::ios::app);
+    err << "arbiter: the task was not started on node " << node_ << ": " << why << "\n";
+  }
+  backend_->ReportTaskStarted(a.job, a.task, a.attempt);
+  backend_->ReportTaskExited(a.job, a.task, a.attempt, 126, false);
+}
+
+void LocalExecutor::Launch(const TaskAssignment& a) {
+  Identity id;
+  std::string why;
+  if (!ResolveIdentity(a, &id, &why) || !PrepareFolders(a.job, id, &why)) {
+    return FailToStart(a, why);
+  }
+  exec::ShimSpec s;
+  s.job = a.job;
+  s.task = a.task;
+  s.attempt = a.attempt;
+  s.argv = a.spec.command;
+  s.env = Environment(a, id);
+  s.cwd = a.spec.workdir.empty() ? fmt::format("{}/work/{}", work_dir_, a.job) : a.spec.workdir;
+  s.uid = id.uid;
+  s.gid = id.gid;
+  s.groups = id.groups;
+  s.stdout_path = fmt::format("{}/task-{}.out", StateDir(a.job), a.task);
+  s.stderr_path = fmt::format("{}/task-{}.err", StateDir(a.job), a.task);
+  s.grace_ms = a.grace_ms;
+  if (a.spec.walltime_seconds > 0)
+    s.walltime_ms = a.spec.walltime_seconds * 1000 + kWalltimeBackstopMs;
+  s.orphan_timeout_ms = orphan_timeout_ms_;
+  s.heartbeat_path = heartbeat_;
+  s.pid_path = PidFile(a.job, a.task);
+  s.exit_path = ExitFile(a.job, a.task);
+  std::error_code ec;
+  std::filesystem::remove(s.exit_path, ec);
+  if (options_.limits != nullptr) {
+    exec::TaskLimitSpec limits;
+    limits.cpu_milli = a.spec.resources.cpu_milli;
+    limits.memory_mib = a.spec.resources.memory_mib;
+    limits.pids_max = options_.max_task_processes;
+    for (const auto& [index, device] : options_.gpu_devices) {
+      if (std::find(a.gpus.begin(), a.gpus.end(), index) == a.gpus.end()) {
+        limits.deny_devices.push_back(device);
+      }
+    }
+    exec::TaskGroups g = options_.limits->Prepare(a.job, a.task, limits);
+    for (const std::string& w : g.warnings) spdlog::warn("job {} task {}: {}", a.job, a.task, w);
+    s.cgroup_procs = g.procs_files;
+    s.cgroup_dirs = g.dirs;
+    if (!g.pids_limited && id.uid >= 0) s.rlimit_nproc = options_.max_task_processes;
+  } else if (id.uid >= 0) {
+    s.rlimit_nproc = options_.max_task_processes;  // per uid: the fallback without cgroups
+  }
+  const std::string spec = exec::EncodeShimSpec(s);
+  // Everything the child needs is built before fork: between fork and exec it only makes calls.
+  std::string arg0 = "arbiter-shim";
+  std::string arg1 = "3";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return FailToStart(a, std::string("pipe: ") + std::strerror(errno));
   const pid_t pid = fork();
   if (pid == 0) {
-    setsid();  // its own session and process group: signals reach every child it starts
-    if (options_.die_with_executor) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(137);  // the executor died before prctl
+    if (fds[0] == 3) {
+      fcntl(3, F_SETFD, 0);
+    } else {
+      dup2(fds[0], 3);  // the copy is not close-on-exec
     }
-    if (!procs_file.empty()) {
-      const int fd = ::open(procs_file.c_str(), O_WRONLY);
-      if (fd < 0 || ::write(fd, "0", 1) != 1) {
-        std::fprintf(stderr, "arbiter: cannot enter the task's cgroup %s\n", procs_file.c_str());
-      }
-      if (fd >= 0) ::close(fd);
-    }
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (o >= 0) dup2(o, STDOUT_FILENO);
-    if (e >= 0) dup2(e, STDERR_FILENO);
-    const int in = ::open("/dev/null", O_RDONLY);
-    if (in >= 0) dup2(in, STDIN_FILENO);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // the server blocks SIGTERM; tasks must not
-    if (!a.spec.workdir.empty() && chdir(a.spec.workdir.c_str()) != 0) {
-      std::fprintf(stderr, "arbiter: cannot enter workdir %s\n", a.spec.workdir.c_str());
-      _exit(126);
-    }
-    execvpe(argv[0], argv.data(), envp.data());
-    std::fprintf(stderr, "arbiter: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    syscall(SYS_close_range, 4U, ~0U, 0U);
+    execv(shim_.c_str(), argv);
     _exit(127);
   }
+  ::close(fds[0]);
   if (pid < 0) {
-    spdlog::error("job {} task {}: fork failed: {}", a.job, a.task, std::strerror(errno));
-    if (options_.limits != nullptr) options_.limits->Release(a.job, a.task);
-    backend_->ReportTaskExited(a.job, a.task, a.attempt, 126, false);
-    return;
+    ::close(fds[1]);
+    return FailToStart(a, std::string("fork: ") + std::strerror(errno));
   }
-  setpgid(pid, pid);
-  {
-    std::ofstream pidfile(PidFile(a.job, a.task), std::ios::trunc);
-    pidfile << pid << " " << a.attempt << " " << StartTime(pid) << " " << BootId() << "\n";
+  size_t sent = 0;
+  while (sent < spec.size()) {
+    const ssize_t n = ::write(fds[1], spec.data() + sent, spec.size() - sent);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the shim is gone: Reap finds out
+    sent += static_cast<size_t>(n);
   }
+  ::close(fds[1]);
+  WriteAtomically(s.pid_path, fmt::format("{} {} {} {}\n", pid, a.attempt,
+                                          exec::ProcessStartTime(pid), exec::BootId()));
   Proc p;
   p.pid = pid;
   p.attempt = a.attempt;
@@ -286,24 +492,22 @@ void LocalExecutor::Launch(const TaskAssignment& a) {
     procs_[{a.job, a.task}] = p;
   }
   backend_->ReportTaskStarted(a.job, a.task, a.attempt);
-  spdlog::info("job {} task {} started as pid {} on GPUs [{}]", a.job, a.task, pid, gpus);
+  spdlog::info("job {} task {} started (shim pid {}) on GPUs [{}] as {} (uid {})", a.job, a.task,
+               pid, fmt::join(a.gpus, ","), id.name, id.uid >= 0 ? id.uid : geteuid());
 }
 
 void LocalExecutor::Tick() {
   const TimeMs now = now_();
+  Touch();
+  const std::vector<TaskAssignment> assignments = backend_->AssignmentsFor(node_);
   std::set<Key> wanted;  // tasks assigned here, of the attempt that runs
-  for (const TaskAssignment& a : backend_->AssignmentsFor(node_)) {
+  for (const TaskAssignment& a : assignments) {
     const Key key{a.job, a.task};
     auto it = procs_.find(key);
     if (it == procs_.end()) {
       if (a.started) {
-        // Started by an earlier run of this node: its process cannot be adopted. Make sure it is
-        // gone (its pid file), and report the task lost so the job is retried by its policy.
-        PidRecord r;
-        if (ReadPidFile(PidFile(a.job, a.task), &r) && (!r.has_attempt || r.attempt == a.attempt))
-          KillRecorded(r);
-        std::error_code ec;
-        std::filesystem::remove(PidFile(a.job, a.task), ec);
+        // The control plane saw it start, but no shim of it is here (Recover adopted every one
+        // that runs): its processes are gone without an exit status.
         backend_->ReportTaskLost(a.job, a.task, a.attempt);
       } else if (a.run) {
         Launch(a);
@@ -316,48 +520,101 @@ void LocalExecutor::Tick() {
     Proc& p = it->second;
     if (p.attempt != a.attempt) continue;  // an older run still ends: stopped below
     wanted.insert(key);
+    if (p.gpus.empty() && !a.gpus.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      p.gpus = a.gpus;  // adopted: its GPUs are the assignment's
+    }
     p.deadline = a.deadline;
     p.grace_ms = a.grace_ms;
-    if (!a.run) Terminate(p, a.grace_ms);
+    if (!a.run) Terminate(p, a.grace_ms, false);
     if (a.run && p.deadline > 0 && now >= p.deadline && p.kill_at == 0) {
-      p.timed_out = true;
-      Terminate(p, a.grace_ms);
+      Terminate(p, a.grace_ms, true);
     }
   }
-  for (auto& [key, p] : procs_) {
-    if (wanted.count(key) || p.kill_at != 0) continue;
-    spdlog::warn("job {} task {} (attempt {}) is no longer assigned to {}: stopping pid {}",
-                 key.first, key.second, p.attempt, node_, p.pid);
-    Terminate(p, p.grace_ms);
+  // Until the backend knows the node's work (an agent before its first answer), nothing is
+  // stopped for not being assigned: adopted tasks wait for it.
+  if (backend_->AssignmentsKnown()) {
+    for (auto& [key, p] : procs_) {
+      if (wanted.count(key) || p.kill_at != 0) continue;
+      spdlog::warn("job {} task {} (attempt {}) is no longer assigned to {}: stopping it",
+                   key.first, key.second, p.attempt, node_);
+      Terminate(p, p.grace_ms, false);
+    }
   }
   Reap(now);
 }
 
 void LocalExecutor::Reap(TimeMs now) {
+  std::map<pid_t, int> reaped;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(-1, &status, WNOHANG);
+    if (r <= 0) break;
+    reaped[r] = status;
+  }
+  bool backstop = false;
   for (auto it = procs_.begin(); it != procs_.end();) {
     Proc& p = it->second;
-    if (p.kill_at != 0 && now >= p.kill_at) ::kill(-p.pid, SIGKILL);
+    if (p.kill_at != 0 && now >= p.kill_at) {
+      // The shim did not end after the grace period and more: kill it and the task's groups.
+      spdlog::warn("job {} task {}: its shim (pid {}) did not end; killing it", it->first.first,
+                   it->first.second, p.pid);
+      if (!p.adopted || exec::PidRecordAlive(p.record)) ::kill(p.pid, SIGKILL);
+      if (options_.limits != nullptr) options_.limits->Release(it->first.first, it->first.second);
+      p.kill_at = now + kBackstopMs;
+      backstop = true;
+    }
     int status = 0;
-    const pid_t r = waitpid(p.pid, &status, WNOHANG);
-    if (r != p.pid) {
+    bool done = false;
+    if (p.adopted) {
+      done = !exec::PidRecordAlive(p.record);
+    } else if (auto r = reaped.find(p.pid); r != reaped.end()) {
+      done = true;
+      status = r->second;
+    }
+    if (!done) {
       ++it;
       continue;
     }
-    const int32_t code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                           : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    ::kill(-p.pid, SIGKILL);  // whatever the task left behind in its group
-    const auto [job, task] = it->first;
-    std::error_code ec;
-    std::filesystem::remove(PidFile(job, task), ec);
-    if (options_.limits != nullptr) options_.limits->Release(job, task);
-    spdlog::info("job {} task {} exited with {}", job, task, code);
-    const uint64_t attempt = p.attempt;
-    const bool timed_out = p.timed_out;
+    const Key key = it->first;
+    const Proc ended = p;
     {
       std::lock_guard<std::mutex> lock(mu_);
       it = procs_.erase(it);
     }
-    backend_->ReportTaskExited(job, task, attempt, code, timed_out);
+    Finish(key, ended, status);
+  }
+  if (backstop) {
+    std::set<pid_t> shims;
+    for (const auto& [key, p] : procs_) shims.insert(p.pid);
+    KillStrays(shims);
+  }
+}
+
+void LocalExecutor::Finish(const Key& key, const Proc& p, int shim_status) {
+  const auto [job, task] = key;
+  exec::ExitRecord rec;
+  const bool recorded = exec::DecodeExitRecord(ReadFile(ExitFile(job, task)), &rec);
+  if (options_.limits != nullptr) options_.limits->Release(job, task);
+  std::error_code ec;
+  std::filesystem::remove(PidFile(job, task), ec);
+  std::filesystem::remove(ExitFile(job, task), ec);
+  if (recorded) {
+    if (rec.orphaned) {
+      spdlog::warn("job {} task {} was stopped by its shim: this node's executor was away", job,
+                   task);
+    }
+    spdlog::info("job {} task {} exited with {}", job, task, rec.code);
+    backend_->ReportTaskExited(job, task, p.attempt, rec.code, rec.timed_out || p.timed_out);
+  } else if (p.kill_at != 0) {
+    // We were stopping it and had to kill its shim: the task is gone, killed.
+    spdlog::warn("job {} task {}: killed with its shim", job, task);
+    backend_->ReportTaskExited(job, task, p.attempt, 137, p.timed_out);
+  } else {
+    spdlog::error("job {} task {}: its shim ended ({}) without an exit record; lost", job, task,
+                  WIFSIGNALED(shim_status) ? fmt::format("signal {}", WTERMSIG(shim_status))
+                                           : fmt::format("status {}", WEXITSTATUS(shim_status)));
+    backend_->ReportTaskLost(job, task, p.attempt);
   }
 }
 

@@ -1,21 +1,31 @@
 // LocalExecutor: runs the tasks placed on one node as real processes (the built-in node of
 // `arbiter server --local-node`, and the execution engine of the node agent, `arbiter agent`).
 //
-// Each task is a process in its own session and process group, in the job's working directory,
-// with its environment plus CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES (its GPUs, with
+// Each task runs under its own `arbiter-shim` (exec/shim_spec.h), which the executor starts and
+// then watches: the shim starts the task as the user its assignment names (RunAs), with a clean
+// environment, in its cgroups (exec/task_cgroups.h: CPU, memory and process limits, only its own
+// GPU devices), is the subreaper of everything it starts, stops the whole tree (SIGTERM, the
+// grace period, SIGKILL) and writes the exit status to a file. A task's folders (docs/security.md):
+//
+//   WORK_DIR/                  0711, the executor's
+//     jobs/<id>/               0700, the executor's: task-<n>.{out,err} (0600), .pid, .exit
+//     work/<id>/               0700, the task's user's: the default working directory and HOME
+//     tmp/<id>/                0700, the task's user's: TMPDIR
+//     checkpoints/<id>/        0700, the task's user's: ARBITER_CHECKPOINT_DIR (kept across runs)
+//
+// The environment is only what the job sets, plus PATH (a default the job may override), HOME,
+// USER, LOGNAME, TMPDIR, CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES (its GPUs, with
 // CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers them as NVML does), ARBITER_JOB_ID,
-// ARBITER_TASK_INDEX, ARBITER_NODE_NAME, ARBITER_RESTART_COUNT, ARBITER_CHECKPOINT_DIR (stable per
-// job), and for gangs MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK. stdout and
-// stderr go to WORK_DIR/jobs/<id>/task-<n>.{out,err}; WORK_DIR/jobs/<id>/task-<n>.pid holds
-// "<pid> <attempt>" while the process runs. A stop is SIGTERM to the whole group, then SIGKILL
-// after the grace period; the walltime is enforced. A process whose task is no longer assigned
-// to this node (its job was declared lost meanwhile) is stopped the same way.
+// ARBITER_TASK_INDEX, ARBITER_NODE_NAME, ARBITER_RESTART_COUNT, ARBITER_CHECKPOINT_DIR, and
+// MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK.
 //
-// Processes of an earlier run of the executor cannot be adopted: ReapLeftovers() kills them
-// (from their pid files) and reports them lost, so their jobs are retried by their policy.
+// Restarts kill nothing: tasks outlive the executor's process. Recover() adopts the shims of an
+// earlier run from their pid files (and reports the exits that happened meanwhile); a shim whose
+// executor stays away longer than `orphan_timeout_ms` stops its task. A task no longer assigned
+// to this node (its job was declared lost meanwhile) is stopped.
 //
-// Threads: one thread (Start/Stop) polls assignments and reaps children; it calls the backend,
-// which is thread-safe. BusyGpus() and Running() may be called from any thread.
+// Threads: one thread (Start/Stop) polls assignments and reaps shims; it calls the backend, which
+// is thread-safe. BusyGpus(), Running() and Describe() may be called from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -31,31 +41,29 @@
 #include <utility>
 #include <vector>
 
+#include "exec/shim_spec.h"
+#include "exec/task_cgroups.h"
 #include "model/execution.h"
 #include "server/execution_backend.h"
 
 namespace arbiter::server {
 
-// Per-task resource limits (cgroups). Implementations are called from the executor's thread;
-// ProcsFile may be called from a forked child (between fork and exec) and must not allocate.
-class TaskLimits {
- public:
-  virtual ~TaskLimits() = default;
-  // Prepares the limits of one task; returns the path of the file the task's process writes "0"
-  // to (cgroup.procs) to enter them, or "" when it runs without.
-  virtual std::string Prepare(uint64_t job, int32_t task, int64_t cpu_milli,
-                              int64_t memory_mib) = 0;
-  // The task's processes are gone: removes what Prepare made.
-  virtual void Release(uint64_t job, int32_t task) = 0;
-};
-
 struct ExecutorOptions {
-  // The task's first process gets SIGKILL when the executor's process dies (node agents: the
-  // server retries the job elsewhere; its old processes must not run on).
-  bool die_with_executor = false;
-  TaskLimits* limits = nullptr;  // not owned; null: no limits
+  exec::TaskLimits* limits = nullptr;  // not owned; null: the shim alone tracks the processes
   // Between ticks (reaping exits, enforcing walltimes); Wake() ticks at once.
   DurationMs tick_ms = 20;
+  // The shim binary; "": arbiter-shim beside this program (/proc/self/exe).
+  std::string shim_path;
+  // Shims stop their task when this executor has not been heard of for this long (0: never). A
+  // node agent sets the server's node timeout: by then its work may run elsewhere.
+  DurationMs orphan_timeout_ms = 0;
+  // Processes (and threads) one task may have at once: pids.max, else RLIMIT_NPROC of its uid.
+  int64_t max_task_processes = 4096;
+  // The node's GPU devices by CUDA index: a task may open only those of its own GPUs.
+  std::map<int32_t, exec::DeviceNumber> gpu_devices;
+  // Who tasks run as when their assignment names nobody, when this process may switch users.
+  int64_t default_uid = 65534;
+  int64_t default_gid = 65534;
 };
 
 class LocalExecutor {
@@ -66,12 +74,12 @@ class LocalExecutor {
                 ExecutorOptions options = {});
   ~LocalExecutor();
 
-  // Kills the process groups named by pid files under WORK_DIR/jobs (an earlier run's tasks) and
-  // reports each lost. Call before Start.
-  void ReapLeftovers();
+  // The tasks an earlier run of this executor left: a running shim is adopted, a finished one's
+  // exit is reported, one gone without a record is reported lost. Call before Start.
+  void Recover();
   void Start();
-  // Stops the loop. Running tasks keep running unless `kill_tasks` (then they are killed and
-  // reported lost: at shutdown, whose processes would otherwise outlive the executor).
+  // Stops the loop. Running tasks keep running (a later executor adopts them) unless
+  // `kill_tasks`: then they are killed and reported lost.
   void Stop(bool kill_tasks);
   // Ticks now (new assignments arrived) instead of at the next interval.
   void Wake();
@@ -83,28 +91,61 @@ class LocalExecutor {
   std::set<int32_t> BusyGpus() const;
   // Whether a process of task `task` of job `job` runs now.
   bool Running(uint64_t job, int32_t task) const;
+  // Tasks running now (adopted ones included).
+  size_t running() const;
+  // How tasks are confined here, for the node's status: who they run as, cgroups, devices.
+  std::string Describe() const;
+  // Whether this process can start tasks as other users (it is root).
+  bool switches_users() const { return switch_users_; }
+  // The orphan timeout of the shims started from now on (an agent learns the server's node
+  // timeout when it registers).
+  void SetOrphanTimeout(DurationMs ms) { orphan_timeout_ms_ = ms; }
 
  private:
   struct Proc {
-    pid_t pid = -1;
+    pid_t pid = -1;  // the shim's
     uint64_t attempt = 0;
+    bool adopted = false;    // started by an earlier run: not our child
+    exec::PidRecord record;  // adopted: to tell it from a reused pid
     std::vector<int32_t> gpus;
     TimeMs deadline = 0;  // walltime end
-    TimeMs kill_at = 0;   // SIGKILL time once SIGTERM was sent
+    TimeMs kill_at = 0;   // SIGKILL to the shim and the task's groups, if still there
     DurationMs grace_ms = 30000;
     bool timed_out = false;
   };
   using Key = std::pair<uint64_t, int32_t>;  // job, task
+  struct Identity {
+    int64_t uid = -1;  // -1: run as this process
+    int64_t gid = -1;
+    std::vector<int64_t> groups;
+    std::string name;  // USER
+  };
   void Launch(const TaskAssignment& a);
-  void Terminate(Proc& p, DurationMs grace);
+  // Who the task runs as; false (with *why) when it may not run here.
+  bool ResolveIdentity(const TaskAssignment& a, Identity* id, std::string* why) const;
+  // The task's folders, owned by its user; false (with *why) when they cannot be made.
+  bool PrepareFolders(uint64_t job, const Identity& id, std::string* why) const;
+  std::vector<std::string> Environment(const TaskAssignment& a, const Identity& id) const;
+  void FailToStart(const TaskAssignment& a, const std::string& why);
+  void Terminate(Proc& p, DurationMs grace, bool timed_out);
   void Reap(TimeMs now);
+  // The end of a shim: its exit record reported, its files and groups removed.
+  void Finish(const Key& key, const Proc& p, int shim_status);
+  void Touch();  // the heartbeat the shims watch
+  std::string StateDir(uint64_t job) const;
   std::string PidFile(uint64_t job, int32_t task) const;
+  std::string ExitFile(uint64_t job, int32_t task) const;
 
   ExecutionBackend* backend_;
   std::string node_;
   std::string work_dir_;
   NowFn now_;
   ExecutorOptions options_;
+  bool switch_users_ = false;
+  std::string shim_;
+  std::atomic<int64_t> orphan_timeout_ms_{0};
+  std::string heartbeat_;
+  TimeMs touched_ = 0;
   mutable std::mutex mu_;  // guards procs_ against BusyGpus/Running; the loop thread mutates it
   std::map<Key, Proc> procs_;
   std::atomic<bool> stop_{false};

@@ -16,12 +16,10 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/gpu/fake_gpus.h"
-#include "agent/gpu/nvml.h"
 #include "api/config_codec.h"
+#include "server/builtin_node.h"
 #include "server/control_plane.h"
 #include "server/http_api.h"
-#include "server/local_executor.h"
 #include "server/sampler.h"
 #include "store/sqlite/sqlite_store.h"
 
@@ -87,6 +85,25 @@ Result<std::string> ReadMetricsToken(const std::string& path) {
   return secret;
 }
 
+// Stops the built-in node once, saying what happens to its tasks.
+void StopBuiltin(BuiltinNode* node, bool kill_tasks) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const size_t running = node->running();
+    node->Stop(kill_tasks);
+    if (running == 0) return;
+    if (kill_tasks) {
+      spdlog::info("built-in node: {} task{} killed (--kill-tasks-on-exit)", running,
+                   running == 1 ? "" : "s");
+    } else {
+      spdlog::warn(
+          "built-in node: {} task{} keep running; the server adopts them when it starts again "
+          "with this data dir (cancel their jobs first to stop them)",
+          running, running == 1 ? "" : "s");
+    }
+  });
+}
+
 }  // namespace
 
 int RunServer(const ServerOptions& o) {
@@ -102,9 +119,15 @@ int RunServer(const ServerOptions& o) {
     spdlog::error("--listen: expected HOST:PORT, got '{}'", o.listen);
     return 2;
   }
+  // Everything the server writes is its own: the store, its journal, the tokens (0600; folders
+  // 0700). Tasks never run inside the data dir (the built-in node has its own folder).
+  ::umask(077);
   if (::mkdir(o.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     spdlog::error("--data-dir: cannot create {}: {}", o.data_dir, std::strerror(errno));
     return 1;
+  }
+  if (::chmod(o.data_dir.c_str(), 0700) != 0) {
+    spdlog::warn("--data-dir: cannot make {} private (0700): {}", o.data_dir, std::strerror(errno));
   }
   // Signals are handled by one thread with sigwait; block them everywhere else.
   sigset_t signals;
@@ -158,73 +181,21 @@ int RunServer(const ServerOptions& o) {
     std::printf("admin token (shown once, also in %s): %s\n", path.c_str(), token->c_str());
   }
 
-  std::unique_ptr<LocalExecutor> executor;
-  std::unique_ptr<agent::GpuDiscovery> local_gpus;  // the built-in node's, for its telemetry
+  cp.SetNodeTimeout(o.node_timeout_ms);
+  std::unique_ptr<BuiltinNode> builtin;
   if (!o.local_node.empty()) {
-    auto nodes = cp.ListNodes(Principal{"admin", "", Role::kAdmin, ""});
-    size_t configured_gpus = 0;
-    bool configured = false;
-    for (const auto& n : (*nodes)["items"]) {
-      if (n["name"] != o.local_node) continue;
-      configured = true;
-      configured_gpus = n["gpus"].size();
+    builtin = std::make_unique<BuiltinNode>(&cp, o, WallClockMs);
+    if (Status st = builtin->Start(); !st.ok()) {
+      spdlog::error("--local-node: {}", st.ToString());
+      return 1;
     }
-    const std::string model = cp.FirstGpuModel();
-    // Real GPUs when NVML finds them (unless --fake-gpus says how many fake ones), fake otherwise.
-    std::vector<agent::DiscoveredGpu> found;
-    if (o.fake_gpus < 0) {
-      auto nvml = agent::NvmlGpus::Load();
-      if (nvml.ok()) found = (*nvml)->Discover();
-      if (!found.empty() && (!configured || found.size() == configured_gpus)) {
-        local_gpus = std::move(nvml).value();
-      } else if (!nvml.ok()) {
-        spdlog::info("built-in node {}: no NVML ({}); fake GPUs", o.local_node,
-                     nvml.status().message());
-      }
-    }
-    if (!local_gpus) {
-      const int count =
-          configured ? static_cast<int>(configured_gpus) : (o.fake_gpus < 0 ? 8 : o.fake_gpus);
-      local_gpus = std::make_unique<agent::FakeGpus>(count, model, 0);
-      found = local_gpus->Discover();
-    }
-    if (!configured) {
-      Node n;
-      n.name = o.local_node;
-      n.cpu_milli = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
-      n.memory_mib = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
-                     static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / (1024 * 1024);
-      for (const agent::DiscoveredGpu& g : found) {
-        if (model.empty()) break;
-        // A model the configuration does not know is counted as its first one, with a warning.
-        std::string m = g.model;
-        if (m.empty() || !cp.HasGpuModel(m)) {
-          if (!m.empty()) {
-            spdlog::warn(
-                "built-in node {}: GPU {} is a {}, not in the configuration; counted as {}",
-                o.local_node, g.index, m, model);
-          }
-          m = model;
-        }
-        n.gpus.push_back({g.index, m, g.memory_mib, g.healthy, std::max(0, g.nvlink_domain)});
-      }
-      if (Status st = cp.RegisterNode(n); !st.ok()) {
-        spdlog::error("--local-node: {}", st.ToString());
-        return 1;
-      }
-      spdlog::info("built-in node {}: {} CPUs, {} MiB, GPUs: {}", n.name, n.cpu_milli / 1000,
-                   n.memory_mib, local_gpus->Describe());
-    }
-    executor = std::make_unique<LocalExecutor>(&cp, o.local_node, o.data_dir, WallClockMs);
-    executor->ReapLeftovers();
-    executor->Start();
   }
 
   HttpOptions http_options;
   http_options.rate_limit_per_second = o.rate_limit;
   http_options.threads = static_cast<size_t>(o.http_threads);
   http_options.local_node = o.local_node;
-  http_options.local_work_dir = o.data_dir;
+  http_options.local_work_dir = builtin ? builtin->work_dir() : "";
   http_options.metrics_public = o.metrics_public;
   if (!o.metrics_token_file.empty()) {
     auto secret = ReadMetricsToken(o.metrics_token_file);
@@ -262,6 +233,9 @@ int RunServer(const ServerOptions& o) {
     }
     stop_cv.notify_all();
   });
+  const DurationMs reconnect_window =
+      o.reconnect_window_ms > 0 ? o.reconnect_window_ms
+                                : std::max<DurationMs>(30000, DurationMs{5} * o.node_timeout_ms);
   std::thread scheduler([&] {
     using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lock(stop_mu);
@@ -269,7 +243,8 @@ int RunServer(const ServerOptions& o) {
       wake = false;
       lock.unlock();
       const auto started = Clock::now();
-      for (const std::string& node : cp.DetectDownNodes(o.node_timeout_ms, o.local_node)) {
+      for (const std::string& node :
+           cp.DetectDownNodes(o.node_timeout_ms, o.local_node, reconnect_window)) {
         spdlog::warn("node {} is down: no heartbeat for {} ms; its tasks are lost", node,
                      o.node_timeout_ms);
       }
@@ -293,21 +268,6 @@ int RunServer(const ServerOptions& o) {
       if (!stop && wake) stop_cv.wait_until(lock, earliest, [&] { return stop; });
     }
   });
-  // The built-in node's GPU telemetry (utilisation, memory in use), as an agent's heartbeat
-  // brings it: for the node's status, the metrics and the busy GPU-hours of the reports.
-  std::thread telemetry;
-  if (local_gpus) {
-    telemetry = std::thread([&] {
-      std::unique_lock<std::mutex> lock(stop_mu);
-      while (!stop) {
-        lock.unlock();
-        cp.SetNodeTelemetry(o.local_node, local_gpus->Describe(),
-                            local_gpus->Sample(executor->BusyGpus()));
-        lock.lock();
-        stop_cv.wait_for(lock, std::chrono::seconds(2), [&] { return stop; });
-      }
-    });
-  }
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -316,6 +276,9 @@ int RunServer(const ServerOptions& o) {
       std::lock_guard<std::mutex> lock(stop_mu);
       stop = true;
     }
+    // Nothing new starts from here on: the built-in node stops first (its tasks keep running
+    // unless --kill-tasks-on-exit), before the scheduler and the API.
+    if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
     stop_cv.notify_all();
     api.Stop();
   });
@@ -327,10 +290,9 @@ int RunServer(const ServerOptions& o) {
   }
   stop_cv.notify_all();
   scheduler.join();
-  if (telemetry.joinable()) telemetry.join();
   sampler.Stop();
   cp.SetSchedulerWake(nullptr);
-  if (executor) executor->Stop(true);
+  if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
   // Wake the signal thread if Serve ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();

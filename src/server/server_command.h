@@ -19,8 +19,25 @@ struct ServerOptions {
   // the first configured model when the configuration does not know theirs.
   std::string local_node;
   int fake_gpus = -1;  // -1: NVML's GPUs when it finds any, else 8 fake ones
+  // The built-in node's folder of task logs, working directories and checkpoints ("": the data
+  // dir's sibling DATA-node; never inside the data dir, which tasks must not reach).
+  std::string local_work_dir;
+  // The built-in node's address for gangs led from it (MASTER_ADDR): "" is the --listen host, or
+  // this machine's name when the server listens on every address.
+  std::string local_address;
+  // Task confinement on the built-in node (as the agent's: docs/security.md).
+  bool local_cgroups = true;
+  int64_t max_task_processes = 4096;
+  int64_t local_orphan_timeout_ms = 0;  // its tasks stop when the server is away this long
+  std::string run_as_default = "arbiter-job";
+  std::string shim;
+  int fake_gpu_device_major = -1;
+  bool kill_tasks_on_exit = false;  // SIGTERM kills the built-in node's tasks (default: kept)
   // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).
   int node_timeout_ms = 6000;
+  // After a start, nodes known from before have this long to come back before they can be
+  // declared down (0: 5 node timeouts, at least 30 s): agents reconnect after a restart.
+  int reconnect_window_ms = 0;
   // GET /metrics without a token; or with the secret in this file (its first line), besides admin
   // tokens.
   bool metrics_public = false;

@@ -20,6 +20,8 @@ class TempDir {
                           std::string(prefix) + ".XXXXXX";
     ARBITER_CHECK(mkdtemp(pattern.data()) != nullptr, "mkdtemp failed for " + pattern);
     path_ = pattern;
+    // Tasks run as their own users: they must be able to pass through to their folders.
+    std::filesystem::permissions(path_, std::filesystem::perms(0711), ignored_);
   }
   ~TempDir() {
     std::error_code ignored;
@@ -34,6 +36,7 @@ class TempDir {
 
  private:
   std::string path_;
+  std::error_code ignored_;
 };
 
 }  // namespace arbiter::testing

@@ -17,6 +17,7 @@ TEST(BenchE2eTest, RunsTheMixOnRealAgentsAndReportsPacking) {
       (std::filesystem::temp_directory_path() / "bench-e2e-test-XXXXXX").string();
   std::string dir = tmp;
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  std::filesystem::permissions(dir, std::filesystem::perms(0711));  // tasks pass through
   CliOptions o;
   o.env = {{"TMPDIR", dir}};
   o.timeout_s = 120;

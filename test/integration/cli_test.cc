@@ -722,6 +722,8 @@ TEST_F(CliTest, ServerErrorsAreShownAsTheServerSaysThem) {
 }
 
 TEST_F(CliTest, BatchScriptsRunOnTheBuiltInNode) {
+  // The job runs in the folder it was submitted from and writes its output there, as its user.
+  std::filesystem::permissions(work_.path(), std::filesystem::perms::all);
   WriteFile(work_.path() + "/train.sh",
             "#!/bin/sh\n"
             "#SBATCH --job-name=train-smoke\n"

@@ -67,7 +67,7 @@ class ExecTest : public ::testing::Test {
   }
 
   std::string Output(uint64_t id, int task = 0) {
-    std::ifstream f(fmt::format("{}/jobs/{}/task-{}.out", dir_.path(), id, task));
+    std::ifstream f(fmt::format("{}/jobs/{}/task-{}.out", server_.node_dir(), id, task));
     std::stringstream s;
     s << f.rdbuf();
     return s.str();

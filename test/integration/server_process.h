@@ -1,6 +1,7 @@
 // ServerProcess: the real `arbiter server` binary in a child process, on a loopback port chosen by
-// the kernel (--listen 127.0.0.1:0), with its data in a temporary folder. Nothing outlives the
-// test: the destructor kills the child and removes the folder.
+// the kernel (--listen 127.0.0.1:0), with its data in a temporary folder (DIR/data, and the
+// built-in node's task folders in DIR/node). Nothing outlives the test: the destructor kills the
+// child and the shims of its built-in node's tasks; TempDir removes the folder.
 #pragma once
 
 #include <fcntl.h>
@@ -26,6 +27,8 @@ class TempDir {
   TempDir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "arbiter-test-XXXXXX").string();
     path_ = mkdtemp(tmpl.data());
+    // Tasks run as their own users: they must be able to pass through to their folders.
+    ::chmod(path_.c_str(), 0711);
   }
   ~TempDir() {
     std::error_code ec;
@@ -39,9 +42,13 @@ class TempDir {
 
 class ServerProcess {
  public:
-  // Starts the server; `extra` are more flags. Fails the test (returns false) if it does not say
-  // where it listens within 20 s.
-  bool Start(const std::string& data_dir, std::vector<std::string> extra = {}) {
+  // Starts the server with its data in DIR/data and the built-in node's folders in DIR/node;
+  // `extra` are more flags. Fails the test (returns false) if it does not say where it listens
+  // within 20 s.
+  bool Start(const std::string& dir, std::vector<std::string> extra = {}) {
+    dir_ = dir;
+    const std::string data_dir = this->data_dir();
+    const std::string node_dir = this->node_dir();
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
@@ -49,9 +56,11 @@ class ServerProcess {
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
       close(out[1]);
+      // A task left by a test stops soon after its server is gone (--orphan-timeout-ms).
       std::vector<std::string> args = {
-          ARBITER_BINARY, "server",      "--data-dir",          data_dir,
-          "--listen",     "127.0.0.1:0", "--cycle-interval-ms", "50"};
+          ARBITER_BINARY,     "server",      "--data-dir",          data_dir,
+          "--listen",         "127.0.0.1:0", "--cycle-interval-ms", "50",
+          "--local-work-dir", node_dir,      "--orphan-timeout-ms", "30000"};
       for (auto& e : extra) args.push_back(e);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -84,7 +93,27 @@ class ServerProcess {
     return false;
   }
 
-  ~ServerProcess() { Kill(SIGKILL); }
+  ~ServerProcess() {
+    Kill(SIGKILL);
+    KillTasks();
+  }
+
+  // Kills the shims of the built-in node's tasks (their tasks die with them).
+  void KillTasks() {
+    if (dir_.empty()) return;
+    std::error_code ec;
+    for (const auto& job : std::filesystem::directory_iterator(node_dir() + "/jobs", ec)) {
+      for (const auto& f : std::filesystem::directory_iterator(job.path(), ec)) {
+        if (f.path().extension() != ".pid") continue;
+        std::ifstream in(f.path());
+        long pid = 0;
+        if (in >> pid && pid > 1) ::kill(static_cast<pid_t>(pid), SIGKILL);
+      }
+    }
+  }
+
+  std::string data_dir() const { return dir_ + "/data"; }
+  std::string node_dir() const { return dir_ + "/node"; }
 
   // Sends `sig` and waits for the child; returns its wait status.
   int Kill(int sig) {
@@ -112,6 +141,7 @@ class ServerProcess {
   }
 
  private:
+  std::string dir_;
   pid_t pid_ = -1;
   int out_fd_ = -1;
   int port_ = 0;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -108,8 +109,18 @@ class ServerTest : public ::testing::Test {
 
 TEST_F(ServerTest, AdminTokenIsWrittenOnceWithMode0600) {
   struct stat st {};
-  ASSERT_EQ(stat((dir_.path() + "/admin.token").c_str(), &st), 0);
+  ASSERT_EQ(stat((server_.data_dir() + "/admin.token").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // The whole data dir is the server's alone: the folder 0700, the store and its journal 0600.
+  ASSERT_EQ(stat(server_.data_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  size_t files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(server_.data_dir())) {
+    ASSERT_EQ(stat(f.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, S_ISDIR(st.st_mode) ? 0700u : 0600u) << f.path();
+    ++files;
+  }
+  EXPECT_GE(files, 2u);  // admin.token, arbiter.db (and its WAL)
   EXPECT_NE(server_.output().find("admin token"), std::string::npos);
   auto r = server_.Client("")->Get("/readyz");
   ASSERT_TRUE(r);

@@ -36,6 +36,10 @@ std::vector<DiscoveredGpu> FakeGpus::Discover() {
     g.uuid = fmt::format("GPU-fa4e0000-0000-0000-0000-{:012d}", i);
     // Like an 8-GPU board with two NVLink islands of four.
     g.nvlink_domain = i / 4;
+    if (device_major_ >= 0) {
+      g.device_major = device_major_;
+      g.device_minor = i;
+    }
     auto f = faults_.find(i);
     g.healthy = f == faults_.end();
     if (!g.healthy) g.health_reason = f->second;

@@ -22,6 +22,10 @@ class FakeGpus : public GpuDiscovery {
   // model's).
   FakeGpus(int count, std::string model, int64_t memory_mib, std::string faults_file = "");
 
+  // Gives fake GPU i the character device MAJOR:i (none by default), so that device isolation
+  // can be drilled without NVIDIA hardware: a node made with `mknod DIR/gpuI c MAJOR I`.
+  void SetDeviceMajor(int32_t major) { device_major_ = major; }
+
   std::vector<DiscoveredGpu> Discover() override;
   std::vector<GpuTelemetry> Sample(const std::set<int32_t>& busy) override;
   std::string Describe() const override;
@@ -37,6 +41,7 @@ class FakeGpus : public GpuDiscovery {
   std::string faults_file_;
   std::map<int32_t, std::string> faults_;  // unhealthy GPUs and why
   uint64_t samples_ = 0;
+  int32_t device_major_ = -1;
 };
 
 }  // namespace arbiter::agent

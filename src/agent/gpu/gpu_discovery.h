@@ -22,6 +22,10 @@ struct DiscoveredGpu {
   int32_t nvlink_domain = 0;  // GPUs of one NVLink island share it; -1: unknown
   bool healthy = true;
   std::string health_reason;
+  // The device node a process opens to use it (/dev/nvidiaN is 195:N); -1: none known. A task
+  // may open only its own GPUs' (the executor's device cgroup denies the others).
+  int32_t device_major = -1;
+  int32_t device_minor = -1;
 };
 
 class GpuDiscovery {

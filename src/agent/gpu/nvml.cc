@@ -23,6 +23,7 @@ constexpr int kP2pStatusOk = 0;             // NVML_P2P_STATUS_OK
 constexpr unsigned kMaxNvlinks = 18;        // NVML_NVLINK_MAX_LINKS
 constexpr unsigned kNameBytes = 96;         // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 constexpr unsigned kUuidBytes = 96;         // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr int32_t kNvidiaMajor = 195;       // the character major of /dev/nvidia<minor>
 
 struct NvmlMemory {  // nvmlMemory_t
   unsigned long long total;
@@ -53,6 +54,7 @@ struct NvmlGpus::Api {
   nvmlReturn_t (*retired_pending)(nvmlDevice_t, int*) = nullptr;
   nvmlReturn_t (*p2p_status)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
   nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned int, int*) = nullptr;
+  nvmlReturn_t (*minor_number)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*driver_version)(char*, unsigned int) = nullptr;
 };
 
@@ -98,6 +100,7 @@ Result<std::unique_ptr<NvmlGpus>> NvmlGpus::Load(const std::string& library) {
   Bind(handle, "nvmlDeviceGetRetiredPagesPendingStatus", &api->retired_pending);
   Bind(handle, "nvmlDeviceGetP2PStatus", &api->p2p_status);
   Bind(handle, "nvmlDeviceGetNvLinkState", &api->nvlink_state);
+  Bind(handle, "nvmlDeviceGetMinorNumber", &api->minor_number);
   Bind(handle, "nvmlSystemGetDriverVersion", &api->driver_version);
   const nvmlReturn_t rc = api->init();
   if (rc != kSuccess) {
@@ -172,6 +175,11 @@ std::vector<DiscoveredGpu> NvmlGpus::Discover() {
     if (api_->uuid != nullptr && api_->uuid(devices[i], uuid, kUuidBytes) == kSuccess)
       g.uuid = uuid;
     g.healthy = Healthy(devices[i], &g.health_reason);
+    unsigned int minor = 0;
+    if (api_->minor_number != nullptr && api_->minor_number(devices[i], &minor) == kSuccess) {
+      g.device_major = kNvidiaMajor;  // /dev/nvidia<minor>
+      g.device_minor = static_cast<int32_t>(minor);
+    }
     out.push_back(std::move(g));
   }
   // NVLink islands: union-find over pairs that reach each other over NVLink.
