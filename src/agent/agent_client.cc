@@ -255,9 +255,34 @@ void AgentClient::Loop() {
             failures, st.ToString(), wait, queued_reports());
       }
     }
+    if (!wake_on_report) {
+      WaitForServer(wait);
+      continue;
+    }
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(wait),
                  [&] { return stop_.load() || (wake_on_report && wake_); });
+  }
+}
+
+// Backing off: the backoff bounds the heavy requests, but a restarted server is noticed within
+// kReadyPollMs (GET /readyz, no token), and the heartbeat goes out at once.
+void AgentClient::WaitForServer(DurationMs wait) {
+  constexpr DurationMs kReadyPollMs = 250;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait);
+  while (!stop_) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto next = std::min(
+          until, std::chrono::steady_clock::now() + std::chrono::milliseconds(kReadyPollMs));
+      if (cv_.wait_until(lock, next, [&] { return stop_.load(); })) return;
+    }
+    if (std::chrono::steady_clock::now() >= until) return;
+    auto c = std::make_shared<httplib::Client>(options_.server);
+    c->set_connection_timeout(0, 200000);
+    c->set_read_timeout(1, 0);
+    auto r = c->Get("/readyz");
+    if (r && r->status == 200) return;
   }
 }
 

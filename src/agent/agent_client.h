@@ -93,6 +93,8 @@ class AgentClient : public server::ExecutionBackend {
   void Enqueue(TaskReport r);
   void Loop();
   void WatchLoop();
+  // Waits up to `wait` (a retry's backoff), but returns as soon as the server is ready again.
+  void WaitForServer(DurationMs wait);
   // A client of the server with these timeouts (the write timeout is the connect one), TCP_NODELAY
   // and the node token.
   std::shared_ptr<httplib::Client> NewClient(DurationMs connect_ms, DurationMs read_ms) const;

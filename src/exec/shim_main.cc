@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -261,7 +262,10 @@ class Shim {
     if (!spec_.cwd.empty() && chdir(spec_.cwd.c_str()) != 0) {
       die("cannot enter the working directory ", spec_.cwd.c_str(), 126);
     }
-    syscall(SYS_close_range, 3U, ~0U, 0U);  // the report pipe is close-on-exec and stays
+    // Nothing of the shim's reaches the task; the report pipe stays open until exec (it is
+    // close-on-exec).
+    if (report > 3) syscall(SYS_close_range, 3U, static_cast<unsigned>(report - 1), 0U);
+    syscall(SYS_close_range, static_cast<unsigned>(report + 1), ~0U, 0U);
     environ = const_cast<char**>(envp.data());
     execvp(argv[0], argv.data());
     die("cannot run ", argv[0], errno == ENOENT ? 127 : 126);
@@ -272,7 +276,11 @@ class Shim {
   void Wait() {
     while (!main_done_) {
       pollfd p{sigfd_, POLLIN, 0};
-      poll(&p, 1, 1000);
+      int timeout = 1000;  // periodic checks; sooner when a kill is due
+      if (stopping_) {
+        timeout = static_cast<int>(std::clamp<int64_t>(kill_at_ - NowMs(), 0, 1000));
+      }
+      poll(&p, 1, timeout);
       for (;;) {
         signalfd_siginfo si{};
         if (read(sigfd_, &si, sizeof(si)) != sizeof(si)) break;

@@ -1,7 +1,9 @@
 #include "exec/shim_spec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace arbiter::exec {
@@ -54,6 +56,11 @@ std::string EncodeShimSpec(const ShimSpec& s) {
 }
 
 bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
+  static const char* const kIntTags[] = {
+      "job",      "task",        "attempt",          "uid",
+      "gid",      "group",       "no_new_privs",     "rlimit_nproc",
+      "grace_ms", "walltime_ms", "orphan_timeout_ms"};
+  *s = ShimSpec{};
   size_t at = 0;
   bool ended = false;
   while (at < text.size() && !ended) {
@@ -70,11 +77,12 @@ bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
     const std::string value = text.substr(eol + 1, static_cast<size_t>(len));
     at = eol + 1 + static_cast<size_t>(len) + 1;
     int64_t n = 0;
-    const bool numeric = ToInt(value, &n);
-    auto need_int = [&]() {
-      if (!numeric) *error = "record " + tag + " is not a number";
-      return numeric;
-    };
+    const bool int_tag =
+        std::find(std::begin(kIntTags), std::end(kIntTags), tag) != std::end(kIntTags);
+    if (int_tag && !ToInt(value, &n)) {
+      *error = "record " + tag + " is not a number";
+      return false;
+    }
     if (tag == "end") {
       ended = true;
     } else if (tag == "arg") {
@@ -97,7 +105,8 @@ bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
       s->pid_path = value;
     } else if (tag == "exit_path") {
       s->exit_path = value;
-    } else if (!need_int()) {
+    } else if (!int_tag) {
+      *error = "unknown record " + tag;
       return false;
     } else if (tag == "job") {
       s->job = static_cast<uint64_t>(n);
@@ -121,9 +130,6 @@ bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
       s->walltime_ms = n;
     } else if (tag == "orphan_timeout_ms") {
       s->orphan_timeout_ms = n;
-    } else {
-      *error = "unknown record " + tag;
-      return false;
     }
   }
   if (!ended) {

@@ -32,7 +32,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 bool WriteFile(const std::string& path, const std::string& value, std::string* error) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  // O_CREAT matters outside cgroupfs only (tests of a fake tree): there the kernel makes them.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (error != nullptr) *error = "cannot open " + path + ": " + std::strerror(errno);
     return false;

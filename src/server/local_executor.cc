@@ -510,6 +510,7 @@ void LocalExecutor::Tick() {
         // that runs): its processes are gone without an exit status.
         backend_->ReportTaskLost(a.job, a.task, a.attempt);
       } else if (a.run) {
+        if (stop_) continue;  // stopping: nothing new starts (it starts after the restart)
         Launch(a);
         wanted.insert(key);
       } else {

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -43,10 +44,16 @@ class AgentProcess {
       if (err >= 0) dup2(err, STDERR_FILENO);
       close(out[0]);
       close(out[1]);
-      std::vector<std::string> args = {ARBITER_BINARY,   "agent",  "--server",         server_url,
-                                       "--token",        token,    "--name",           name,
-                                       "--work-dir",     work_dir, "--fake-gpus",      "4",
-                                       "--heartbeat-ms", "200",    "--backoff-max-ms", "400"};
+      std::vector<std::string> args = {ARBITER_BINARY, "agent", "--server", server_url,
+                                       "--token",      token,   "--name",   name,
+                                       "--work-dir",   work_dir};
+      // Defaults a test may override in `extra`.
+      for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+               {"--fake-gpus", "4"}, {"--heartbeat-ms", "200"}, {"--backoff-max-ms", "400"}}) {
+        if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
+        args.push_back(flag);
+        args.push_back(value);
+      }
       for (auto& e : extra) args.push_back(e);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());

@@ -305,6 +305,42 @@ TEST_F(AgentTest, JobsSurviveAServerKill9AndAreRecordedOnce) {
   }
 }
 
+// A server restart kills nothing, even when its agents are slow to come back: nodes known from
+// before get a reconnect window (here they cannot reach the restarted server for twice the node
+// timeout), and an agent retries at once when the server answers again (its backoff has grown to
+// seconds meanwhile).
+TEST_F(AgentTest, ServerRestartGivesKnownNodesTimeToReconnect) {
+  StartAgent("node-a", {"--backoff-max-ms", "20000"});
+  const uint64_t id =
+      Submit({{"command", {"sh", "-c", "sleep 9; echo done"}}, {"resources", {{"gpus", 1}}}});
+  WaitFor(id, "running");
+  const int port = proxy_.port();
+  proxy_.Stop();
+  server_.Kill(SIGTERM);
+  ServerProcess again;
+  ASSERT_TRUE(StartServer(&again)) << again.output();
+  admin_ = again.Client(again.admin_token());
+  // The agent cannot reach it for longer than the node timeout.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 * kNodeTimeoutMs));
+  EXPECT_EQ(Parse(admin_->Get("/api/v1/nodes/node-a"))["state"], "ready");
+  EXPECT_EQ(Get(id)["state"], "running");
+  const auto back = Clock::now();
+  ASSERT_TRUE(proxy_.Start(again.port(), port));
+  WaitUntil(
+      id,
+      [&](const json&) {
+        return agents_["node-a"]->Log().find("answers again") != std::string::npos;
+      },
+      "saw its agent reconnect", 10000);
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - back).count();
+  EXPECT_LT(took, 3000) << "the agent came back after " << took << " ms";
+  const json j = WaitFor(id, "succeeded", 20000);
+  EXPECT_EQ(j["restarts"], 0);
+  EXPECT_EQ(Count(EventStates(id), "lost"), 0);
+  EXPECT_EQ(Output("node-a", id, 0), "done\n");
+}
+
 // The network to the server drops for less than the node timeout: the job runs on, ends during
 // the outage, and its exit is reported when the agent reaches the server again.
 TEST_F(AgentTest, NetworkDropKeepsJobsRunning) {
@@ -328,8 +364,6 @@ TEST_F(AgentTest, NetworkDropKeepsJobsRunning) {
   EXPECT_NE(agent.Log().find("answers again"), std::string::npos) << agent.Log();
 }
 
-// The agent restarts (kill -9, then again on the same work folder): it cannot adopt the task of
-// its earlier run, reports it lost, and the job is retried at once (not after the timeout).
 // A restarted agent adopts the tasks of its earlier run: they keep running, nothing is lost or
 // retried; a task that ended while the agent was away is reported with its exit code.
 TEST_F(AgentTest, RestartedAgentAdoptsItsTasks) {
@@ -506,6 +540,57 @@ TEST(BuiltInNodeLogs, ServedFromTheDataFolder) {
   EXPECT_EQ(status, 200);
   EXPECT_EQ(followed, "one\ntwo\n");
   EXPECT_EQ(admin->Get(fmt::format("/api/v1/jobs/{}/logs", id))->body, "one\ntwo\n");
+}
+
+// A gang across the built-in node and an agent: every rank gets the same MASTER_ADDR, one that
+// every rank can reach (the address of the first task's node), never a name like "box" or a
+// loopback address on one side only.
+TEST(MixedGang, EveryRankHasTheSameMasterAddress) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/cluster.yaml") << kConfig;
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(dir.path(), {"--config", dir.path() + "/cluster.yaml", "--local-node",
+                                        "box", "--fake-gpus", "4"}))
+      << server.output();
+  auto admin = server.Client(server.admin_token());
+  auto t = admin->Post("/api/v1/tokens", json{{"user", "admin"}, {"role", "node"}}.dump(),
+                       "application/json");
+  ASSERT_TRUE(t && t->status == 201);
+  AgentProcess agent;
+  const std::string work = dir.path() + "/agent-node-a";
+  ASSERT_TRUE(agent.Start(fmt::format("http://127.0.0.1:{}", server.port()), Parse(t)["token"],
+                          "node-a", work))
+      << agent.Log();
+  auto r = admin->Post("/api/v1/jobs",
+                       json{{"queue", "lab-q"},
+                            {"command", {"sh", "-c", "echo $MASTER_ADDR:$MASTER_PORT"}},
+                            {"tasks", 2},
+                            {"distinct_nodes", true},
+                            {"resources", {{"gpus", 4}}}}
+                           .dump(),
+                       "application/json");
+  ASSERT_TRUE(r && r->status == 201) << (r ? r->body : "");
+  const uint64_t id = Parse(r)["id"];
+  json j;
+  for (int i = 0; i < 200; ++i) {
+    j = Parse(admin->Get(fmt::format("/api/v1/jobs/{}", id)));
+    if (j["state"] == "succeeded" || j["state"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(j["state"], "succeeded") << j.dump();
+  std::set<std::string> seen;
+  for (int task = 0; task < 2; ++task) {
+    const std::string out =
+        ReadFile(fmt::format("{}/jobs/{}/task-{}.out", server.node_dir(), id, task)) +
+        ReadFile(fmt::format("{}/jobs/{}/task-{}.out", work, id, task));
+    EXPECT_FALSE(out.empty()) << "task " << task;
+    seen.insert(out);
+  }
+  ASSERT_EQ(seen.size(), 1u) << "the ranks disagree on MASTER_ADDR";
+  const std::string addr = seen.begin()->substr(0, seen.begin()->find(':'));
+  EXPECT_EQ(addr, "127.0.0.1") << *seen.begin();  // both sides of loopback here
+  agent.Stop();
+  KillLeftoverTasks(work);
 }
 
 }  // namespace
