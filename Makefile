@@ -13,7 +13,8 @@ deps:
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON $(CMAKE_FLAGS) >/dev/null
+	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DARBITER_BUILD_TESTS=ON -DARBITER_BUILD_BENCH=ON \
+	  $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -21,7 +22,14 @@ build: configure
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-run: build
+# `make run` installs and builds only what the server needs (no test tools, no test binaries),
+# so that a new user's first job comes quickly.
+run:
+	@./scripts/install-deps.sh --run
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DARBITER_BUILD_TESTS=OFF -DARBITER_BUILD_BENCH=OFF \
+	  $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target arbiter arbiter-shim
 	@./scripts/run.sh $(BUILD_DIR)/arbiter
 
 bench: build

@@ -3,22 +3,31 @@
 # Idempotent and non-interactive; prints nothing when everything is already present.
 set -euo pipefail
 
+# What building and running the server and the agent needs (`make run`: install-deps.sh --run).
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
-  clang-format clang-tidy
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libsqlite3-dev libssl-dev libcpp-httplib-dev zlib1g-dev libbrotli-dev
+  linux-libc-dev  # <linux/bpf.h>: the device filter of a task's cgroup
   prometheus-cpp-dev  # GET /metrics: registry, metric families, text serializer
   libgoogle-perftools-dev  # tcmalloc (minimal), the server binary's allocator
+)
+# What the tests, benchmarks and checks add (`make test`, the default).
+TEST_PACKAGES=(
+  clang-format clang-tidy
   prometheus  # promtool and a real Prometheus, for the metrics integration tests
   libgtest-dev libgmock-dev libbenchmark-dev
   chromium  # headless, for the test that loads the simulator's HTML report
+  procps util-linux  # pgrep, prlimit, setpriv in the confinement tests
 )
 
-# `install-deps.sh --fuzz` adds what `make fuzz` needs: clang and its libFuzzer/sanitizer runtimes.
-if [ "${1:-}" = "--fuzz" ]; then
-  PACKAGES+=(clang libclang-rt-14-dev)
-fi
+case "${1:-}" in
+  --run) ;;
+  # `install-deps.sh --fuzz` adds what `make fuzz` needs: clang and its libFuzzer/sanitizer
+  # runtimes.
+  --fuzz) PACKAGES+=("${TEST_PACKAGES[@]}" clang libclang-rt-14-dev) ;;
+  *) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
