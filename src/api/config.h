@@ -26,9 +26,21 @@ struct BudgetConfig {
   bool operator==(const BudgetConfig&) const = default;
 };
 
+// Who a tenant's or a user's tasks run as on the nodes (docs/security.md): a user of the nodes
+// by name, or a uid (and gid; default: the uid's own number). Unset: the tenant's own uid, which
+// the server gives each tenant from --tenant-uid-base.
+struct RunAsConfig {
+  std::string user;
+  std::optional<int64_t> uid;
+  std::optional<int64_t> gid;
+  bool operator==(const RunAsConfig&) const = default;
+};
+
 struct TenantConfig {
   std::string name;
   std::optional<BudgetConfig> budget;
+  std::optional<RunAsConfig> run_as;
+  bool allow_root = false;  // its tasks may run as uid 0 (run_as: {uid: 0})
   // The tenant itself first (is_tenant = true, no parent), then every queue under it, parents
   // before their children, each naming its parent: the form QuotaTree::Build takes.
   std::vector<QueueSpec> queues;
@@ -36,8 +48,9 @@ struct TenantConfig {
 
 struct UserConfig {
   std::string name;
-  std::string tenant;  // empty only for admins
-  std::string role;    // admin | tenant-admin | member | viewer
+  std::string tenant;                 // empty only for admins
+  std::string role;                   // admin | tenant-admin | member | viewer
+  std::optional<RunAsConfig> run_as;  // this user's tasks (overrides the tenant's)
   bool operator==(const UserConfig&) const = default;
 };
 

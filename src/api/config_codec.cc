@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <map>
 #include <set>
@@ -24,6 +25,7 @@ constexpr int64_t kMaxPriceMilli = int64_t{1000} * 1000 * 1000 * 1000;  // 10^9 
 constexpr int64_t kMaxWeightMilli = int64_t{1000} * 1000 * 1000;        // weights up to 10^6
 constexpr int64_t kMaxSeconds = int64_t{366} * 86400;
 constexpr int64_t kMaxGpuHours = int64_t{1} << 40;
+constexpr int64_t kMaxUnixId = 4294967294;  // uid_t and gid_t, (uid_t)-1 excluded
 
 constexpr std::string_view kLimitKinds[] = {"guaranteed", "max", "lending_limit"};
 
@@ -205,6 +207,45 @@ class ConfigParser {
     return Status::Ok();
   }
 
+  // run_as: {user: NAME} or {uid: N, gid: N}; uid or gid 0 only where root is allowed.
+  static Status RunAs(const Value& v, const std::string& path, bool allow_root, RunAsConfig* r) {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"user", "uid", "gid"}));
+    ARBITER_RETURN_IF_ERROR(m.String("user", 32, &r->user));
+    if (!r->user.empty() && !IsValidUnixUserName(r->user)) {
+      return ErrorAt(*m.Get("user"), m.PathOf("user"),
+                     fmt::format("{} is not a valid user name of a node", Quote(r->user)));
+    }
+    for (const char* key : {"uid", "gid"}) {
+      if (m.Get(key) == nullptr) continue;
+      int64_t id = 0;
+      ARBITER_RETURN_IF_ERROR(m.Int(key, 0, kMaxUnixId, &id));
+      if (id == 0 && !allow_root) {
+        return ErrorAt(*m.Get(key), m.PathOf(key),
+                       "0 is root: only a tenant with allow_root: true may run tasks as root");
+      }
+      (std::string_view(key) == "uid" ? r->uid : r->gid) = id;
+    }
+    if (r->user.empty() == !r->uid.has_value()) {
+      return ErrorAt(v, path, "give either user (a user of the nodes) or uid");
+    }
+    if (!r->user.empty() && r->gid) {
+      return ErrorAt(*m.Get("gid"), m.PathOf("gid"), "a named user brings its own groups");
+    }
+    return Status::Ok();
+  }
+
+  // POSIX portable user names, as useradd takes them.
+  static bool IsValidUnixUserName(const std::string& s) {
+    if (s.empty() || s.size() > 32 || s[0] == '-') return false;
+    for (char c : s) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   Status Budget(const Value& v, const std::string& path, BudgetConfig* b) {
     MappingReader m(v, path);
     ARBITER_RETURN_IF_ERROR(m.Check({"gpu_hours", "period", "on_exhausted"}));
@@ -315,9 +356,9 @@ class ConfigParser {
     const bool is_tenant = parent.empty();
     MappingReader m(v, path);
     if (is_tenant) {
-      ARBITER_RETURN_IF_ERROR(
-          m.Check({"name", "budget", "guaranteed", "max", "lending_limit", "weight",
-                   "default_walltime_seconds", "allowed_types", "fair_share", "queues"}));
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "budget", "guaranteed", "max", "lending_limit",
+                                       "weight", "default_walltime_seconds", "allowed_types",
+                                       "fair_share", "queues", "run_as", "allow_root"}));
     } else {
       ARBITER_RETURN_IF_ERROR(
           m.Check({"name", "guaranteed", "max", "lending_limit", "weight",
@@ -338,6 +379,12 @@ class ConfigParser {
         t->budget.emplace();
         ARBITER_RETURN_IF_ERROR(Budget(*b, m.PathOf("budget"), &*t->budget));
       }
+      ARBITER_RETURN_IF_ERROR(m.Bool("allow_root", &t->allow_root));
+      if (const Value* r = m.Get("run_as")) {
+        t->run_as.emplace();
+        ARBITER_RETURN_IF_ERROR(RunAs(*r, m.PathOf("run_as"), t->allow_root, &*t->run_as));
+      }
+      tenant_allow_root_[s.name] = t->allow_root;
     }
     Guarantees own;
     ARBITER_RETURN_IF_ERROR(QueueFields(m, &s, &own));
@@ -379,7 +426,7 @@ class ConfigParser {
     std::map<std::string, std::string> seen;
     for (size_t i = 0; i < seq.items.size(); ++i) {
       MappingReader m(seq.items[i], IndexPath("users", i));
-      ARBITER_RETURN_IF_ERROR(m.Check({"name", "tenant", "role"}));
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "tenant", "role", "run_as"}));
       UserConfig u;
       ARBITER_RETURN_IF_ERROR(Name(m, IsValidUserName,
                                    "use letters, digits, '.', '_', '-' and '@' (at most 253)",
@@ -397,6 +444,11 @@ class ConfigParser {
       } else if (tenant_names_.count(u.tenant) == 0) {
         return ErrorAt(*m.Get("tenant"), m.PathOf("tenant"),
                        fmt::format("unknown tenant {}", Quote(u.tenant)));
+      }
+      if (const Value* r = m.Get("run_as")) {
+        u.run_as.emplace();
+        ARBITER_RETURN_IF_ERROR(
+            RunAs(*r, m.PathOf("run_as"), tenant_allow_root_[u.tenant], &*u.run_as));
       }
       out_->users.push_back(std::move(u));
     }
@@ -539,6 +591,7 @@ class ConfigParser {
   ClusterConfig* out_;
   std::map<std::string, std::string> queue_names_;  // tenants and queues
   std::set<std::string> tenant_names_;
+  std::map<std::string, bool> tenant_allow_root_;  // tenant -> allow_root
   size_t queue_count_ = 0;
 };
 

@@ -103,8 +103,8 @@ TEST(ParseConfigYaml, ReadsTheExample) {
   ASSERT_EQ(c.tenants[1].queues.size(), 1u);
 
   ASSERT_EQ(c.users.size(), 2u);
-  EXPECT_EQ(c.users[0], (UserConfig{"alice", "vision", "member"}));
-  EXPECT_EQ(c.users[1], (UserConfig{"root", "", "admin"}));
+  EXPECT_EQ(c.users[0], (UserConfig{"alice", "vision", "member", std::nullopt}));
+  EXPECT_EQ(c.users[1], (UserConfig{"root", "", "admin", std::nullopt}));
 
   ASSERT_EQ(c.nodes.size(), 2u);
   const Node& n = c.nodes[0];
@@ -522,6 +522,64 @@ TEST(SchedulerConfig, ErrorsNameTheField) {
     auto r = ParseConfigYaml(c.yaml);
     ASSERT_FALSE(r.ok()) << c.yaml;
     EXPECT_EQ(r.status().field(), c.field) << c.yaml << ": " << r.status().ToString();
+  }
+}
+
+// Who tasks run as: a tenant's and a user's run_as, root only where the tenant allows it; the
+// canonical form keeps them (the store reloads it).
+TEST(RunAsConfig, ParsesDumpsAndRefusesRootUnlessAllowed) {
+  Result<ClusterConfig> r = ParseConfigYaml(R"(
+tenants:
+  - {name: vision, run_as: {uid: 5001, gid: 5002}}
+  - {name: ops, allow_root: true, run_as: {uid: 0}}
+  - {name: nlp, run_as: {user: nlp-jobs}}
+  - {name: plain}
+users:
+  - {name: alice, tenant: vision, run_as: {uid: 1001}}
+  - {name: bob, tenant: vision}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tenants[0].run_as->uid, 5001);
+  EXPECT_EQ(r->tenants[0].run_as->gid, 5002);
+  EXPECT_FALSE(r->tenants[0].allow_root);
+  EXPECT_TRUE(r->tenants[1].allow_root);
+  EXPECT_EQ(r->tenants[1].run_as->uid, 0);
+  EXPECT_EQ(r->tenants[2].run_as->user, "nlp-jobs");
+  EXPECT_FALSE(r->tenants[3].run_as.has_value());
+  EXPECT_EQ(r->users[0].run_as->uid, 1001);
+  EXPECT_FALSE(r->users[1].run_as.has_value());
+  const std::string dumped = DumpConfigYaml(*r);
+  Result<ClusterConfig> back = ParseConfigYaml(dumped);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << dumped;
+  EXPECT_TRUE(DiffConfig(*r, *back).empty()) << dumped;
+  EXPECT_EQ(DumpConfigYaml(*back), dumped);
+
+  struct Bad {
+    const char* yaml;
+    const char* field;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"tenants: [{name: t, run_as: {uid: 0}}]", "tenants[0].run_as.uid", "allow_root"},
+           {"tenants: [{name: t, run_as: {uid: 7, gid: 0}}]", "tenants[0].run_as.gid", "root"},
+           {"tenants: [{name: t}]\nusers: [{name: u, tenant: t, run_as: {uid: 0}}]",
+            "users[0].run_as.uid", "allow_root"},
+           {"tenants: [{name: t, run_as: {}}]", "tenants[0].run_as", "either user"},
+           {"tenants: [{name: t, run_as: {user: a, uid: 3}}]", "tenants[0].run_as", "either user"},
+           {"tenants: [{name: t, run_as: {user: a, gid: 3}}]", "tenants[0].run_as.gid",
+            "own groups"},
+           {"tenants: [{name: t, run_as: {user: \"a b\"}}]", "tenants[0].run_as.user",
+            "not a valid user name"},
+           {"tenants: [{name: t, run_as: {uid: -1}}]", "tenants[0].run_as.uid", ""},
+           {"tenants: [{name: t, run_as: {uid: 4294967295}}]", "tenants[0].run_as.uid", ""},
+           {"tenants: [{name: t, run_as: {home: /x, uid: 1}}]", "tenants[0].run_as.home",
+            "unknown field"},
+       }) {
+    Result<ClusterConfig> bad = ParseConfigYaml(b.yaml);
+    ASSERT_FALSE(bad.ok()) << b.yaml;
+    EXPECT_EQ(bad.status().field(), b.field) << b.yaml << ": " << bad.status().ToString();
+    EXPECT_NE(bad.status().message().find(b.message), std::string::npos)
+        << b.yaml << ": " << bad.status().ToString();
   }
 }
 

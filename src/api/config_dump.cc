@@ -235,6 +235,14 @@ Value QueueValue(const QueueSpec& q) {
   return v;
 }
 
+Value RunAsValue(const RunAsConfig& r) {
+  Value v = Value::Mapping();
+  if (!r.user.empty()) v.Set("user", Value::String(r.user));
+  if (r.uid) v.Set("uid", Int(*r.uid));
+  if (r.gid) v.Set("gid", Int(*r.gid));
+  return v;
+}
+
 Value TenantValue(const TenantConfig& t) {
   Value v = Value::Mapping();
   v.Set("name", Value::String(t.name));
@@ -244,6 +252,8 @@ Value TenantValue(const TenantConfig& t) {
     b.Set("period", Value::String(t.budget->period));
     b.Set("on_exhausted", Value::String(t.budget->on_exhausted));
   }
+  if (t.allow_root) v.Set("allow_root", Bool(true));
+  if (t.run_as) v.Set("run_as", RunAsValue(*t.run_as));
   if (!t.queues.empty() && t.queues.front().is_tenant) AddQueueFields(t.queues.front(), &v);
   return v;
 }
@@ -253,6 +263,7 @@ Value UserValue(const UserConfig& u) {
   v.Set("name", Value::String(u.name));
   if (!u.tenant.empty()) v.Set("tenant", Value::String(u.tenant));
   v.Set("role", Value::String(u.role));
+  if (u.run_as) v.Set("run_as", RunAsValue(*u.run_as));
   return v;
 }
 

@@ -235,6 +235,10 @@ int main(int argc, char** argv) {
   srv->add_flag("--kill-tasks-on-exit", server.kill_tasks_on_exit,
                 "At SIGTERM, kill the built-in node's tasks (default: they keep running and the "
                 "next start adopts them)");
+  srv->add_option("--tenant-uid-base", server.tenant_uid_base,
+                  "Tenants whose configuration names no run_as get their own uid from this + 1 on")
+      ->check(CLI::Range(int64_t{1000}, int64_t{4000000000}))
+      ->capture_default_str();
   srv->add_option("--node-timeout-ms", server.node_timeout_ms,
                   "A node whose agent sends no heartbeat for this long is down; its tasks are lost")
       ->check(CLI::Range(100, 86400000))

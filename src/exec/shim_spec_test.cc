@@ -83,8 +83,8 @@ TEST(ShimSpecTest, ExitAndPidRecords) {
   EXPECT_FALSE(back.orphaned);
   EXPECT_FALSE(DecodeExitRecord("", &back));
   PidRecord p;
-  const std::string self = std::to_string(getpid()) + " 9 " + ProcessStartTime(getpid()) + " " +
-                           BootId();
+  const std::string self =
+      std::to_string(getpid()) + " 9 " + ProcessStartTime(getpid()) + " " + BootId();
   ASSERT_TRUE(DecodePidRecord(self, &p));
   EXPECT_TRUE(p.has_attempt);
   EXPECT_EQ(p.attempt, 9u);

@@ -141,8 +141,9 @@ TEST_F(ShimTest, EscapedProcessesDieWithTheTask) {
 
 // SIGTERM reaches every process of the task; one that ignores it is killed after the grace.
 TEST_F(ShimTest, StopSendsTermThenKillsAfterTheGrace) {
-  ShimSpec s = Spec({"/bin/sh", "-c", "trap '' TERM; setsid sh -c \"trap '' TERM; sleep 1000\" & "
-                                      "echo ready > ready; while true; do sleep 0.05; done"});
+  ShimSpec s = Spec({"/bin/sh", "-c",
+                     "trap '' TERM; setsid sh -c \"trap '' TERM; sleep 1000\" & "
+                     "echo ready > ready; while true; do sleep 0.05; done"});
   const pid_t pid = Start(s);
   for (int i = 0; i < 400 && Read(dir_.File("ready")).empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

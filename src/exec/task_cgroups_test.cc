@@ -37,12 +37,11 @@ TEST(TaskCgroupsTest, HybridTreeGetsV2TrackingAndV1Limits) {
     std::filesystem::create_directories(r + "/" + d);
   }
   Write(r + "/unified/svc/cgroup.controllers", "");  // v2 without controllers: tracking only
-  Write(r + "/mountinfo",
-        "41 31 0:38 / " + r + "/unified rw - cgroup2 cgroup2 rw\n" +
-            "39 31 0:36 / " + r + "/pids rw - cgroup cgroup rw,pids\n" +
-            "35 31 0:32 / " + r + "/memory rw - cgroup cgroup rw,memory\n" +
-            "32 31 0:29 / " + r + "/cpu rw - cgroup cgroup rw,cpu,cpuacct\n" +
-            "36 31 0:33 / " + r + "/devices rw - cgroup cgroup rw,devices\n");
+  Write(r + "/mountinfo", "41 31 0:38 / " + r + "/unified rw - cgroup2 cgroup2 rw\n" +
+                              "39 31 0:36 / " + r + "/pids rw - cgroup cgroup rw,pids\n" +
+                              "35 31 0:32 / " + r + "/memory rw - cgroup cgroup rw,memory\n" +
+                              "32 31 0:29 / " + r + "/cpu rw - cgroup cgroup rw,cpu,cpuacct\n" +
+                              "36 31 0:33 / " + r + "/devices rw - cgroup cgroup rw,devices\n");
   Write(r + "/self", "0::/svc\n8:pids:/svc\n4:memory:/svc\n1:cpu,cpuacct:/svc\n5:devices:/svc\n");
   CgroupOptions o;
   o.scope = "gpu-07-1234";

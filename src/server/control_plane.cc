@@ -106,6 +106,7 @@ Status ControlPlane::Load() {
   if (!state.ok()) return state.status();
   std::lock_guard<std::mutex> lock(mu_);
   for (const store::KvRecord& kv : state->kv) {
+    if (kv.key == "tenant_uids") LoadTenantUidsLocked(kv.value);
     if (kv.key != kConfigKey) continue;
     auto c = api::ParseConfigYaml(kv.value);
     if (!c.ok()) return Internal("stored configuration is unreadable: " + c.status().ToString());
@@ -188,6 +189,9 @@ Status ControlPlane::Load() {
   }
   next_job_id_ = state->max_job_id + 1;
   ARBITER_RETURN_IF_ERROR(CompileLocked());
+  store::WriteBatch uids;
+  AllocateTenantUidsLocked(&uids);  // tenants configured before tenants had their own uids
+  if (!uids.empty()) ARBITER_RETURN_IF_ERROR(store_->Write(std::move(uids)));
   loaded_ = true;
   return Status::Ok();
 }
@@ -444,6 +448,7 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
     }
     store::WriteBatch b;
     ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, &old));
+    AllocateTenantUidsLocked(&b);
     for (const api::UserConfig& u : config_.users) b.PutUser({u.name, u.tenant, u.role, now_()});
     b.AppendAudit({0, now_(), p.user, "config.apply", "config",
                    fmt::format("ok: {} changes", diff.size()), "{}"});
@@ -930,6 +935,9 @@ Result<json> ControlPlane::ListTenants(const Principal& p) {
   for (const api::TenantConfig& t : config_.tenants) {
     if (!CanReadTenantLocked(p, t.name)) continue;
     json item = {{"name", t.name}};
+    const RunAs r = RunAsLocked(t.name, "");
+    item["run_as"] = r.user.empty() ? json{{"uid", r.uid}, {"gid", r.gid}} : json{{"user", r.user}};
+    item["allow_root"] = t.allow_root;
     json queues = json::array();
     for (const QueueSpec& q : t.queues) {
       if (!q.is_tenant) queues.push_back(q.name);
@@ -1619,6 +1627,10 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
     ++at;
     if (!j.dispatchable) continue;
     const bool stop = (j.stopping || j.state == JobState::kPreempting) && !j.stop_unpublished;
+    bool here = false;
+    for (const PlacedTask& p : j.placement) here |= p.node == node;
+    if (!here) continue;
+    const RunAs run_as = RunAsLocked(j.spec.tenant, j.spec.user);
     for (size_t t = 0; t < j.placement.size(); ++t) {
       if (j.placement[t].node != node) continue;
       if (t < j.task_state.size() && j.task_state[t] == 2) continue;  // already exited
@@ -1634,6 +1646,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
                        ? j.started_at + SecondsToMs(j.spec.walltime_seconds)
                        : 0;
       a.spec = j.spec;
+      a.run_as = run_as;
       a.gpus = j.placement[t].gpu_indices;
       a.restarts = j.restarts + j.preemptions;
       a.master_node = j.placement[0].node;

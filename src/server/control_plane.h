@@ -136,6 +136,11 @@ class ControlPlane : public ExecutionBackend {
 
   // Loads everything from the store and compiles the cluster. Call once, before serving.
   Status Load();
+  // The first uid given to tenants that name no run_as (each tenant gets its own, once, never
+  // reused: docs/security.md). Call before Load.
+  void SetTenantUidBase(int64_t base) { tenant_uid_base_ = base; }
+  // Who the tasks of tenant `tenant`'s user `user` run as (control_plane_identity.cc).
+  RunAs RunAsFor(const std::string& tenant, const std::string& user) const;
   // Creates the first admin token when none exists; returns it (plain) or "" when one exists.
   Result<std::string> BootstrapAdmin();
 
@@ -307,6 +312,11 @@ class ControlPlane : public ExecutionBackend {
                         std::shared_ptr<const std::string> spec_json, const std::string& idem_key,
                         store::WriteBatch* b, bool* created);
   const api::UserConfig* FindUserLocked(const std::string& name) const;
+  // control_plane_identity.cc: gives every configured tenant without one its own uid, recorded
+  // in `b`; the run_as of a job's tasks.
+  void AllocateTenantUidsLocked(store::WriteBatch* b);
+  RunAs RunAsLocked(const std::string& tenant, const std::string& user) const;
+  void LoadTenantUidsLocked(const std::string& text);
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);
   // After the commit of the batch that recorded these jobs' stops: their nodes may act on them.
@@ -352,6 +362,11 @@ class ControlPlane : public ExecutionBackend {
   // Budgets: GPU time (milli-GPU x ms) of closed usage records per tenant since the start of the
   // tenant's current period, and that period's start.
   std::map<std::string, std::pair<TimeMs, int64_t>> closed_usage_;
+
+  // Tenants' own uids (the kv record "tenant_uids"): kept for deleted tenants too, never reused.
+  int64_t tenant_uid_base_ = 200000;
+  std::map<std::string, int64_t> tenant_uids_;
+  int64_t next_tenant_uid_ = 0;  // 0: tenant_uid_base_ + 1
 
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;

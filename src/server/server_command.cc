@@ -142,6 +142,7 @@ int RunServer(const ServerOptions& o) {
     return 1;
   }
   ControlPlane cp(store->get(), WallClockMs);
+  cp.SetTenantUidBase(o.tenant_uid_base);
   if (Status st = cp.Load(); !st.ok()) {
     spdlog::error("cannot load the state: {}", st.ToString());
     return 1;

@@ -33,6 +33,8 @@ struct ServerOptions {
   std::string shim;
   int fake_gpu_device_major = -1;
   bool kill_tasks_on_exit = false;  // SIGTERM kills the built-in node's tasks (default: kept)
+  // Tenants that name no run_as get uids from base + 1 on (one each, never reused).
+  int64_t tenant_uid_base = 200000;
   // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).
   int node_timeout_ms = 6000;
   // After a start, nodes known from before have this long to come back before they can be

@@ -38,7 +38,7 @@ tenants:
     queues:
       - {name: speech-train, guaranteed: {gpu: 0}}
 users:
-  - {name: alice, tenant: vision, role: member}
+  - {name: alice, tenant: vision, role: member, run_as: {uid: 4242}}
   - {name: vic, tenant: vision, role: viewer}
 nodes:
   - {name: box, cpu_milli: 32000, memory_mib: 131072, gpus: {count: 8, model: A100-80G}}
@@ -722,8 +722,9 @@ TEST_F(CliTest, ServerErrorsAreShownAsTheServerSaysThem) {
 }
 
 TEST_F(CliTest, BatchScriptsRunOnTheBuiltInNode) {
-  // The job runs in the folder it was submitted from and writes its output there, as its user.
-  std::filesystem::permissions(work_.path(), std::filesystem::perms::all);
+  // The job runs in the folder it was submitted from and writes its output there, as alice's
+  // uid (her run_as): the folder is hers, as a user's own folder is.
+  ASSERT_EQ(chown(work_.path().c_str(), 4242, 4242), 0);
   WriteFile(work_.path() + "/train.sh",
             "#!/bin/sh\n"
             "#SBATCH --job-name=train-smoke\n"

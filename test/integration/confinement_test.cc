@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -28,6 +29,17 @@ tenants:
   - name: lab
     queues:
       - {name: lab-q, guaranteed: {gpu: 8}}
+  - name: rival
+    run_as: {uid: 4321, gid: 4321}
+    queues:
+      - {name: rival-q, guaranteed: {gpu: 0}}
+  - name: ops
+    allow_root: true
+    run_as: {uid: 0}
+    queues:
+      - {name: ops-q, guaranteed: {gpu: 0}}
+users:
+  - {name: carol, tenant: lab, role: member, run_as: {uid: 5555}}
 nodes:
   - {name: box, cpu_milli: 32000, memory_mib: 65536, gpus: {count: 8, model: A100-80G, nvlink_domains: 2}}
 )";
@@ -57,18 +69,19 @@ class ConfinementTest : public ::testing::Test {
         chmod(dev.c_str(), 0666);  // as /dev/nvidiaN are
       }
     }
-    ASSERT_TRUE(server_.Start(dir_.path(), {"--config", dir_.path() + "/cluster.yaml",
-                                            "--local-node", "box", "--fake-gpu-device-major",
-                                            std::to_string(kFakeMajor), "--max-task-processes",
-                                            "48"}))
+    ASSERT_TRUE(server_.Start(
+        dir_.path(),
+        {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box",
+         "--fake-gpu-device-major", std::to_string(kFakeMajor), "--max-task-processes", "48"}))
         << server_.output();
     unsetenv("ARBITER_TEST_SERVER_SECRET");
     admin_ = server_.Client(server_.admin_token());
   }
 
-  uint64_t Submit(json body) {
-    body["queue"] = "lab-q";
-    auto r = admin_->Post("/api/v1/jobs", body.dump(), "application/json");
+  uint64_t Submit(json body, httplib::Client* as = nullptr) {
+    if (!body.contains("queue")) body["queue"] = "lab-q";
+    auto r =
+        (as != nullptr ? as : admin_.get())->Post("/api/v1/jobs", body.dump(), "application/json");
     EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no response");
     return r && r->status == 201 ? json::parse(r->body)["id"].get<uint64_t>() : 0;
   }
@@ -147,14 +160,26 @@ TEST_F(ConfinementTest, EnvironmentIsOnlyTheJobsAndArbiters) {
   WaitFor(id, "succeeded");
   const std::string out = Log(id);
   EXPECT_EQ(out.find("server-secret-value"), std::string::npos) << out;
-  const std::set<std::string> allowed = {
-      "PATH",          "HOME",           "USER",
-      "LOGNAME",       "TMPDIR",         "HF_HOME",
-      "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
-      "ARBITER_JOB_ID", "ARBITER_TASK_INDEX", "ARBITER_NODE_NAME",
-      "ARBITER_RESTART_COUNT", "ARBITER_CHECKPOINT_DIR", "WORLD_SIZE",
-      "RANK",          "NODE_RANK",      "LOCAL_RANK",
-      "MASTER_ADDR",   "MASTER_PORT"};
+  const std::set<std::string> allowed = {"PATH",
+                                         "HOME",
+                                         "USER",
+                                         "LOGNAME",
+                                         "TMPDIR",
+                                         "HF_HOME",
+                                         "CUDA_VISIBLE_DEVICES",
+                                         "CUDA_DEVICE_ORDER",
+                                         "NVIDIA_VISIBLE_DEVICES",
+                                         "ARBITER_JOB_ID",
+                                         "ARBITER_TASK_INDEX",
+                                         "ARBITER_NODE_NAME",
+                                         "ARBITER_RESTART_COUNT",
+                                         "ARBITER_CHECKPOINT_DIR",
+                                         "WORLD_SIZE",
+                                         "RANK",
+                                         "NODE_RANK",
+                                         "LOCAL_RANK",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT"};
   std::istringstream lines(out);
   size_t count = 0;
   for (std::string line; std::getline(lines, line); ++count) {
@@ -170,13 +195,12 @@ TEST_F(ConfinementTest, EnvironmentIsOnlyTheJobsAndArbiters) {
 // Processes that leave the task's process group and session are stopped with it, and its GPUs go
 // to the next job only once they are gone.
 TEST_F(ConfinementTest, EscapedProcessesDieBeforeTheGpusAreReused) {
-  const uint64_t id = Submit(
-      {{"command", {"sh", "-c", "setsid sleep 4243.5 & (sleep 4244.5 &); sleep 600"}},
-       {"resources", {{"gpus", 8}}}});
+  const uint64_t id =
+      Submit({{"command", {"sh", "-c", "setsid sleep 4243.5 & (sleep 4244.5 &); sleep 600"}},
+              {"resources", {{"gpus", 8}}}});
   WaitFor(id, "running");
   for (int i = 0; i < 100; ++i) {  // the escaped processes are up
-    if (system("pgrep -f '^sleep 4243.5$' >/dev/null && pgrep -f '^sleep 4244.5$' >/dev/null") ==
-        0)
+    if (system("pgrep -f '^sleep 4243.5$' >/dev/null && pgrep -f '^sleep 4244.5$' >/dev/null") == 0)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -231,8 +255,52 @@ TEST_F(ConfinementTest, TaskCanOpenOnlyItsOwnGpuDevices) {
   for (std::string g; std::getline(list, g, ',');) mine.insert(std::stoi(g));
   ASSERT_EQ(mine.size(), 2u) << out;
   std::string want = visible + "\n";
-  for (int i = 0; i < 8; ++i) want += fmt::format("{}:{}\n", i, mine.count(i) ? "allowed" : "denied");
+  for (int i = 0; i < 8; ++i)
+    want += fmt::format("{}:{}\n", i, mine.count(i) ? "allowed" : "denied");
   EXPECT_EQ(out, want) << cgroups;
+}
+
+// Each tenant's tasks run as its own uid (given by the server, or its configuration's run_as;
+// a user's run_as first), so one tenant's job cannot read another's files; root only for a
+// tenant that allows it.
+TEST_F(ConfinementTest, TenantsRunAsTheirOwnUsers) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching users needs root";
+  const json tenants = json::parse(admin_->Get("/api/v1/tenants")->body);
+  std::map<std::string, json> run_as;
+  for (const json& t : tenants["items"]) run_as[t["name"]] = t["run_as"];
+  const int64_t lab_uid = run_as["lab"]["uid"];
+  EXPECT_GT(lab_uid, 200000);  // the server's own for the tenant (--tenant-uid-base)
+  EXPECT_EQ(run_as["rival"]["uid"], 4321);
+  EXPECT_EQ(run_as["ops"]["uid"], 0);
+  const uint64_t lab = Submit({{"command",
+                                {"sh", "-c",
+                                 "id -u; echo lab-data > $HOME/data; "
+                                 "chmod 644 $HOME/data; sleep 600"}},
+                               {"resources", {{"gpus", 1}}}});
+  WaitFor(lab, "running");
+  for (int i = 0;
+       i < 100 && !std::filesystem::exists(fmt::format("{}/work/{}/data", server_.node_dir(), lab));
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const uint64_t rival = Submit(
+      {{"queue", "rival-q"},
+       {"command",
+        {"sh", "-c",
+         fmt::format("id -u; cat {}/work/{}/data || echo denied", server_.node_dir(), lab)}}});
+  const uint64_t ops = Submit({{"queue", "ops-q"}, {"command", {"id", "-u"}}});
+  auto t = admin_->Post("/api/v1/tokens", json{{"user", "carol"}}.dump(), "application/json");
+  ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
+  auto carol = server_.Client(json::parse(t->body)["token"]);
+  const uint64_t mine = Submit({{"command", {"id", "-u"}}}, carol.get());
+  WaitFor(rival, "succeeded");
+  WaitFor(ops, "succeeded");
+  WaitFor(mine, "succeeded");
+  EXPECT_EQ(Log(lab).substr(0, Log(lab).find('\n')), std::to_string(lab_uid));
+  EXPECT_EQ(Log(rival), "4321\ndenied\n") << Log(rival, "err");
+  EXPECT_EQ(Log(ops), "0\n");
+  EXPECT_EQ(Log(mine), "5555\n");
+  admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", lab), "", "application/json");
 }
 
 }  // namespace

@@ -131,7 +131,8 @@ TEST_F(RestartTest, SigtermStopsDispatchingFirst) {
   ASSERT_TRUE(Start(&server, {"--config", dir_.path() + "/cluster.yaml"})) << server.output();
   json jobs = json::array();
   for (int i = 0; i < 1000; ++i) {
-    jobs.push_back({{"queue", "lab-q"}, {"command", {"sleep", "600"}}, {"resources", {{"gpus", 0}}}});
+    jobs.push_back(
+        {{"queue", "lab-q"}, {"command", {"sleep", "600"}}, {"resources", {{"gpus", 0}}}});
   }
   auto r = admin_->Post("/api/v1/jobs/batch", json{{"jobs", jobs}}.dump(), "application/json");
   ASSERT_TRUE(r && r->status == 201) << (r ? r->body : "no answer");
