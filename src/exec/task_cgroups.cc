@@ -299,6 +299,12 @@ TaskGroups TaskCgroups::Prepare(uint64_t job, int32_t task, const TaskLimitSpec&
   return g;
 }
 
+std::vector<std::string> TaskCgroups::bases() const {
+  std::vector<std::string> out;
+  for (const Hierarchy& h : hierarchies_) out.push_back(h.base);
+  return out;
+}
+
 std::vector<std::string> TaskCgroups::Dirs(uint64_t job, int32_t task) const {
   std::vector<std::string> out;
   for (const Hierarchy& h : hierarchies_) {

@@ -58,6 +58,8 @@ class TaskLimits {
   virtual std::vector<std::string> Dirs(uint64_t job, int32_t task) const = 0;
   // Kills every process left in the task's groups and removes them.
   virtual void Release(uint64_t job, int32_t task) = 0;
+  // The folders the task groups are made in (one per hierarchy).
+  virtual std::vector<std::string> bases() const = 0;
 };
 
 struct CgroupOptions {
@@ -79,6 +81,7 @@ class TaskCgroups : public TaskLimits {
   TaskGroups Prepare(uint64_t job, int32_t task, const TaskLimitSpec& spec) override;
   std::vector<std::string> Dirs(uint64_t job, int32_t task) const override;
   void Release(uint64_t job, int32_t task) override;
+  std::vector<std::string> bases() const override;
 
   bool limits_processes() const;
   bool isolates_devices() const;

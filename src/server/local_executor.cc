@@ -137,6 +137,12 @@ LocalExecutor::LocalExecutor(ExecutionBackend* backend, std::string node, std::s
     ok = ok && EnsureDir(fmt::format("{}/{}", work_dir_, d), 0711, &why);
   }
   if (!ok) spdlog::error("node {}: {}", node_, why);
+  if (options_.limits != nullptr) {
+    // Where this node's task groups are, for an operator (or a test) cleaning up after it.
+    std::string text;
+    for (const std::string& b : options_.limits->bases()) text += b + "\n";
+    WriteAtomically(work_dir_ + "/jobs/cgroups", text);
+  }
   // Pipes to shims that died early must not kill this process.
   signal(SIGPIPE, SIG_IGN);
   // What a killed shim's task leaves comes to us, not to init: Reap and Stop find it.

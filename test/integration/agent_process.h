@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "server_process.h"
+
 namespace arbiter::testing {
 
 class AgentProcess {
@@ -229,19 +231,8 @@ class TcpProxy {
   std::map<int, int> peers_;  // fd -> the other end; only the loop thread touches it
 };
 
-// Kills what a kill -9'd agent's tasks left (their pid files), so nothing outlives a test.
-inline void KillLeftoverTasks(const std::string& work_dir) {
-  std::error_code ec;
-  const auto jobs = std::filesystem::path(work_dir) / "jobs";
-  if (!std::filesystem::is_directory(jobs, ec)) return;
-  for (const auto& dir : std::filesystem::directory_iterator(jobs, ec)) {
-    for (const auto& f : std::filesystem::directory_iterator(dir.path(), ec)) {
-      if (f.path().extension() != ".pid") continue;
-      std::ifstream in(f.path());
-      pid_t pid = 0;
-      if (in >> pid && pid > 1) ::kill(-pid, SIGKILL);
-    }
-  }
-}
+// Kills what a kill -9'd agent's tasks left (their pid files and cgroups), so nothing outlives a
+// test.
+inline void KillLeftoverTasks(const std::string& work_dir) { KillNodeTasks(work_dir); }
 
 }  // namespace arbiter::testing

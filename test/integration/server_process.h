@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,38 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Kills what a node's executor left running under `work_dir` (the shims its pid files name, and
+// every process in its task cgroups), and removes those cgroups: nothing outlives a test.
+inline void KillNodeTasks(const std::string& work_dir) {
+  std::error_code ec;
+  for (const auto& job : std::filesystem::directory_iterator(work_dir + "/jobs", ec)) {
+    for (const auto& f : std::filesystem::directory_iterator(job.path(), ec)) {
+      if (f.path().extension() != ".pid") continue;
+      std::ifstream in(f.path());
+      long pid = 0;
+      if (in >> pid && pid > 1) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+  }
+  std::ifstream bases(work_dir + "/jobs/cgroups");
+  for (std::string base; std::getline(bases, base);) {
+    if (base.find("/arbiter/") == std::string::npos) continue;  // only our own groups
+    for (const auto& group : std::filesystem::directory_iterator(base, ec)) {
+      if (!group.is_directory(ec) || group.path().filename().string().rfind("task-", 0) != 0) {
+        continue;
+      }
+      for (int round = 0; round < 100; ++round) {
+        std::ifstream procs(group.path() / "cgroup.procs");
+        bool any = false;
+        for (long pid = 0; procs >> pid;)
+          any = ::kill(static_cast<pid_t>(pid), SIGKILL) == 0 || any;
+        if (::rmdir(group.path().c_str()) == 0 || (!any && errno != EBUSY)) break;
+        usleep(5000);
+      }
+    }
+    ::rmdir(base.c_str());
+  }
+}
 
 class ServerProcess {
  public:
@@ -98,18 +131,10 @@ class ServerProcess {
     KillTasks();
   }
 
-  // Kills the shims of the built-in node's tasks (their tasks die with them).
+  // Kills the shims of the built-in node's tasks (their tasks die with them) and removes their
+  // cgroups.
   void KillTasks() {
-    if (dir_.empty()) return;
-    std::error_code ec;
-    for (const auto& job : std::filesystem::directory_iterator(node_dir() + "/jobs", ec)) {
-      for (const auto& f : std::filesystem::directory_iterator(job.path(), ec)) {
-        if (f.path().extension() != ".pid") continue;
-        std::ifstream in(f.path());
-        long pid = 0;
-        if (in >> pid && pid > 1) ::kill(static_cast<pid_t>(pid), SIGKILL);
-      }
-    }
+    if (!dir_.empty()) KillNodeTasks(node_dir());
   }
 
   std::string data_dir() const { return dir_ + "/data"; }
