@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: starts an Arbiter server on its embedded default: SQLite in ./data, the demo
-# configuration (deploy/demo.yaml: two tenants, three priority classes, one 8-GPU node).
+# configuration (deploy/demo.yaml: two tenants, three priority classes, one 8-GPU node) applied on
+# the first start only: later starts keep what an admin changed.
 # Override with ARBITER_LISTEN (default 127.0.0.1:8080), ARBITER_DATA (default ./data).
 set -euo pipefail
 BIN=${1:-build/arbiter}
@@ -11,7 +12,8 @@ cat <<TXT
 Arbiter server
   API        ${URL}/api/v1   (OpenAPI document: ${URL}/api/v1/openapi.json)
   data       ${DATA}/arbiter.db, admin token in ${DATA}/admin.token
-  config     deploy/demo.yaml (tenants vision and speech, queues vision-train, vision-dev, speech-train)
+  config     deploy/demo.yaml on a first start (tenants vision and speech, queues vision-train,
+             vision-dev, speech-train); later starts keep the data dir's own configuration
 
 Submit a first job (from another terminal):
   cat ${DATA}/admin.token | ${BIN} login --server ${URL}
@@ -25,8 +27,10 @@ Or with curl:
             "resources": {"gpus": 2}}'
   curl -s -H "Authorization: Bearer \$ARBITER_TOKEN" ${URL}/metrics        # Prometheus metrics
 
-The built-in node "local" (8 fake GPUs) runs each task as a process with CUDA_VISIBLE_DEVICES set
-to its GPUs; output in ${DATA}/jobs/ID/task-0.out. Ctrl-C stops the server.
+The built-in node "local" (8 fake GPUs) runs each task as a confined process (its own uid where
+the server runs as root, a clean environment, CUDA_VISIBLE_DEVICES set to its GPUs); its folders
+are in ${DATA}-node. Ctrl-C stops the server; running tasks keep running and the next start
+adopts them.
 
 TXT
-exec "$BIN" server --data-dir "$DATA" --listen "$LISTEN" --config deploy/demo.yaml --local-node local
+exec "$BIN" server --data-dir "$DATA" --listen "$LISTEN" --initial-config deploy/demo.yaml --local-node local

@@ -235,28 +235,52 @@ int Why(const ContextPtr& ctx, uint64_t id) {
 
 // --- logs --------------------------------------------------------------------------------------
 
-int Logs(const ContextPtr& ctx, uint64_t id, int task, bool follow) {
-  auto c = ctx->Resolve();
-  if (!c.ok()) return Fail(c.status(), kExitUsage);
-  ApiClient api(*c);
-  const std::string path =
-      fmt::format("/api/v1/jobs/{}/logs?task={}{}", id, task, follow ? "&follow=true" : "");
-  Status st = api.Stream(
+namespace {
+
+// One stream of a task's log into `out` (stdout or stderr).
+Status StreamLog(const Connection& c, uint64_t id, int task, const char* stream, bool follow,
+                 FILE* out) {
+  ApiClient api(c);
+  const std::string path = fmt::format("/api/v1/jobs/{}/logs?task={}&stream={}{}", id, task, stream,
+                                       follow ? "&follow=true" : "");
+  return api.Stream(
       path,
-      [](std::string_view chunk) {
-        std::fwrite(chunk.data(), 1, chunk.size(), stdout);
-        std::fflush(stdout);
+      [out](std::string_view chunk) {
+        std::fwrite(chunk.data(), 1, chunk.size(), out);
+        std::fflush(out);
         return true;
       },
       follow ? 24 * 3600 : 60);
+}
+
+}  // namespace
+
+// The task's stdout goes to our stdout and its stderr to our stderr; `--stream` picks one, which
+// then comes on stdout. With --follow both are followed at once, each on its own connection.
+int Logs(const ContextPtr& ctx, uint64_t id, int task, bool follow, const std::string& stream) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  const bool want_out = stream != "stderr";
+  const bool want_err = stream != "stdout";
+  Status out_st, err_st;
+  if (want_out && want_err && follow) {
+    std::thread err([&] { err_st = StreamLog(*c, id, task, "stderr", true, stderr); });
+    out_st = StreamLog(*c, id, task, "stdout", true, stdout);
+    err.join();
+  } else {
+    if (want_out) out_st = StreamLog(*c, id, task, "stdout", follow, stdout);
+    // Asked for alone, the task's stderr comes on stdout, to pipe it.
+    if (want_err && out_st.ok()) {
+      err_st = StreamLog(*c, id, task, "stderr", follow, want_out ? stderr : stdout);
+    }
+  }
+  const Status st = !out_st.ok() ? out_st : err_st;
   if (st.ok()) return kExitOk;
   if (st.code() == StatusCode::kNotFound && st.message().rfind("no route", 0) == 0) {
     return Fail(Status(StatusCode::kUnavailable,
                        fmt::format("the server at {} does not serve logs yet (it has no GET "
-                                   "/api/v1/jobs/{{id}}/logs); on its built-in node a task's "
-                                   "output is in the server's DATA_DIR/jobs/{}/task-{}.out and "
-                                   ".err",
-                                   c->server, id, task)),
+                                   "/api/v1/jobs/{{id}}/logs)",
+                                   c->server)),
                 kExitUnavailable);
   }
   return Fail(st);
@@ -564,10 +588,17 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   logs->add_option("id", *id, "Job id")->required();
   logs->add_option("--task", *task, "Task index (0 .. tasks-1)")->check(CLI::Range(0, 100000));
   logs->add_flag("-f,--follow", *follow, "Keep printing while the task runs");
+  auto stream = std::make_shared<std::string>("both");
+  logs->add_option("--stream", *stream,
+                   "stdout, stderr or both (both: the task's stderr goes to this command's stderr)")
+      ->check(CLI::IsMember({"stdout", "stderr", "both"}))
+      ->capture_default_str();
   AddClientFlags(logs, ctx);
-  SetExamples(logs, {"arbiter logs 12", "arbiter logs 12 -f", "arbiter logs 12 --task 3"});
-  logs->callback(
-      [ctx, id, task, follow] { ctx->Run([&] { return Logs(ctx, *id, *task, *follow); }); });
+  SetExamples(logs, {"arbiter logs 12", "arbiter logs 12 -f", "arbiter logs 12 --task 3",
+                     "arbiter logs 12 --stream stderr"});
+  logs->callback([ctx, id, task, follow, stream] {
+    ctx->Run([&] { return Logs(ctx, *id, *task, *follow, *stream); });
+  });
 
   auto ids = std::make_shared<std::vector<uint64_t>>();
   struct ActionHelp {

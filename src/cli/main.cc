@@ -192,7 +192,13 @@ int main(int argc, char** argv) {
                                  "0.0.0.0:8080 --config cluster.yaml");
   srv->add_option("--data-dir", server.data_dir, "Folder of the store and admin.token");
   srv->add_option("--listen", server.listen, "HOST:PORT to serve the API on (port 0: any free)");
-  srv->add_option("--config", server.config_file, "YAML configuration applied at start");
+  srv->add_option("--config", server.config_file,
+                  "YAML configuration applied at every start (deletions of objects with live "
+                  "jobs are refused)");
+  srv->add_option("--initial-config", server.initial_config_file,
+                  "YAML configuration applied only when the data dir holds none yet (a first "
+                  "start); later starts keep what admins changed")
+      ->excludes("--config");
   srv->add_option("--log-format", server.log_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
   srv->add_option("--cycle-interval-ms", server.cycle_interval_ms, "Time between scheduling cycles")

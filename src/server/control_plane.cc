@@ -309,6 +309,12 @@ Status ControlPlane::PersistConfigLocked(store::WriteBatch* b,
   return Status::Ok();
 }
 
+bool ControlPlane::HasConfiguration() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !config_.gpu_models.empty() || !config_.priority_classes.empty() ||
+         !config_.tenants.empty() || !config_.users.empty() || !config_.nodes.empty();
+}
+
 std::string ControlPlane::ConfigYaml() const {
   std::lock_guard<std::mutex> lock(mu_);
   return api::DumpConfigYaml(config_);

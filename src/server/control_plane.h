@@ -151,6 +151,9 @@ class ControlPlane : public ExecutionBackend {
   Result<std::vector<api::ConfigChange>> ApplyConfig(const Principal& p,
                                                      const api::ClusterConfig& c, bool dry_run);
   std::string ConfigYaml() const;
+  // Whether any configuration was ever applied (GPU models, priority classes, tenants, users or
+  // nodes); false on an empty data dir.
+  bool HasConfiguration() const;
   // The first configured GPU model's name, or "".
   std::string FirstGpuModel() const;
 

@@ -147,26 +147,39 @@ int RunServer(const ServerOptions& o) {
     spdlog::error("cannot load the state: {}", st.ToString());
     return 1;
   }
-  if (!o.config_file.empty()) {
-    std::ifstream in(o.config_file);
+  std::string config_file = o.config_file;
+  const char* config_flag = "--config";
+  if (config_file.empty() && !o.initial_config_file.empty()) {
+    config_flag = "--initial-config";
+    if (cp.HasConfiguration()) {
+      spdlog::info(
+          "--initial-config {}: not applied, the data dir has a configuration already "
+          "(arbiter config get shows it)",
+          o.initial_config_file);
+    } else {
+      config_file = o.initial_config_file;
+    }
+  }
+  if (!config_file.empty()) {
+    std::ifstream in(config_file);
     if (!in) {
-      spdlog::error("--config: cannot read {}", o.config_file);
+      spdlog::error("{}: cannot read {}", config_flag, config_file);
       return 2;
     }
     std::stringstream text;
     text << in.rdbuf();
     auto config = api::ParseConfigYaml(text.str());
     if (!config.ok()) {
-      spdlog::error("--config {}: {}", o.config_file, config.status().ToString());
+      spdlog::error("{} {}: {}", config_flag, config_file, config.status().ToString());
       return 2;
     }
     Principal admin{"admin", "", Role::kAdmin, ""};
     auto diff = cp.ApplyConfig(admin, *config, false);
     if (!diff.ok()) {
-      spdlog::error("--config {}: {}", o.config_file, diff.status().ToString());
+      spdlog::error("{} {}: {}", config_flag, config_file, diff.status().ToString());
       return 2;
     }
-    spdlog::info("applied {} ({} changes)", o.config_file, diff->size());
+    spdlog::info("applied {} ({} changes)", config_file, diff->size());
   }
   auto token = cp.BootstrapAdmin();
   if (!token.ok()) {

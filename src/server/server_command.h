@@ -8,7 +8,8 @@ namespace arbiter::server {
 struct ServerOptions {
   std::string data_dir = "data";
   std::string listen = "127.0.0.1:8080";
-  std::string config_file;          // applied at start when given
+  std::string config_file;          // applied at every start when given
+  std::string initial_config_file;  // applied only when the store holds no configuration yet
   std::string log_format = "text";  // or "json"
   int cycle_interval_ms = 200;
   double rate_limit = 2000;  // requests per second per token; 0: unlimited

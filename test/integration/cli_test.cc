@@ -611,6 +611,27 @@ TEST_F(CliTest, SubmitRunWaitAndInspect) {
   }
 }
 
+// logs: the task's stdout on stdout and its stderr on stderr; --stream picks one (on stdout).
+TEST_F(CliTest, LogsShowStdoutAndStderr) {
+  const CliResult sub = As("alice", {"submit", "--queue", "vision-dev", "-o", "json", "--", "sh",
+                                     "-c", "echo to-out; echo to-err >&2"});
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  const std::string id = std::to_string(ParseOrNull(sub.out)["id"].get<uint64_t>());
+  ASSERT_EQ(As("alice", {"wait", id, "--timeout", "30"}).code, 0);
+  const CliResult both = As("alice", {"logs", id});
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_EQ(both.out, "to-out\n");
+  EXPECT_EQ(both.err, "to-err\n");
+  const CliResult followed = As("alice", {"logs", id, "-f"});
+  EXPECT_EQ(followed.out, "to-out\n");
+  EXPECT_EQ(followed.err, "to-err\n");
+  const CliResult err = As("alice", {"logs", id, "--stream", "stderr"});
+  EXPECT_EQ(err.out, "to-err\n");
+  EXPECT_EQ(err.err, "");
+  EXPECT_EQ(As("alice", {"logs", id, "--stream", "stdout"}).out, "to-out\n");
+  EXPECT_EQ(As("alice", {"logs", id, "--stream", "stdin"}).code, 2);
+}
+
 // A job array: one job per index in one batch, ARBITER_ARRAY_INDEX (and SLURM_ARRAY_* for batch
 // scripts) set for each; a %N limit is refused before anything is sent.
 TEST_F(CliTest, JobArraysSubmitOneJobPerIndex) {

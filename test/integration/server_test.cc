@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -527,6 +528,57 @@ TEST_F(ServerTest, SchedulerProfileIsConfiguredAndValidated) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(nodes.size(), 2u) << "spread put both jobs on one node";
+}
+
+// `--initial-config` (what `make run` uses for its demo configuration) is applied to an empty data
+// dir only: a restart with the same flag keeps what an admin changed since.
+TEST(InitialConfig, IsAppliedToAnEmptyDataDirOnly) {
+  TempDir dir;
+  const std::string file = dir.path() + "/initial.yaml";
+  {
+    std::ofstream out(file);
+    out << "tenants:\n  - name: first\n    queues:\n      - {name: first-q}\n";
+  }
+  std::string admin_token;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(dir.path(), {"--initial-config", file})) << server.output();
+    auto admin = server.Client(server.admin_token());
+    auto got = admin->Get("/api/v1/config");
+    ASSERT_TRUE(got);
+    ASSERT_NE(got->body.find("first-q"), std::string::npos) << got->body;
+    // An admin replaces the configuration: the initial tenant is gone, another is there.
+    auto put = admin->Put("/api/v1/config",
+                          "tenants:\n  - name: second\n    queues:\n      - {name: second-q}\n",
+                          "application/yaml");
+    ASSERT_TRUE(put);
+    ASSERT_EQ(put->status, 200) << put->body;
+    ASSERT_EQ(WEXITSTATUS(server.Kill(SIGTERM)), 0);
+  }
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(dir.path(), {"--initial-config", file})) << again.output();
+  auto got = again.Client(again.admin_token())->Get("/api/v1/config");
+  ASSERT_TRUE(got);
+  EXPECT_NE(got->body.find("second-q"), std::string::npos) << got->body;
+  EXPECT_EQ(got->body.find("first-q"), std::string::npos) << got->body;
+}
+
+// `--config` and `--initial-config` say different things: one of them.
+TEST(InitialConfig, ExcludesConfig) {
+  TempDir dir;
+  const std::string cmd = fmt::format(
+      "timeout 20 {} server --data-dir {}/d --listen 127.0.0.1:0 --config a.yaml "
+      "--initial-config b.yaml 2>&1",
+      ARBITER_BINARY, dir.path());
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+  const int status = pclose(f);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("excludes"), std::string::npos) << out;
 }
 
 }  // namespace
