@@ -12,6 +12,7 @@
 #include "api/errors.h"
 #include "api/job_codec.h"
 #include "common/net.h"
+#include "server/http_params.h"
 #include "server/http_pool.h"
 
 namespace arbiter::server {
@@ -221,6 +222,15 @@ void HttpApi::Register() {
           SendError(res, InvalidArgument(
                              name, fmt::format("unknown query parameter; {} {} takes {}", method,
                                                path, known.empty() ? "none" : known)));
+          return observe();
+        }
+      }
+      // Booleans are exactly true or false on every route (QueryBool), checked before the handler
+      // so that no route can read a misspelt one as false.
+      for (const QueryParam& q : params) {
+        if (q.type != "boolean") continue;
+        if (auto b = QueryBool(req, q.name); !b.ok()) {
+          SendError(res, b.status());
           return observe();
         }
       }
@@ -470,7 +480,9 @@ void HttpApi::Register() {
       [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
         auto c = api::ParseConfigYaml(req.body);
         if (!c.ok()) return SendError(res, c.status());
-        const bool dry = req.get_param_value("dry_run") == "true";
+        auto dry_run = QueryBool(req, "dry_run");
+        if (!dry_run.ok()) return SendError(res, dry_run.status());
+        const bool dry = *dry_run;
         auto diff = cp_->ApplyConfig(p, *c, dry);
         if (!diff.ok()) return SendError(res, diff.status());
         json changes = json::array();
