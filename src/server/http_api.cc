@@ -39,6 +39,12 @@ std::string Bearer(const httplib::Request& req) {
   return "";
 }
 
+// The most bytes a route's body may have: a configuration may be 8 MiB (kMaxConfigBytes), every
+// other body 1 MiB (kMaxBodyBytes).
+size_t MaxBodyBytes(std::string_view path) {
+  return path == "/api/v1/config" ? api::kMaxConfigBytes : api::kMaxBodyBytes;
+}
+
 Result<uint64_t> ParseId(const std::string& s, const char* field) {
   if (s.empty() || s.size() > 19) return InvalidArgument(field, "must be a job id");
   uint64_t v = 0;
@@ -114,7 +120,9 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
   http_->new_task_queue = [threads] {
     return new ElasticThreadPool(std::min<size_t>(threads, 8), threads);
   };
-  http_->set_payload_max_length(api::kMaxBodyBytes);
+  // cpp-httplib's own check of the Content-Length, at the largest route's cap; each route's own
+  // cap (MaxBodyBytes) is applied as its body is read (Register).
+  http_->set_payload_max_length(std::max(api::kMaxBodyBytes, api::kMaxConfigBytes));
   // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3), but
   // cpp-httplib would wait for the connection to close to read one (curl -X POST waited for the
   // read timeout, then got a 400): such requests are given "Content-Length: 0" first.
@@ -240,23 +248,23 @@ void HttpApi::Register() {
       }
       observe();
     };
-    // Bodies are read here, at most kMaxBodyBytes: cpp-httplib checks its limit against the
+    // Bodies are read here, at most MaxBodyBytes(path): cpp-httplib checks its limit against the
     // Content-Length only, and would read a chunked body whole into memory.
-    auto with_body = [wrapped](const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& read) {
+    auto with_body = [wrapped, max_body = MaxBodyBytes(path)](const httplib::Request& req,
+                                                              httplib::Response& res,
+                                                              const httplib::ContentReader& read) {
       std::string body;
       bool too_large = false;
       const bool ok = read([&](const char* data, size_t n) {
-        too_large = body.size() + n > api::kMaxBodyBytes;
+        too_large = body.size() + n > max_body;
         if (!too_large) body.append(data, n);
         return !too_large;
       });
       if (!ok) {
         too_large = too_large || res.status == 413;
-        SendError(res,
-                  InvalidArgument("", too_large ? fmt::format("the body is larger than {} bytes",
-                                                              api::kMaxBodyBytes)
-                                                : "the body could not be read"));
+        SendError(res, InvalidArgument(
+                           "", too_large ? fmt::format("the body is larger than {} bytes", max_body)
+                                         : "the body could not be read"));
         res.status = too_large ? 413 : 400;
         res.set_header("Connection", "close");
         return;
@@ -564,8 +572,8 @@ void HttpApi::Register() {
       SendError(res, Status(StatusCode::kNotFound,
                             fmt::format("no route for {} {}", req.method, req.path)));
     } else if (res.status == 413) {
-      SendError(res, InvalidArgument(
-                         "", fmt::format("the body is larger than {} bytes", api::kMaxBodyBytes)));
+      SendError(res, InvalidArgument("", fmt::format("the body is larger than {} bytes",
+                                                     MaxBodyBytes(req.path))));
       res.status = 413;
     } else {
       res.set_content(

@@ -109,5 +109,35 @@ TEST_F(HttpLimitsTest, EveryRoutesBooleansAreChecked) {
   EXPECT_GE(checked, 2);  // dry_run and follow at least
 }
 
+// A configuration may be 8 MiB; every other body 1 MiB.
+TEST_F(HttpLimitsTest, TheConfigurationMayBeEightMebibytes) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  auto admin = server_.As("admin");
+  // 3 MiB: the configuration and a long comment.
+  std::string config = std::string(kTenantConfig) + "# " + std::string(3 * kMiB, 'x') + "\n";
+  auto r = admin->Put("/api/v1/config", config, "application/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);
+
+  config = std::string(kTenantConfig) + "# " + std::string(8 * kMiB, 'x') + "\n";
+  r = admin->Put("/api/v1/config", config, "application/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413) << r->body.substr(0, 300);
+  const json e = BodyJson(r)["error"];
+  EXPECT_EQ(e.value("code", ""), "invalid_argument") << r->body;
+  EXPECT_NE(e.value("message", "").find("larger than 8388608 bytes"), std::string::npos) << r->body;
+
+  // Elsewhere the cap stays 1 MiB.
+  r = server_.As("alice")->Post("/api/v1/jobs", std::string(2 * kMiB, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_NE(BodyJson(r)["error"].value("message", "").find("larger than 1048576 bytes"),
+            std::string::npos)
+      << r->body;
+  r = admin->Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
 }  // namespace
 }  // namespace arbiter::testing
