@@ -45,6 +45,27 @@ size_t MaxBodyBytes(std::string_view path) {
   return path == "/api/v1/config" ? api::kMaxConfigBytes : api::kMaxBodyBytes;
 }
 
+// Reads the body into req.body, at most `max` bytes: cpp-httplib checks its limit against the
+// Content-Length only, and would read a chunked body whole into memory. An error says why;
+// `*too_large` whether the body is over `max` (413) rather than unreadable (400).
+Status ReadBody(const httplib::Request& req, const httplib::Response& res,
+                const httplib::ContentReader& read, size_t max, bool* too_large) {
+  std::string body;
+  *too_large = false;
+  const bool ok = read([&](const char* data, size_t n) {
+    *too_large = body.size() + n > max;
+    if (!*too_large) body.append(data, n);
+    return !*too_large;
+  });
+  if (!ok) {
+    *too_large = *too_large || res.status == 413;
+    return InvalidArgument("", *too_large ? fmt::format("the body is larger than {} bytes", max)
+                                          : "the body could not be read");
+  }
+  const_cast<httplib::Request&>(req).body = std::move(body);  // cpp-httplib's non-const object
+  return Status::Ok();
+}
+
 Result<uint64_t> ParseId(const std::string& s, const char* field) {
   if (s.empty() || s.size() > 19) return InvalidArgument(field, "must be a job id");
   uint64_t v = 0;
@@ -203,8 +224,16 @@ void HttpApi::Register() {
     route_info_.push_back({method, path, summary, params});
     // The latency histogram is labelled with the route's template, never the raw path.
     ServerMetrics::Route* latency = cp_->metrics().RouteHandle(method, path);
-    auto wrapped = [this, h, method, latency, params = std::move(params), path](
-                       const httplib::Request& req, httplib::Response& res) {
+    // Only an admin may send a configuration, and its body (8 MiB of YAML to parse) is worth
+    // reading for nobody else: other callers are refused before a byte of it is read.
+    const bool admin_body = std::string_view(method) == "PUT" && path == "/api/v1/config";
+    // `read` is the body's reader (POST, PUT) or null. The order is the point: the token, the
+    // rate limit, the query parameters and any role the body needs are checked before the body
+    // is read, so an unauthorised caller never costs a body's worth of memory or parsing.
+    auto serve = [this, h, method, latency, params = std::move(params), path, admin_body,
+                  max_body = MaxBodyBytes(path)](const httplib::Request& req,
+                                                 httplib::Response& res,
+                                                 const httplib::ContentReader* read) {
       const auto t0 = std::chrono::steady_clock::now();
       auto observe = [&] {
         latency->Observe(
@@ -242,36 +271,36 @@ void HttpApi::Register() {
           return observe();
         }
       }
-      h(*p, req, res);
-      if (std::string_view(method) != "GET" && res.status == 403) {
-        cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
+      auto audit_denied = [&] {
+        if (std::string_view(method) != "GET" && res.status == 403) {
+          cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
+        }
+      };
+      if (read != nullptr) {
+        if (admin_body && p->role != Role::kAdmin) {
+          SendError(res, Status(StatusCode::kPermissionDenied,
+                                "only admins may change the configuration"));
+          res.set_header("Connection", "close");  // the unread body is not worth draining
+          audit_denied();
+          return observe();
+        }
+        bool too_large = false;
+        if (Status st = ReadBody(req, res, *read, max_body, &too_large); !st.ok()) {
+          SendError(res, st);
+          res.status = too_large ? 413 : 400;
+          res.set_header("Connection", "close");
+          return observe();
+        }
       }
+      h(*p, req, res);
+      audit_denied();
       observe();
     };
-    // Bodies are read here, at most MaxBodyBytes(path): cpp-httplib checks its limit against the
-    // Content-Length only, and would read a chunked body whole into memory.
-    auto with_body = [wrapped, max_body = MaxBodyBytes(path)](const httplib::Request& req,
-                                                              httplib::Response& res,
-                                                              const httplib::ContentReader& read) {
-      std::string body;
-      bool too_large = false;
-      const bool ok = read([&](const char* data, size_t n) {
-        too_large = body.size() + n > max_body;
-        if (!too_large) body.append(data, n);
-        return !too_large;
-      });
-      if (!ok) {
-        too_large = too_large || res.status == 413;
-        SendError(res, InvalidArgument(
-                           "", too_large ? fmt::format("the body is larger than {} bytes", max_body)
-                                         : "the body could not be read"));
-        res.status = too_large ? 413 : 400;
-        res.set_header("Connection", "close");
-        return;
-      }
-      const_cast<httplib::Request&>(req).body = std::move(body);  // cpp-httplib's non-const object
-      wrapped(req, res);
+    auto wrapped = [serve](const httplib::Request& req, httplib::Response& res) {
+      serve(req, res, nullptr);
     };
+    auto with_body = [serve](const httplib::Request& req, httplib::Response& res,
+                             const httplib::ContentReader& read) { serve(req, res, &read); };
     const std::string m = method;
     if (m == "GET") http_->Get(regex, wrapped);
     if (m == "POST") http_->Post(regex, with_body);

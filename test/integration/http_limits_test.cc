@@ -44,6 +44,53 @@ std::string WithoutSpeech() {
   return c;
 }
 
+// A raw TCP connection to the server on loopback, for requests a client library would not send.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool connected() const { return connected_; }
+  bool Send(const std::string& s) {
+    return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  }
+  // What arrives until the peer closes, `end` is seen, or `timeout` passes.
+  std::string Receive(std::chrono::milliseconds timeout, const std::string& end = "") {
+    std::string got;
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline && (end.empty() || got.find(end) == std::string::npos)) {
+      pollfd p{fd_, POLLIN, 0};
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// A billion laughs in a few hundred bytes: aliases doubling 40 times.
+std::string AliasBomb() {
+  std::string bomb = "a0: &a0 [lol, lol]\n";
+  for (int i = 1; i <= 40; ++i) bomb += fmt::format("a{0}: &a{0} [*a{1}, *a{1}]\n", i, i - 1);
+  return bomb;
+}
+
 TEST_F(HttpLimitsTest, BooleanParametersAreExactlyTrueOrFalse) {
   auto admin = server_.As("admin");
   ASSERT_TRUE(HasSpeech(server_));
@@ -137,6 +184,40 @@ TEST_F(HttpLimitsTest, TheConfigurationMayBeEightMebibytes) {
   r = admin->Get("/healthz");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+// Who may send a configuration is decided before its body is read: a viewer is refused at once,
+// even when the body it announces never comes.
+TEST_F(HttpLimitsTest, TheConfigurationRouteAuthorisesBeforeReadingTheBody) {
+  RawConnection c(server_.port());
+  ASSERT_TRUE(c.connected());
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(
+      c.Send(fmt::format("PUT /api/v1/config HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                         "{}\r\nContent-Type: application/yaml\r\nContent-Length: "
+                         "8000000\r\n\r\n{}",
+                         server_.token("vic"), AliasBomb())));
+  const std::string reply = c.Receive(std::chrono::seconds(4), "}}");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 403", 0), 0u) << reply;
+  EXPECT_NE(reply.find("only admins may change the configuration"), std::string::npos) << reply;
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));  // not after waiting for the body
+
+  // The whole bomb from a viewer: 403. From an admin: 400 naming the alias expansion, fast.
+  auto r = server_.As("vic")->Put("/api/v1/config", AliasBomb(), "application/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403) << r->body;
+  const auto t1 = Clock::now();
+  r = server_.As("admin")->Put("/api/v1/config", AliasBomb(), "application/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(BodyJson(r)["error"].value("message", "").find("aliases expand to more than"),
+            std::string::npos)
+      << r->body;
+  EXPECT_LT(Clock::now() - t1, std::chrono::seconds(1));
+  // The server is unharmed: a normal request still works.
+  r = server_.As("admin")->Put("/api/v1/config?dry_run=true", kTenantConfig, "application/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
 }
 
 }  // namespace
