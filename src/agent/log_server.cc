@@ -6,6 +6,7 @@
 
 #include "api/errors.h"
 #include "common/net.h"
+#include "server/http_params.h"
 #include "server/http_pool.h"
 #include "server/task_logs.h"
 
@@ -77,7 +78,11 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
       }
       o.max_idle_ms = static_cast<int64_t>(idle);
     }
-    o.follow = req.get_param_value("follow") == "true";
+    auto follow = server::QueryBool(req, "follow");
+    if (!follow.ok()) return SendError(res, follow.status());
+    o.follow = *follow;
+    auto probe = server::QueryBool(req, "probe");
+    if (!probe.ok()) return SendError(res, probe.status());
     const auto t = static_cast<int32_t>(task);
     const std::string path = server::TaskLogPath(work_dir_, job, t, stream == "stderr");
     const bool exists = ::access(path.c_str(), R_OK) == 0;
@@ -85,7 +90,7 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
       return SendError(res, NotFound(fmt::format("job {} task {} has no {} log on this node", job,
                                                  task, stream.empty() ? "stdout" : stream)));
     }
-    if (req.get_param_value("probe") == "true") {
+    if (*probe) {
       res.set_content(R"({"exists": true})", "application/json");
       return;
     }

@@ -395,6 +395,30 @@ TEST(ParseConfigYaml, HostileInputs) {
   EXPECT_NE(l.status().message().find("more than"), std::string::npos) << l.status().ToString();
 }
 
+// Aliases may add only a small multiple of the input's size: a bomb of a few hundred bytes is
+// refused after a few thousand values, not after filling kMaxConfigValues (hundreds of MB).
+TEST(ParseConfigYaml, AliasExpansionIsBoundedByTheInputSize) {
+  std::string bomb = "a0: &a0 [lol, lol]\n";
+  for (int i = 1; i <= 40; ++i) bomb += fmt::format("a{0}: &a{0} [*a{1}, *a{1}]\n", i, i - 1);
+  Result<ClusterConfig> l = ParseConfigYaml(bomb);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
+  const size_t budget = 4096 + 2 * bomb.size();
+  EXPECT_NE(l.status().message().find(fmt::format("aliases expand to more than {} values", budget)),
+            std::string::npos)
+      << l.status().ToString();
+  EXPECT_FALSE(l.status().field().empty()) << l.status().ToString();  // where it happened
+  // One anchor used many times in a large input is within the budget.
+  std::string many =
+      "tenants:\n  - name: t0\n    queues:\n      - name: q0\n        guaranteed: &g {gpu: 1}\n";
+  for (int i = 1; i < 200; ++i) {
+    many +=
+        fmt::format("  - name: t{0}\n    queues:\n      - name: q{0}\n        guaranteed: *g\n", i);
+  }
+  Result<ClusterConfig> ok = ParseConfigYaml(many);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
 TEST(ParseConfigYaml, AliasesWithinLimitsWork) {
   Result<ClusterConfig> r = ParseConfigYaml(R"(
 tenants:

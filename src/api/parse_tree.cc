@@ -205,7 +205,12 @@ constexpr std::string_view kTagMap = "tag:yaml.org,2002:map";
 
 class YamlHandler final : public YAML::EventHandler {
  public:
-  YamlHandler(TreeBuilder* b, const TreeLimits& limits) : b_(b), limits_(limits) {}
+  YamlHandler(TreeBuilder* b, const TreeLimits& limits, size_t input_bytes)
+      : b_(b),
+        limits_(limits),
+        input_bytes_(input_bytes),
+        alias_budget_(std::min(limits.max_values,
+                               kAliasAllowance + limits.alias_values_per_byte * input_bytes)) {}
 
   void OnDocumentStart(const YAML::Mark& /*mark*/) override {}
   void OnDocumentEnd() override {}
@@ -219,6 +224,14 @@ class YamlHandler final : public YAML::EventHandler {
     if (b_->AwaitingKey()) Fail(mark, "an alias cannot be a mapping key");
     const auto it = anchors_.find(anchor);
     if (it == anchors_.end()) Fail(mark, "an alias must not refer to a node that contains it");
+    // alias values <= allowance + per_byte x input bytes: the tree stays a small multiple of
+    // the input, whatever the aliases' nesting.
+    alias_values_ += it->second.CountValues();
+    if (alias_values_ > alias_budget_) {
+      Fail(mark, fmt::format("aliases expand to more than {} values ({} bytes of input); write "
+                             "the values out or use fewer aliases",
+                             alias_budget_, input_bytes_));
+    }
     if (b_->Add(it->second) == nullptr) throw Abort{};
   }
 
@@ -310,6 +323,9 @@ class YamlHandler final : public YAML::EventHandler {
   std::vector<YAML::anchor_t> open_anchors_;  // one per open container, NullAnchor when none
   std::unordered_map<YAML::anchor_t, Value> anchors_;
   size_t anchored_values_ = 0;
+  size_t input_bytes_;
+  size_t alias_budget_;      // the most values aliases may add in all
+  size_t alias_values_ = 0;  // values added by aliases so far
 };
 
 // Stops at the start of a second document.
@@ -360,7 +376,7 @@ Result<Value> ParseYamlTree(std::string_view yaml, const TreeLimits& limits,
   try {
     std::istringstream in{std::string(yaml)};
     YAML::Parser parser(in);
-    YamlHandler handler(&builder, limits);
+    YamlHandler handler(&builder, limits, yaml.size());
     if (!parser.HandleNextDocument(handler) || !builder.has_root()) {
       return InvalidArgument("", fmt::format("{} is empty", what));
     }

@@ -21,7 +21,14 @@ struct TreeLimits {
   size_t max_bytes = 1 << 20;   // the input
   size_t max_depth = 64;        // open mappings and sequences at once
   size_t max_values = 1 << 16;  // values in the tree, aliases expanded
+  // YAML: the values aliases may add in all, per byte of the input, beyond a small allowance
+  // (kAliasAllowance). Without aliases a value takes at least two bytes of text, so this bounds
+  // the tree, and the memory of a parse, by a small multiple of the input (an alias bomb of a
+  // few hundred bytes is refused at once instead of filling max_values).
+  size_t alias_values_per_byte = 2;
 };
+
+inline constexpr size_t kAliasAllowance = 4096;
 
 // Strict JSON (RFC 8259): one value, valid UTF-8, no duplicate keys. Numbers keep their text.
 // `what` names the input in messages ("request body").

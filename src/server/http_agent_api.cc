@@ -10,6 +10,7 @@
 #include "api/agent_codec.h"
 #include "api/errors.h"
 #include "server/http_api.h"
+#include "server/http_params.h"
 #include "server/task_logs.h"
 
 namespace arbiter::server {
@@ -64,11 +65,9 @@ Result<HttpApi::LogQuery> ParseLogQuery(const httplib::Request& req) {
     return InvalidArgument("stream", fmt::format("must be stdout or stderr, got '{}'", stream));
   }
   q.stderr_log = stream == "stderr";
-  const std::string follow = req.get_param_value("follow");
-  if (!follow.empty() && follow != "true" && follow != "false") {
-    return InvalidArgument("follow", fmt::format("must be true or false, got '{}'", follow));
-  }
-  q.follow = follow == "true";
+  auto follow = QueryBool(req, "follow");
+  if (!follow.ok()) return follow.status();
+  q.follow = *follow;
   return q;
 }
 

@@ -12,6 +12,7 @@
 #include "api/errors.h"
 #include "api/job_codec.h"
 #include "common/net.h"
+#include "server/http_params.h"
 #include "server/http_pool.h"
 
 namespace arbiter::server {
@@ -36,6 +37,33 @@ std::string Bearer(const httplib::Request& req) {
   const std::string h = req.get_header_value("Authorization");
   if (h.rfind("Bearer ", 0) == 0) return h.substr(7);
   return "";
+}
+
+// The most bytes a route's body may have: a configuration may be 8 MiB (kMaxConfigBytes), every
+// other body 1 MiB (kMaxBodyBytes).
+size_t MaxBodyBytes(std::string_view path) {
+  return path == "/api/v1/config" ? api::kMaxConfigBytes : api::kMaxBodyBytes;
+}
+
+// Reads the body into req.body, at most `max` bytes: cpp-httplib checks its limit against the
+// Content-Length only, and would read a chunked body whole into memory. An error says why;
+// `*too_large` whether the body is over `max` (413) rather than unreadable (400).
+Status ReadBody(const httplib::Request& req, const httplib::Response& res,
+                const httplib::ContentReader& read, size_t max, bool* too_large) {
+  std::string body;
+  *too_large = false;
+  const bool ok = read([&](const char* data, size_t n) {
+    *too_large = body.size() + n > max;
+    if (!*too_large) body.append(data, n);
+    return !*too_large;
+  });
+  if (!ok) {
+    *too_large = *too_large || res.status == 413;
+    return InvalidArgument("", *too_large ? fmt::format("the body is larger than {} bytes", max)
+                                          : "the body could not be read");
+  }
+  const_cast<httplib::Request&>(req).body = std::move(body);  // cpp-httplib's non-const object
+  return Status::Ok();
 }
 
 Result<uint64_t> ParseId(const std::string& s, const char* field) {
@@ -113,7 +141,9 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
   http_->new_task_queue = [threads] {
     return new ElasticThreadPool(std::min<size_t>(threads, 8), threads);
   };
-  http_->set_payload_max_length(api::kMaxBodyBytes);
+  // cpp-httplib's own check of the Content-Length, at the largest route's cap; each route's own
+  // cap (MaxBodyBytes) is applied as its body is read (Register).
+  http_->set_payload_max_length(std::max(api::kMaxBodyBytes, api::kMaxConfigBytes));
   // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3), but
   // cpp-httplib would wait for the connection to close to read one (curl -X POST waited for the
   // read timeout, then got a 400): such requests are given "Content-Length: 0" first.
@@ -194,8 +224,16 @@ void HttpApi::Register() {
     route_info_.push_back({method, path, summary, params});
     // The latency histogram is labelled with the route's template, never the raw path.
     ServerMetrics::Route* latency = cp_->metrics().RouteHandle(method, path);
-    auto wrapped = [this, h, method, latency, params = std::move(params), path](
-                       const httplib::Request& req, httplib::Response& res) {
+    // Only an admin may send a configuration, and its body (8 MiB of YAML to parse) is worth
+    // reading for nobody else: other callers are refused before a byte of it is read.
+    const bool admin_body = std::string_view(method) == "PUT" && path == "/api/v1/config";
+    // `read` is the body's reader (POST, PUT) or null. The order is the point: the token, the
+    // rate limit, the query parameters and any role the body needs are checked before the body
+    // is read, so an unauthorised caller never costs a body's worth of memory or parsing.
+    auto serve = [this, h, method, latency, params = std::move(params), path, admin_body,
+                  max_body = MaxBodyBytes(path)](const httplib::Request& req,
+                                                 httplib::Response& res,
+                                                 const httplib::ContentReader* read) {
       const auto t0 = std::chrono::steady_clock::now();
       auto observe = [&] {
         latency->Observe(
@@ -224,36 +262,45 @@ void HttpApi::Register() {
           return observe();
         }
       }
-      h(*p, req, res);
-      if (std::string_view(method) != "GET" && res.status == 403) {
-        cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
+      // Booleans are exactly true or false on every route (QueryBool), checked before the handler
+      // so that no route can read a misspelt one as false.
+      for (const QueryParam& q : params) {
+        if (q.type != "boolean") continue;
+        if (auto b = QueryBool(req, q.name); !b.ok()) {
+          SendError(res, b.status());
+          return observe();
+        }
       }
+      auto audit_denied = [&] {
+        if (std::string_view(method) != "GET" && res.status == 403) {
+          cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
+        }
+      };
+      if (read != nullptr) {
+        if (admin_body && p->role != Role::kAdmin) {
+          SendError(res, Status(StatusCode::kPermissionDenied,
+                                "only admins may change the configuration"));
+          res.set_header("Connection", "close");  // the unread body is not worth draining
+          audit_denied();
+          return observe();
+        }
+        bool too_large = false;
+        if (Status st = ReadBody(req, res, *read, max_body, &too_large); !st.ok()) {
+          SendError(res, st);
+          res.status = too_large ? 413 : 400;
+          res.set_header("Connection", "close");
+          return observe();
+        }
+      }
+      h(*p, req, res);
+      audit_denied();
       observe();
     };
-    // Bodies are read here, at most kMaxBodyBytes: cpp-httplib checks its limit against the
-    // Content-Length only, and would read a chunked body whole into memory.
-    auto with_body = [wrapped](const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& read) {
-      std::string body;
-      bool too_large = false;
-      const bool ok = read([&](const char* data, size_t n) {
-        too_large = body.size() + n > api::kMaxBodyBytes;
-        if (!too_large) body.append(data, n);
-        return !too_large;
-      });
-      if (!ok) {
-        too_large = too_large || res.status == 413;
-        SendError(res,
-                  InvalidArgument("", too_large ? fmt::format("the body is larger than {} bytes",
-                                                              api::kMaxBodyBytes)
-                                                : "the body could not be read"));
-        res.status = too_large ? 413 : 400;
-        res.set_header("Connection", "close");
-        return;
-      }
-      const_cast<httplib::Request&>(req).body = std::move(body);  // cpp-httplib's non-const object
-      wrapped(req, res);
+    auto wrapped = [serve](const httplib::Request& req, httplib::Response& res) {
+      serve(req, res, nullptr);
     };
+    auto with_body = [serve](const httplib::Request& req, httplib::Response& res,
+                             const httplib::ContentReader& read) { serve(req, res, &read); };
     const std::string m = method;
     if (m == "GET") http_->Get(regex, wrapped);
     if (m == "POST") http_->Post(regex, with_body);
@@ -470,7 +517,9 @@ void HttpApi::Register() {
       [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
         auto c = api::ParseConfigYaml(req.body);
         if (!c.ok()) return SendError(res, c.status());
-        const bool dry = req.get_param_value("dry_run") == "true";
+        auto dry_run = QueryBool(req, "dry_run");
+        if (!dry_run.ok()) return SendError(res, dry_run.status());
+        const bool dry = *dry_run;
         auto diff = cp_->ApplyConfig(p, *c, dry);
         if (!diff.ok()) return SendError(res, diff.status());
         json changes = json::array();
@@ -552,8 +601,8 @@ void HttpApi::Register() {
       SendError(res, Status(StatusCode::kNotFound,
                             fmt::format("no route for {} {}", req.method, req.path)));
     } else if (res.status == 413) {
-      SendError(res, InvalidArgument(
-                         "", fmt::format("the body is larger than {} bytes", api::kMaxBodyBytes)));
+      SendError(res, InvalidArgument("", fmt::format("the body is larger than {} bytes",
+                                                     MaxBodyBytes(req.path))));
       res.status = 413;
     } else {
       res.set_content(
