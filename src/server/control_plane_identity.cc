@@ -26,7 +26,8 @@ void ControlPlane::LoadTenantUidsLocked(const std::string& text) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return;
   next_tenant_uid_ = j.value("next", int64_t{0});
-  for (const auto& [name, uid] : j.value("uids", json::object()).items()) {
+  const json uids = j.value("uids", json::object());  // kept: items() of a temporary dangles
+  for (const auto& [name, uid] : uids.items()) {
     if (uid.is_number_integer()) tenant_uids_[name] = uid.get<int64_t>();
   }
 }
