@@ -269,12 +269,17 @@ int PriorityClasses(const ContextPtr& ctx) {
   });
 }
 
-int CreateToken(const ContextPtr& ctx, const std::string& user, const std::string& role) {
+struct TokenArgs {
+  std::string user, role, node;
+};
+
+int CreateToken(const ContextPtr& ctx, const TokenArgs& a) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
-  json body = {{"user", user}};
-  if (!role.empty()) body["role"] = role;
+  json body = {{"user", a.user}};
+  if (!a.role.empty()) body["role"] = a.role;
+  if (!a.node.empty()) body["node"] = a.node;
   auto r = api.Post("/api/v1/tokens", body);
   if (!r.ok()) return Fail(r.status());
   if (IsStructured(ctx->format())) {
@@ -283,6 +288,14 @@ int CreateToken(const ContextPtr& ctx, const std::string& user, const std::strin
   }
   std::printf("%s\n", Str(*r, "token").c_str());
   const std::string tenant = Str(*r, "tenant");
+  const std::string node = Str(*r, "node");
+  if (!node.empty()) {
+    std::fprintf(stderr,
+                 "node token for node %s: it is shown only now; start the agent with arbiter "
+                 "agent --server %s --name %s --token TOKEN\n",
+                 node.c_str(), c->server.c_str(), node.c_str());
+    return kExitOk;
+  }
   std::fprintf(stderr,
                "token for %s (role %s%s): it is shown only now; use it with arbiter login "
                "--server %s --token TOKEN\n",
@@ -373,24 +386,24 @@ void RegisterConfigCommands(CLI::App& app, const ContextPtr& ctx) {
 }
 
 void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
-  auto token_user = std::make_shared<std::string>();
-  auto token_role = std::make_shared<std::string>();
+  auto args = std::make_shared<TokenArgs>();
   auto* token = app.add_subcommand("token", "Tokens");
   token->require_subcommand(1);
   SetExamples(token, {"arbiter token create --user alice"});
   auto* create = token->add_subcommand(
       "create", "Create a token for a user and print it (it is shown only once)");
-  create->add_option("--user", *token_user, "Whose token")->required();
-  create->add_option("--role", *token_role,
+  create->add_option("--user", args->user, "Whose token")->required();
+  create->add_option("--role", args->role,
                      "A lower role than the user's (viewer), or node for an agent (admins)");
+  create->add_option("--node", args->node,
+                     "With --role node: the one node the token may register and speak for");
   AddClientFlags(create, ctx);
   AddOutputFlag(create, ctx, false);
   SetExamples(create, {"arbiter token create --user alice",
                        "arbiter token create --user alice --role viewer -o json",
-                       "arbiter token create --user admin --role node  # for arbiter agent"});
-  create->callback([ctx, token_user, token_role] {
-    ctx->Run([&] { return CreateToken(ctx, *token_user, *token_role); });
-  });
+                       "arbiter token create --user admin --role node --node gpu-07  # for "
+                       "arbiter agent --name gpu-07"});
+  create->callback([ctx, args] { ctx->Run([&] { return CreateToken(ctx, *args); }); });
 
   auto* version = app.add_subcommand("version", "Print the version");
   AddOutputFlag(version, ctx, false);

@@ -20,6 +20,7 @@ struct Principal {
   std::string tenant;  // empty for admins and nodes
   Role role = Role::kViewer;
   std::string token_id;
+  std::string node{};  // node tokens: the one node they speak for
 };
 
 struct NewToken {

@@ -368,6 +368,7 @@ Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
   p.tenant = it->second.tenant;
   p.role = ParseRole(it->second.role).value_or(Role::kViewer);
   p.token_id = id;
+  p.node = it->second.node;
   return p;
 }
 
@@ -1075,8 +1076,9 @@ Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig&
   return json{{"name", u.name}, {"tenant", u.tenant}, {"role", u.role}};
 }
 
-Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& user,
-                                       std::optional<Role> role) {
+Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& req) {
+  const std::string& user = req.user;
+  const std::optional<Role>& role = req.role;
   if (p.role == Role::kViewer || p.role == Role::kNode) {
     return Forbidden(fmt::format("{}s may not create tokens", RoleName(p.role)));
   }
@@ -1112,6 +1114,23 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
       }
       user_role = *role;
     }
+    if (user_role == Role::kNode) {
+      if (req.node.empty()) {
+        return InvalidArgument("node",
+                               "a node token is good for one node only: name it (arbiter token "
+                               "create --role node --node NAME, the agent's --name)");
+      }
+      if (!IsValidHostName(req.node)) {
+        return InvalidArgument("node", fmt::format("'{}' is not a valid node name", req.node));
+      }
+      if (req.node == builtin_node_) {
+        return InvalidArgument("node", fmt::format("{} is the server's built-in node "
+                                                   "(--local-node); no agent may register it",
+                                                   req.node));
+      }
+    } else if (!req.node.empty()) {
+      return InvalidArgument("node", "only node tokens (role node) name a node");
+    }
     // Nor the caller's own: a tenant admin's member token cannot mint tenant-admin tokens.
     if (p.role != Role::kAdmin && static_cast<int>(user_role) < static_cast<int>(p.role)) {
       return Forbidden(fmt::format("a {} token cannot create a {} token; ask for role {} or lower",
@@ -1123,6 +1142,7 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
     rec.tenant = tenant;
     rec.role = std::string(RoleName(user_role));
     rec.kind = user_role == Role::kNode ? "node" : "user";
+    rec.node = req.node;
     rec.created_at_ms = now_();
     {
       std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
@@ -1134,11 +1154,13 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const std::string& us
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
-  return json{{"token", t.token},
+  json out = {{"token", t.token},
               {"id", rec.id},
               {"user", rec.user},
               {"role", rec.role},
               {"tenant", rec.tenant}};
+  if (!rec.node.empty()) out["node"] = rec.node;
+  return out;
 }
 
 Result<json> ControlPlane::ListPriorityClasses(const Principal& p) {
@@ -1247,7 +1269,7 @@ void ControlPlane::SetSchedulerWake(std::function<void()> wake) {
 
 Result<uint64_t> ControlPlane::WatchAssignments(const Principal& p, const std::string& node,
                                                 uint64_t known, DurationMs wait_ms) {
-  if (p.role != Role::kNode) return Forbidden("only node tokens may watch assignments");
+  ARBITER_RETURN_IF_ERROR(CheckNodeToken(p, node));
   std::unique_lock<std::mutex> lock(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) {
@@ -1592,11 +1614,17 @@ bool ControlPlane::HasGpuModel(const std::string& name) const {
                      [&](const GpuModel& m) { return m.name == name; });
 }
 
+void ControlPlane::SetBuiltinNode(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  builtin_node_ = name;
+}
+
 Status ControlPlane::RegisterNode(const Node& node, const std::string& address) {
   ARBITER_RETURN_IF_ERROR(ValidateNode(node, "node"));
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    builtin_node_ = node.name;
     auto it = nodes_.find(node.name);
     if (it != nodes_.end() && it->second.from_config) {
       it->second.last_heartbeat = now_();

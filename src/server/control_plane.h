@@ -182,8 +182,15 @@ class ControlPlane : public ExecutionBackend {
   Result<nlohmann::json> GetQueue(const Principal& p, const std::string& name);
   Result<nlohmann::json> ListUsers(const Principal& p);
   Result<nlohmann::json> CreateUser(const Principal& p, const api::UserConfig& u);
-  Result<nlohmann::json> CreateToken(const Principal& p, const std::string& user,
-                                     std::optional<Role> role);
+  // A token for `r.user`. Node tokens (role node, admins only) name the one node they may
+  // register, heartbeat and report for (`r.node`); no other token names a node.
+  struct TokenRequest {
+    std::string user;
+    std::optional<Role> role;
+    std::string node;
+    TimeMs expires_at = 0;  // 0: never
+  };
+  Result<nlohmann::json> CreateToken(const Principal& p, const TokenRequest& r);
   Result<nlohmann::json> ListPriorityClasses(const Principal& p);
   Result<nlohmann::json> ListNodes(const Principal& p);
   Result<nlohmann::json> GetNode(const Principal& p, const std::string& name);
@@ -191,6 +198,8 @@ class ControlPlane : public ExecutionBackend {
                                     std::string_view action);
 
   // Execution (the built-in node, and node agents through the calls below).
+  // The built-in node's name (--local-node): no agent may register it. Call before serving.
+  void SetBuiltinNode(const std::string& name);
   // Registers (or refreshes) the built-in node; fails on invalid specs. `address`: what tasks of
   // gangs led from it use as MASTER_ADDR.
   Status RegisterNode(const Node& node, const std::string& address = "");
@@ -212,9 +221,10 @@ class ControlPlane : public ExecutionBackend {
                         bool timed_out) override;
   void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
 
-  // Node agents (control_plane_agents.cc); `p` must hold a node token. Registration validates
-  // and records the node (GPU model "" : the first configured model) and opens its session;
-  // `remote_addr` is the address the request came from.
+  // Node agents (control_plane_agents.cc); `p` must hold a node token naming the node (403
+  // otherwise; the built-in node is never an agent's). Registration validates and records the
+  // node (GPU model "" : the first configured model) and opens its session; `remote_addr` is
+  // the address the request came from, and the only host the server proxies log requests to.
   Result<nlohmann::json> RegisterAgent(const Principal& p, AgentRegistration r,
                                        const std::string& remote_addr);
   // Applies telemetry and reports (those with seq at most the last applied one are skipped) and
@@ -238,6 +248,8 @@ class ControlPlane : public ExecutionBackend {
   // Returns the nodes marked down.
   std::vector<std::string> DetectDownNodes(DurationMs timeout, const std::string& builtin,
                                            DurationMs reconnect_window = 0);
+  // Whether node token `p` speaks for node `node` (PermissionDenied naming both otherwise).
+  Status CheckNodeToken(const Principal& p, const std::string& node) const;
   // Where the logs of task `task` of job `id` are: access as for reading the job.
   Result<LogSource> JobLogSource(const Principal& p, uint64_t id, int32_t task);
 
@@ -378,6 +390,7 @@ class ControlPlane : public ExecutionBackend {
   uint64_t event_seq_ = 0;
   TimeMs down_detection_since_ = 0;  // nodes loaded from the store count as heard of then
   DurationMs node_timeout_ms_ = 0;
+  std::string builtin_node_;  // --local-node ("": none)
   Stats stats_;
   ServerMetrics metrics_;
 };

@@ -26,13 +26,36 @@ using TaskKey = std::tuple<uint64_t, int32_t, uint64_t>;  // job, task, attempt
 
 }  // namespace
 
+Status ControlPlane::CheckNodeToken(const Principal& p, const std::string& node) const {
+  if (p.role != Role::kNode) {
+    return Forbidden(fmt::format("only node tokens may speak for nodes; {} holds a {} token",
+                                 p.user, RoleName(p.role)));
+  }
+  if (p.node.empty()) {
+    return Forbidden(fmt::format(
+        "node token {} names no node (it was made before node tokens were bound to one node); "
+        "make one for this node with: arbiter token create --user {} --role node --node {}",
+        p.token_id, p.user, node));
+  }
+  if (p.node != node) {
+    return Forbidden(fmt::format("node token {} is for node {}; it may not speak for node {}",
+                                 p.token_id, p.node, node));
+  }
+  return Status::Ok();
+}
+
 Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r,
                                          const std::string& remote_addr) {
-  if (p.role != Role::kNode) return Forbidden("only node tokens may register nodes");
+  ARBITER_RETURN_IF_ERROR(CheckNodeToken(p, r.node.name));
   std::shared_future<Status> done;
   json out;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!builtin_node_.empty() && r.node.name == builtin_node_) {
+      return Forbidden(fmt::format(
+          "node {} is the server's built-in node (--local-node); no agent may register it",
+          r.node.name));
+    }
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
     // GPU models: the agent names what it found (or nothing, for fake GPUs); the server must
     // know the model, else the cluster cannot be compiled.
@@ -79,10 +102,10 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
     e.agent_instance = r.instance;
     e.acked_seq = 0;
     e.address = r.address.empty() ? remote_addr : r.address;
-    const std::string log_host = r.log_host.empty() || r.log_host == "0.0.0.0" || r.log_host == "::"
-                                     ? remote_addr
-                                     : r.log_host;
-    e.log_url = r.log_port > 0 ? fmt::format("http://{}", HostPort(log_host, r.log_port)) : "";
+    // The server proxies users' log requests to the log port: only ever on the host the
+    // registration came from, never one the agent names (a node token must not point the server
+    // at an address of its choosing). The port is the agent's.
+    e.log_url = r.log_port > 0 ? fmt::format("http://{}", HostPort(remote_addr, r.log_port)) : "";
     e.log_token = r.log_token;
     e.last_heartbeat = now;
     json status = json::object();
@@ -113,7 +136,7 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
 }
 
 Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& hb) {
-  if (p.role != Role::kNode) return Forbidden("only node tokens may send heartbeats");
+  ARBITER_RETURN_IF_ERROR(CheckNodeToken(p, hb.node));
   std::vector<TaskReport> reports;
   std::vector<TaskKey> lost;  // tasks on GPUs that turned unhealthy
   uint64_t max_seq = 0;
@@ -177,14 +200,19 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
           {{"name", e.node.name}, {"state", NodeStateName(e.node.state)}, {"reason", reason}});
       done = store_->WriteAsync(std::move(b));
     }
-    // Reports not applied yet, about tasks placed on this node.
+    // Reports not applied yet, about tasks of the job's current run placed on this node (the
+    // session is this node's: checked above). Anything else is another node's task, or a run
+    // that is over: a node can never change the state of a job it does not run.
     for (const TaskReport& r : hb.reports) {
       max_seq = std::max(max_seq, r.seq);
       if (r.seq != 0 && r.seq <= e.acked_seq) continue;
       auto j = jobs_.find(r.job);
       if (j == jobs_.end() || r.task < 0) continue;
       const auto t = static_cast<size_t>(r.task);
-      if (t < j->second.placement.size() && j->second.placement[t].node != hb.node) continue;
+      if (t >= j->second.placement.size() || j->second.placement[t].node != hb.node ||
+          r.attempt != j->second.attempt) {
+        continue;
+      }
       reports.push_back(r);
     }
   }

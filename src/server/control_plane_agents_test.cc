@@ -46,7 +46,7 @@ TEST_F(AgentsTest, RegistrationFillsTheModelAndNeedsANodeToken) {
   r.node.name = "gpu-02";
   r.node.gpus = {{0, "H100", 0, true, 0}};
   r.instance = "x";
-  auto bad = cp_->RegisterAgent(node_, r, "10.0.0.1");
+  auto bad = cp_->RegisterAgent(NodeToken("gpu-02"), r, "10.0.0.1");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().field(), "gpus[0].model");
   auto denied = cp_->RegisterAgent(admin_, r, "10.0.0.1");
@@ -159,7 +159,8 @@ TEST_F(AgentsTest, AWatchReturnsWhenTheNodeGetsWork) {
   // Only node tokens watch, and only nodes that exist.
   EXPECT_EQ(cp_->WatchAssignments(admin_, "gpu-01", 0, 0).status().code(),
             StatusCode::kPermissionDenied);
-  EXPECT_EQ(cp_->WatchAssignments(node_, "gpu-09", 0, 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cp_->WatchAssignments(NodeToken("gpu-09"), "gpu-09", 0, 0).status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST_F(AgentsTest, ReportsOfAnEarlierAttemptChangeNothing) {
@@ -217,7 +218,7 @@ TEST_F(AgentsTest, HeartbeatWithoutSessionAsksToRegister) {
   Register("gpu-01", "i1");
   auto r = cp_->Heartbeat(node_, {"gpu-01", "someone-else", {}, {}});
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
-  r = cp_->Heartbeat(node_, {"gpu-09", "i1", {}, {}});
+  r = cp_->Heartbeat(NodeToken("gpu-09"), {"gpu-09", "i1", {}, {}});
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
   r = cp_->Heartbeat(admin_, {"gpu-01", "i1", {}, {}});
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
@@ -267,6 +268,60 @@ TEST_F(AgentsTest, LogSourceFollowsTheTaskToItsNode) {
   EXPECT_FALSE(src->running);
   EXPECT_EQ(cp_->JobLogSource(admin_, id, 1).status().field(), "task");
   EXPECT_EQ(cp_->JobLogSource(node_, id, 0).status().code(), StatusCode::kPermissionDenied);
+}
+
+// A node token speaks for its own node only: it cannot register, beat or watch as another node
+// (nor the built-in one), its reports about another node's tasks or another run change nothing,
+// and the log port it announces is reached only on the host the registration came from.
+TEST_F(AgentsTest, NodeTokensAreBoundToTheirNode) {
+  cp_->SetBuiltinNode("box");
+  Register("gpu-01", "i1");
+  Register("gpu-02", "i2");
+  AgentRegistration r;
+  r.node.name = "gpu-01";
+  r.node.gpus = {{0, "", 0, true, 0}};
+  r.instance = "evil";
+  EXPECT_EQ(cp_->RegisterAgent(NodeToken("gpu-02"), r, "10.0.0.2").status().code(),
+            StatusCode::kPermissionDenied);
+  Principal unbound = node_;
+  unbound.node = "";  // a node token made before tokens named their node
+  EXPECT_EQ(cp_->RegisterAgent(unbound, r, "10.0.0.2").status().code(),
+            StatusCode::kPermissionDenied);
+  r.node.name = "box";
+  auto builtin = cp_->RegisterAgent(NodeToken("box"), r, "10.0.0.2");
+  EXPECT_EQ(builtin.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(builtin.status().message().find("built-in"), std::string::npos);
+  EXPECT_EQ(cp_->Heartbeat(NodeToken("gpu-02"), {"gpu-01", "i1", {}, {}}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(cp_->WatchAssignments(NodeToken("gpu-02"), "gpu-01", 0, 0).status().code(),
+            StatusCode::kPermissionDenied);
+
+  // A job on gpu-01: gpu-02's agent reports it finished, in its own session: nothing changes.
+  const uint64_t id = Submit({{"resources", {{"gpus", 4}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  const std::string on = (*cp_->GetJob(admin_, id))["placement"][0]["node"];
+  const std::string other = on == "gpu-01" ? "gpu-02" : "gpu-01";
+  const std::string other_instance = other == "gpu-01" ? "i1" : "i2";
+  const std::string instance = on == "gpu-01" ? "i1" : "i2";
+  Beat(on, instance, {{1, id, 0, 1, TaskEvent::kStarted, 0, false}});
+  EXPECT_EQ(State(id), "running");
+  json out = Beat(other, other_instance, {{1, id, 0, 1, TaskEvent::kExited, 0, false}});
+  EXPECT_TRUE(out["assignments"].empty()) << out.dump();  // it never sees the job either
+  EXPECT_EQ(State(id), "running");
+  // Nor does a report about another run (attempt) from the right node.
+  Beat(on, instance, {{2, id, 0, 7, TaskEvent::kExited, 0, false}});
+  EXPECT_EQ(State(id), "running");
+
+  // The log port is proxied on the registration's own address, whatever host the agent names.
+  AgentRegistration moved;
+  moved.node.name = "gpu-03";
+  moved.node.cpu_milli = 1000;
+  moved.node.memory_mib = 1024;
+  moved.instance = "i3";
+  moved.log_host = "169.254.169.254";
+  moved.log_port = 80;
+  ASSERT_TRUE(cp_->RegisterAgent(NodeToken("gpu-03"), moved, "10.0.0.3").ok());
+  EXPECT_EQ((*cp_->GetNode(admin_, "gpu-03"))["status"]["agent"]["log_url"], "http://10.0.0.3:80");
 }
 
 }  // namespace

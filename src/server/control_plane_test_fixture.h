@@ -54,7 +54,7 @@ class ControlPlaneTest : public ::testing::Test {
     r.instance = instance;
     r.log_port = 4000;
     r.log_token = "t";
-    auto out = cp_->RegisterAgent(node_, r, "10.0.0.9");
+    auto out = cp_->RegisterAgent(NodeToken(name), r, "10.0.0.9");
     ASSERT_TRUE(out.ok()) << out.status().ToString();
   }
 
@@ -75,9 +75,16 @@ class ControlPlaneTest : public ::testing::Test {
   nlohmann::json Beat(const std::string& name, const std::string& instance,
                       std::vector<TaskReport> reports = {}, std::vector<GpuTelemetry> gpus = {}) {
     AgentHeartbeat hb{name, instance, std::move(gpus), std::move(reports)};
-    auto r = cp_->Heartbeat(node_, hb);
+    auto r = cp_->Heartbeat(NodeToken(name), hb);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : nlohmann::json();
+  }
+
+  // The principal of a node token made for node `name`.
+  Principal NodeToken(const std::string& name) const {
+    Principal p = node_;
+    p.node = name;
+    return p;
   }
 
   std::string State(uint64_t id) { return (*cp_->GetJob(admin_, id))["state"]; }
@@ -87,7 +94,7 @@ class ControlPlaneTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> cp_;
   TimeMs now_ = 1'700'000'000'000;
   Principal admin_{"admin", "", Role::kAdmin, "a"};
-  Principal node_{"admin", "", Role::kNode, "n"};
+  Principal node_{"admin", "", Role::kNode, "n", "gpu-01"};  // a node token for gpu-01
 };
 
 }  // namespace arbiter::server

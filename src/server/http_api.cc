@@ -464,14 +464,15 @@ void HttpApi::Register() {
           reply(res, cp_->CreateUser(p, u), 201);
         });
   route("POST", "/api/v1/tokens", "/api/v1/tokens",
-        "Create a token {user, role?}; the plain token is in the response only",
+        "Create a token {user, role?, node?}; node tokens name their node; the plain token is "
+        "in the response only",
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           auto body = ParseJsonBody(req);
           if (!body.ok()) return SendError(res, body.status());
           if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
           for (auto& [k, v] : body->items()) {
-            if (k != "user" && k != "role") {
-              return SendError(res, InvalidArgument(k, "unknown field; allowed: user, role"));
+            if (k != "user" && k != "role" && k != "node") {
+              return SendError(res, InvalidArgument(k, "unknown field; allowed: user, role, node"));
             }
             if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
           }
@@ -480,7 +481,11 @@ void HttpApi::Register() {
             role = ParseRole((*body)["role"].get<std::string>());
             if (!role) return SendError(res, InvalidArgument("role", "unknown role"));
           }
-          reply(res, cp_->CreateToken(p, body->value("user", p.user), role), 201);
+          ControlPlane::TokenRequest t;
+          t.user = body->value("user", p.user);
+          t.role = role;
+          t.node = body->value("node", "");
+          reply(res, cp_->CreateToken(p, t), 201);
         });
   route("GET", "/api/v1/priority-classes", "/api/v1/priority-classes", "List priority classes",
         [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {

@@ -195,6 +195,7 @@ int RunServer(const ServerOptions& o) {
     std::printf("admin token (shown once, also in %s): %s\n", path.c_str(), token->c_str());
   }
 
+  cp.SetBuiltinNode(o.local_node);
   cp.SetNodeTimeout(o.node_timeout_ms);
   std::unique_ptr<BuiltinNode> builtin;
   if (!o.local_node.empty()) {

@@ -61,6 +61,7 @@ struct TokenRecord {
   int64_t created_at_ms = 0;
   int64_t expires_at_ms = 0;  // 0: never expires
   bool revoked = false;
+  std::string node{};  // a node token's node; "" for user tokens
 
   bool operator==(const TokenRecord&) const = default;
 };
@@ -130,6 +131,7 @@ struct AuditRecord {
   uint64_t seq = 0;  // 0: the store assigns the next one
   int64_t at_ms = 0;
   std::string actor{}, action{}, target{}, result{}, detail_json{};
+  std::string token_id{};  // the token that made the call ("": none)
 
   bool operator==(const AuditRecord&) const = default;
 };

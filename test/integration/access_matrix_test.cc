@@ -58,9 +58,10 @@ constexpr std::array<CallerInfo, kCallers> kCallerInfo = {{
 // Job routes act on a pending job of bob's in vision-train (logs: on one placed on gpu-01);
 // {name} is vision-train for queues and gpu-01 for nodes. Bodies: POST /jobs a job for
 // vision-train (POST /jobs/batch a batch of that one job), POST /users a new vision member, POST
-// /tokens {"user": "bob"}, PUT /config the same configuration again, POST /agent/register a node
-// agent-01 without GPUs, POST /agent/heartbeat one for the session of agent-01 (registered just
-// before), GET /agent/watch gpu-01's assignments without waiting.
+// /tokens {"user": "bob"}, PUT /config the same configuration again, POST /agent/register the
+// node token's own node (agent-01, or agent-02 for node@vision) without GPUs, POST
+// /agent/heartbeat one for its session (registered just before), GET /agent/watch its
+// assignments without waiting.
 struct Row {
   const char* route;
   std::array<int, kCallers> status;
@@ -172,8 +173,13 @@ class AccessMatrixTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(server_.Start()); }
 
   // The concrete call for `route` ("METHOD /path/{param}"): fresh objects where it acts on one.
-  Call Prepare(const std::string& method, const std::string& route) {
+  // `caller`: the token's key; node tokens speak for their own node only (agent-01 for "node",
+  // agent-02 for "node@vision").
+  Call Prepare(const std::string& method, const std::string& route,
+               const std::string& caller = "") {
     Call call{method, route, ""};
+    const std::string node = caller == "node@vision" ? "agent-02" : "agent-01";
+    const std::string node_key = caller == "node@vision" ? "node@vision" : "node";
     const size_t id_at = route.find("{id}");
     if (id_at != std::string::npos && route.ends_with("/logs")) {
       call.path.replace(id_at, 4, std::to_string(PlacedJob()));
@@ -206,15 +212,17 @@ class AccessMatrixTest : public ::testing::Test {
       call.body = kTenantConfig;
       call.type = "application/yaml";
     }
-    if (route == "/api/v1/agent/watch") call.path += "?node=gpu-01&version=0&wait_ms=0";
-    const json agent = {{"name", "agent-01"}, {"instance", "matrix-1"}};
-    if (route == "/api/v1/agent/register" || route == "/api/v1/agent/heartbeat") {
+    if (route == "/api/v1/agent/watch") {
+      call.path += fmt::format("?node={}&version=0&wait_ms=0", node);
+    }
+    const json agent = {{"name", node}, {"instance", "matrix-1"}};
+    if (route.starts_with("/api/v1/agent/")) {
       json reg = agent;
       reg.update({{"cpu_milli", 8000}, {"memory_mib", 16384}, {"gpus", json::array()}});
-      call.body = reg.dump();
-      if (route.ends_with("/heartbeat")) {
-        auto r = server_.As("node")->Post(route.substr(0, route.rfind('/')) + "/register",
-                                          call.body, "application/json");
+      call.body = route.ends_with("/watch") ? "" : reg.dump();
+      if (!route.ends_with("/register")) {
+        auto r =
+            server_.As(node_key)->Post("/api/v1/agent/register", reg.dump(), "application/json");
         EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
         call.body = agent.dump();
       }
@@ -293,7 +301,7 @@ TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
       for (size_t c = 0; c < kCallers; ++c) {
         const int want = it->second->status[c];
         EXPECT_EQ(want == 401, c == kNone && needs_token) << key << ": 401 iff no token";
-        const Call call = Prepare(method, route);
+        const Call call = Prepare(method, route, kCallerInfo[c].key);
         auto client = server_.As(kCallerInfo[c].key);
         const Reply got = Send(*client, call);
         ++cells;

@@ -29,6 +29,19 @@
 
 namespace arbiter::testing {
 
+// A node token for node `node` (of the admin user), made with the admin's client: what
+// `arbiter token create --user admin --role node --node NODE` prints. "" on failure.
+inline std::string NodeToken(httplib::Client& admin, const std::string& node) {
+  const std::string body = R"({"user": "admin", "role": "node", "node": ")" + node + R"("})";
+  auto t = admin.Post("/api/v1/tokens", body, "application/json");
+  if (!t || t->status != 201) return "";
+  const std::string key = R"("token":")";
+  const size_t at = t->body.find(key);
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size();
+  return t->body.substr(start, t->body.find('"', start) - start);
+}
+
 class AgentProcess {
  public:
   // Starts `arbiter agent`; true once it says it registered (within 20 s).

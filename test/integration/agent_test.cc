@@ -77,10 +77,8 @@ class AgentTest : public ::testing::Test {
     }
     ASSERT_TRUE(StartServer(&server_)) << server_.output();
     admin_ = server_.Client(server_.admin_token());
-    auto t = admin_->Post("/api/v1/tokens", json{{"user", "admin"}, {"role", "node"}}.dump(),
-                          "application/json");
-    ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
-    node_token_ = Parse(t)["token"];
+    node_token_ = NodeToken(*admin_, "node-a");
+    ASSERT_FALSE(node_token_.empty());
     ASSERT_TRUE(proxy_.Start(server_.port()));
   }
 
@@ -102,7 +100,8 @@ class AgentTest : public ::testing::Test {
     auto& agent = agents_[name];
     agent = std::make_unique<AgentProcess>();
     const std::string url = fmt::format("http://127.0.0.1:{}", proxy_.port());
-    EXPECT_TRUE(agent->Start(url, node_token_, name, WorkDir(name), extra)) << agent->Log();
+    const std::string token = name == "node-a" ? node_token_ : NodeToken(*admin_, name);
+    EXPECT_TRUE(agent->Start(url, token, name, WorkDir(name), extra)) << agent->Log();
     return *agent;
   }
 
@@ -501,6 +500,32 @@ TEST_F(AgentTest, LogsThroughTheApi) {
   EXPECT_EQ(admin_->Post("/api/v1/agent/heartbeat", "{}", "application/json")->status, 403);
 }
 
+// A node token names its node: made without one it is refused (the field named), and it
+// registers no other node.
+TEST_F(AgentTest, NodeTokensRegisterOnlyTheirOwnNode) {
+  auto t = admin_->Post("/api/v1/tokens", json{{"user", "admin"}, {"role", "node"}}.dump(),
+                        "application/json");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->status, 400);
+  EXPECT_EQ(Parse(t)["error"]["field"], "node") << t->body;
+  t = admin_->Post("/api/v1/tokens", json{{"user", "admin"}, {"node", "node-a"}}.dump(),
+                   "application/json");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->status, 400);
+  EXPECT_EQ(Parse(t)["error"]["field"], "node") << t->body;
+  const json reg = {{"name", "node-b"},
+                    {"instance", "x"},
+                    {"cpu_milli", 8000},
+                    {"memory_mib", 16384},
+                    {"gpus", json::array()}};
+  auto node_a = server_.Client(node_token_);
+  auto r = node_a->Post("/api/v1/agent/register", reg.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403) << r->body;
+  EXPECT_NE(r->body.find("node-a"), std::string::npos) << r->body;
+  EXPECT_EQ(admin_->Get("/api/v1/nodes/node-b")->status, 404);
+}
+
 // The built-in node's logs are read from its work folder directly.
 TEST(BuiltInNodeLogs, ServedFromTheDataFolder) {
   TempDir dir;
@@ -553,13 +578,11 @@ TEST(MixedGang, EveryRankHasTheSameMasterAddress) {
                                         "box", "--fake-gpus", "4"}))
       << server.output();
   auto admin = server.Client(server.admin_token());
-  auto t = admin->Post("/api/v1/tokens", json{{"user", "admin"}, {"role", "node"}}.dump(),
-                       "application/json");
-  ASSERT_TRUE(t && t->status == 201);
+  const std::string token = NodeToken(*admin, "node-a");
+  ASSERT_FALSE(token.empty());
   AgentProcess agent;
   const std::string work = dir.path() + "/agent-node-a";
-  ASSERT_TRUE(agent.Start(fmt::format("http://127.0.0.1:{}", server.port()), Parse(t)["token"],
-                          "node-a", work))
+  ASSERT_TRUE(agent.Start(fmt::format("http://127.0.0.1:{}", server.port()), token, "node-a", work))
       << agent.Log();
   auto r = admin->Post("/api/v1/jobs",
                        json{{"queue", "lab-q"},

@@ -290,12 +290,11 @@ TEST_F(MetricsTest, BusyGpusComeFromAgentTelemetry) {
     auto r = admin_->Post(fmt::format("/api/v1/nodes/{}/cordon", node), "", "application/json");
     ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
   }
-  auto t = admin_->Post("/api/v1/tokens", json{{"user", "admin"}, {"role", "node"}}.dump(),
-                        "application/json");
-  ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no response");
+  const std::string token = NodeToken(*admin_, "agent-01");
+  ASSERT_FALSE(token.empty());
   AgentProcess agent;
-  ASSERT_TRUE(agent.Start(fmt::format("http://127.0.0.1:{}", server_.port()),
-                          json::parse(t->body)["token"], "agent-01", dir_.path() + "/agent-01"))
+  ASSERT_TRUE(agent.Start(fmt::format("http://127.0.0.1:{}", server_.port()), token, "agent-01",
+                          dir_.path() + "/agent-01"))
       << agent.Log();
   const uint64_t id = Submit("vision-train", 2);
   ASSERT_TRUE(WaitFor(id, "running"));

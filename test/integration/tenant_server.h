@@ -1,8 +1,9 @@
 // TenantServer: the real server (ServerProcess) configured with two tenants, their users, and a
 // token for each, for the access, limits and events tests.
 //
-// Tokens by key: "admin", each user by name, "node" (a node token of the admin user) and
-// "node@vision" (a node token of alice, a vision member: a node token that carries a tenant).
+// Tokens by key: "admin", each user by name, "node" (a node token of the admin user for node
+// agent-01) and "node@vision" (a node token of alice, a vision member, for node agent-02: a node
+// token that carries a tenant).
 #pragma once
 
 #include <fmt/format.h>
@@ -72,8 +73,10 @@ class TenantServer {
     if (keys.empty()) keys = {"tina", "alice", "bob", "vic", "sam", "node", "node@vision"};
     for (const std::string& key : keys) {
       nlohmann::json body = {{"user", key}};
-      if (key == "node") body = {{"user", "admin"}, {"role", "node"}};
-      if (key == "node@vision") body = {{"user", "alice"}, {"role", "node"}};
+      if (key == "node") body = {{"user", "admin"}, {"role", "node"}, {"node", "agent-01"}};
+      if (key == "node@vision") {
+        body = {{"user", "alice"}, {"role", "node"}, {"node", "agent-02"}};
+      }
       auto t = admin->Post("/api/v1/tokens", body.dump(), "application/json");
       if (!t || t->status != 201) {
         return ::testing::AssertionFailure()

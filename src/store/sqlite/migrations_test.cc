@@ -102,6 +102,38 @@ TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
           "usage.usage_by_start", "usage.usage_by_tenant", "users.users_by_tenant"}));
 }
 
+// A data dir written before tokens named their node (schema version 3) opens: its tokens load
+// with no node and its audit records with no token id.
+TEST(Migrations, VersionThreeTokensAndAuditLoad) {
+  arbiter::testing::TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  std::string sql =
+      "CREATE TABLE schema_version (version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, "
+      "applied_at_ms INTEGER NOT NULL);";
+  for (const Migration& m : Migrations()) {
+    if (m.version > 3) break;
+    sql += std::string(m.sql) + ";\n";
+    sql += fmt::format("INSERT INTO schema_version VALUES ({}, '{}', 0);", m.version, m.name);
+  }
+  sql += "INSERT INTO tokens VALUES ('t1', '" + std::string(64, 'a') +
+         "', 'admin', '', 'node', 'node', 1, 0, 0);"
+         "INSERT INTO audit VALUES (1, 5, 'admin', 'config.apply', 'config', 'ok', '{}');";
+  RawQuery(path, sql);
+  auto store = OpenSqliteStore(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto state = (*store)->Load();
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_EQ(state->tokens.size(), 1u);
+  EXPECT_EQ(state->tokens[0].role, "node");
+  EXPECT_EQ(state->tokens[0].node, "");
+  auto audit = (*store)->Audit(0, 10);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ(audit->front().action, "config.apply");
+  EXPECT_EQ(audit->front().token_id, "");
+  (*store)->Close();
+}
+
 TEST(Migrations, NewerSchemaIsRefused) {
   arbiter::testing::TempDir dir;
   const std::string path = dir.File("arbiter.db");

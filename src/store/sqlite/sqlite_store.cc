@@ -47,9 +47,9 @@ using Columns = std::span<const std::string_view>;
 constexpr std::array<std::string_view, 3> kTenantCols = {"name", "spec_json", "created_at_ms"};
 constexpr std::array<std::string_view, 4> kQueueCols = {"name", "tenant", "parent", "spec_json"};
 constexpr std::array<std::string_view, 4> kUserCols = {"name", "tenant", "role", "created_at_ms"};
-constexpr std::array<std::string_view, 9> kTokenCols = {
-    "id",   "hash_hex",      "user",          "tenant", "role",
-    "kind", "created_at_ms", "expires_at_ms", "revoked"};
+constexpr std::array<std::string_view, 10> kTokenCols = {
+    "id",   "hash_hex",      "user",          "tenant",  "role",
+    "kind", "created_at_ms", "expires_at_ms", "revoked", "node"};
 constexpr std::array<std::string_view, 2> kPriorityClassCols = {"name", "spec_json"};
 constexpr std::array<std::string_view, 2> kGpuModelCols = {"name", "spec_json"};
 constexpr std::array<std::string_view, 4> kNodeCols = {"name", "spec_json", "state",
@@ -72,8 +72,8 @@ constexpr std::array<std::string_view, 7> kEventCols = {
 constexpr std::array<std::string_view, 13> kUsageCols = {
     "seq",       "job_id",    "task",           "tenant",   "queue",  "user",      "job_type",
     "gpu_model", "gpu_milli", "gpu_memory_mib", "start_ms", "end_ms", "cost_micro"};
-constexpr std::array<std::string_view, 7> kAuditCols = {"seq",    "at_ms",  "actor",      "action",
-                                                        "target", "result", "detail_json"};
+constexpr std::array<std::string_view, 8> kAuditCols = {
+    "seq", "at_ms", "actor", "action", "target", "result", "detail_json", "token_id"};
 constexpr std::array<std::string_view, 3> kClusterSampleCols = {"at_ms", "interval_ms",
                                                                 "data_json"};
 constexpr std::array<std::string_view, 8> kGpuSampleCols = {
@@ -156,6 +156,7 @@ TokenRecord ReadToken(Row& r) {
   t.created_at_ms = r.Int();
   t.expires_at_ms = r.Int();
   t.revoked = r.Bool();
+  t.node = r.Text();
   return t;
 }
 
@@ -245,6 +246,7 @@ AuditRecord ReadAudit(Row& r) {
   a.target = r.Text();
   a.result = r.Text();
   a.detail_json = r.Text();
+  a.token_id = r.Text();
   return a;
 }
 
@@ -404,7 +406,7 @@ Status Writer::Apply(const WriteOp& op) {
           [&](const op::DeleteUser& r) { return c.Run(del_user_.get(), "", r.name); },
           [&](const TokenRecord& r) {
             return c.Run(put_token_.get(), "", r.id, r.hash_hex, r.user, r.tenant, r.role, r.kind,
-                         r.created_at_ms, r.expires_at_ms, r.revoked);
+                         r.created_at_ms, r.expires_at_ms, r.revoked, r.node);
           },
           [&](const op::DeleteToken& r) { return c.Run(del_token_.get(), "", r.id); },
           [&](const PriorityClassRecord& r) {
@@ -440,7 +442,7 @@ Status Writer::Apply(const WriteOp& op) {
           },
           [&](const AuditRecord& r) {
             return c.Run(append_audit_.get(), "", SeqOrNull{r.seq}, r.at_ms, r.actor, r.action,
-                         r.target, r.result, r.detail_json);
+                         r.target, r.result, r.detail_json, r.token_id);
           },
           [&](const ClusterSampleRecord& r) {
             return c.Run(put_cluster_sample_.get(), "", r.at_ms, r.interval_ms, r.data_json);

@@ -62,7 +62,8 @@ TEST(SqliteStore, EveryRecordKindRoundTripsThroughReopen) {
                  {"research-train-small", "research", "research-train", "{}"}};
   want.users = {{"alice", "research", "admin", 13}};
   want.tokens = {{"tok-1", HexHash(1), "alice", "research", "admin", "api", 14, 0, false},
-                 {"tok-2", HexHash(2), "alice", "research", "viewer", "session", 15, 99, true}};
+                 {"tok-2", HexHash(2), "alice", "research", "viewer", "session", 15, 99, true},
+                 {"tok-3", HexHash(3), "admin", "", "node", "node", 16, 0, false, "gpu-07"}};
   want.priority_classes = {{"high", R"({"value":1000})"}};
   want.gpu_models = {{"A100-80G", R"({"memory_mib":81920})"}};
   want.nodes = {{"node-1", R"({"gpus":8})", "ready", 16}};
@@ -78,7 +79,8 @@ TEST(SqliteStore, EveryRecordKindRoundTripsThroughReopen) {
   const UsageRecord usage{0,       1,          0,          "research", "research-train",
                           "alice", "training", "A100-80G", 8000,       81920,
                           1000,    5000,       123456};
-  const AuditRecord audit{0, 300, "alice", "job.submit", "job/1", "ok", R"({"ip":"10.0.0.1"})"};
+  const AuditRecord audit{0,      300, "alice", "job.submit", "job/1", "ok", R"({"ip":"10.0.0.1"})",
+                          "tok-1"};
   {
     auto store = MustOpen(path);
     WriteBatch b;
