@@ -431,6 +431,11 @@ class ConfigParser {
       ARBITER_RETURN_IF_ERROR(Name(m, IsValidUserName,
                                    "use letters, digits, '.', '_', '-' and '@' (at most 253)",
                                    &seen, &u.name));
+      if (IsReservedUserName(u.name)) {
+        return ErrorAt(
+            *m.Get("name"), m.PathOf("name"),
+            fmt::format("{} is reserved for the server's own identities", Quote(u.name)));
+      }
       u.role = "member";
       ARBITER_RETURN_IF_ERROR(
           ReadChoice(m, "role", {"admin", "tenant-admin", "member", "viewer"}, &u.role));
@@ -596,6 +601,8 @@ class ConfigParser {
 };
 
 }  // namespace
+
+bool IsReservedUserName(std::string_view name) { return name == "admin" || name == "anonymous"; }
 
 Result<ClusterConfig> ParseConfigYaml(std::string_view yaml) {
   const TreeLimits limits{kMaxConfigBytes, kMaxConfigDepth, kMaxConfigValues};

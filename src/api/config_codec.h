@@ -69,6 +69,11 @@ inline constexpr size_t kMaxTaints = 64;  // per node
 
 Result<ClusterConfig> ParseConfigYaml(std::string_view yaml);
 
+// Names no configured or created user may take: "admin" (the bootstrap admin, whose token the
+// server writes to DATA_DIR/admin.token) and "anonymous" (what the audit records for calls
+// without a user). A user by either name would be indistinguishable from them in the audit.
+bool IsReservedUserName(std::string_view name);
+
 // The canonical form: sections and fields in a fixed order, defaults left out, amounts as
 // ParseConfigYaml reads them. ParseConfigYaml(DumpConfigYaml(c)) gives `c` back, and dumping that
 // gives the same text. Requires: `c` as ParseConfigYaml returns it (a tenant's queues list starts

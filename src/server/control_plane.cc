@@ -397,7 +397,7 @@ void ControlPlane::Audit(const Principal& p, std::string action, std::string tar
                          std::string result) {
   store::WriteBatch b;
   b.AppendAudit({0, now_(), p.user.empty() ? "anonymous" : p.user, std::move(action),
-                 std::move(target), std::move(result), "{}"});
+                 std::move(target), std::move(result), "{}", p.token_id});
   store_->WriteAsync(std::move(b));  // audit of the call; not waited for
 }
 
@@ -417,6 +417,7 @@ Result<json> ControlPlane::ListAudit(const Principal& p, uint64_t after, size_t 
                      {"action", r.action},
                      {"target", r.target},
                      {"result", r.result},
+                     {"token_id", r.token_id.empty() ? json(nullptr) : json(r.token_id)},
                      {"detail", detail.is_discarded() ? json(r.detail_json) : detail}});
   }
   json out = {{"items", items}};
@@ -458,7 +459,7 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
     AllocateTenantUidsLocked(&b);
     for (const api::UserConfig& u : config_.users) b.PutUser({u.name, u.tenant, u.role, now_()});
     b.AppendAudit({0, now_(), p.user, "config.apply", "config",
-                   fmt::format("ok: {} changes", diff.size()), "{}"});
+                   fmt::format("ok: {} changes", diff.size()), "{}", p.token_id});
     done = store_->WriteAsync(std::move(b));
     PushEventLocked("config", {{"changes", diff.size()}});
   }
@@ -671,8 +672,8 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   metrics_.JobSubmitted(tenant, entry.spec.queue);
   b->PutJob(JobRecordLocked(entry));
   b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
-  b->AppendAudit(
-      {0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}"});
+  b->AppendAudit({0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}",
+                  p.token_id});
   PushJobEventLocked(entry, "", "pending", "submitted");
   *created = true;
   return id;
@@ -847,8 +848,8 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
     }
     RecordTransitionLocked(j, to, reason, &b);
     if (release_now) FinishExecutionLocked(j, &b);
-    b.AppendAudit(
-        {0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id), "ok", "{}"});
+    b.AppendAudit({0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id),
+                   "ok", "{}", p.token_id});
     out = JobJsonLocked(j);
     done = store_->WriteAsync(std::move(b));
   }
@@ -1048,6 +1049,10 @@ Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig&
   if (!IsValidName(u.name)) {
     return InvalidArgument("name", fmt::format("'{}' is not a valid user name", u.name));
   }
+  if (api::IsReservedUserName(u.name)) {
+    return InvalidArgument("name",
+                           fmt::format("'{}' is reserved for the server's own identities", u.name));
+  }
   const auto role = ParseRole(u.role);
   if (!role || *role == Role::kNode || (*role == Role::kAdmin && p.role != Role::kAdmin)) {
     return InvalidArgument("role", fmt::format("role '{}' is not allowed here; use tenant-admin, "
@@ -1069,7 +1074,7 @@ Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig&
     store::WriteBatch b;
     ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, nullptr));
     b.PutUser({u.name, u.tenant, u.role, now_()});
-    b.AppendAudit({0, now_(), p.user, "user.create", "user/" + u.name, "ok", "{}"});
+    b.AppendAudit({0, now_(), p.user, "user.create", "user/" + u.name, "ok", "{}", p.token_id});
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
@@ -1150,7 +1155,7 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
     }
     store::WriteBatch b;
     b.PutToken(rec);
-    b.AppendAudit({0, now_(), p.user, "token.create", "user/" + user, "ok", "{}"});
+    b.AppendAudit({0, now_(), p.user, "token.create", "user/" + user, "ok", "{}", p.token_id});
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
@@ -1239,7 +1244,8 @@ Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& nam
     dirty_ = true;
     store::WriteBatch b;
     b.PutNode({name, NodeToJson(it->second.node).dump(), std::string(NodeStateName(to)), now_()});
-    b.AppendAudit({0, now_(), p.user, fmt::format("node.{}", action), "node/" + name, "ok", "{}"});
+    b.AppendAudit({0, now_(), p.user, fmt::format("node.{}", action), "node/" + name, "ok", "{}",
+                   p.token_id});
     PushEventLocked("node", {{"name", name}, {"state", NodeStateName(to)}});
     out = NodeToJson(it->second.node);
     done = store_->WriteAsync(std::move(b));

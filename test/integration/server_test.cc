@@ -383,6 +383,41 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
   EXPECT_EQ(all->status, 200) << all->body;
 }
 
+// Nobody can create a user that would pass for the bootstrap admin, and the audit names the token
+// behind each call, so two callers are told apart even when their user names look alike.
+TEST_F(ServerTest, BootstrapNamesAreReservedAndTheAuditNamesTheToken) {
+  for (const char* name : {"admin", "anonymous"}) {
+    auto r = As("tina")->Post("/api/v1/users",
+                              json{{"name", name}, {"tenant", "vision"}, {"role", "member"}}.dump(),
+                              "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_EQ(Parse(r)["error"]["field"], "name") << r->body;
+  }
+  std::string shadowing = kConfig;
+  shadowing.replace(shadowing.find("users:\n"), 7,
+                    "users:\n  - {name: admin, tenant: vision, role: member}\n");
+  auto bad = admin_->Put("/api/v1/config", shadowing, "application/yaml");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  EXPECT_EQ(Parse(bad)["error"]["field"], "users[0].name") << bad->body;
+  auto sub = As("alice")->Post("/api/v1/jobs", Job("vision-dev"), "application/json");
+  ASSERT_TRUE(sub);
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  // A token is arb_<id>_<secret>: the audit keeps the id, never the secret.
+  const std::string alice = tokens_.at("alice");
+  const std::string alice_id = alice.substr(4, alice.find('_', 4) - 4);
+  const json audit = Parse(admin_->Get("/api/v1/audit?limit=1000"));
+  bool found = false;
+  for (const json& rec : audit["items"]) {
+    if (rec["action"] != "job.submit") continue;
+    found = true;
+    EXPECT_EQ(rec["actor"], "alice");
+    EXPECT_EQ(rec["token_id"], alice_id) << rec;
+  }
+  EXPECT_TRUE(found) << audit;
+}
+
 TEST_F(ServerTest, SigtermShutsDownCleanly) {
   const int status = server_.Kill(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status));
