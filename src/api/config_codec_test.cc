@@ -359,19 +359,6 @@ TEST(ParseConfigYaml, WholeDocumentErrors) {
   }
 }
 
-// The bootstrap admin and the audit's "anonymous" cannot be shadowed by a configured user.
-TEST(ParseConfigYaml, ReservedUserNamesAreRefused) {
-  for (const char* name : {"admin", "anonymous"}) {
-    SCOPED_TRACE(name);
-    Result<ClusterConfig> r =
-        ParseConfigYaml(fmt::format("users: [{{name: {}, role: admin}}]\n", name));
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().field(), "users[0].name");
-    EXPECT_NE(r.status().message().find("reserved"), std::string::npos) << r.status().ToString();
-  }
-  EXPECT_TRUE(ParseConfigYaml("users: [{name: admins, role: admin}]\n").ok());
-}
-
 TEST(ParseConfigYaml, HostileInputs) {
   // Over the size limit.
   std::string big = fmt::format("nodes: []\n#{}", std::string(kMaxConfigBytes, 'x'));

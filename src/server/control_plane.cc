@@ -192,6 +192,7 @@ Status ControlPlane::Load() {
   store::WriteBatch uids;
   AllocateTenantUidsLocked(&uids);  // tenants configured before tenants had their own uids
   if (!uids.empty()) ARBITER_RETURN_IF_ERROR(store_->Write(std::move(uids)));
+  RefreshUserIndexLocked();
   loaded_ = true;
   return Status::Ok();
 }
@@ -369,7 +370,28 @@ Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
   p.role = ParseRole(it->second.role).value_or(Role::kViewer);
   p.token_id = id;
   p.node = it->second.node;
+  if (it->second.kind != "node" && p.user != "admin") {
+    // A user's token speaks for the user as the user is now: deleted, it stops working; moved to
+    // another tenant or given another role, it follows (never above the role it was made with).
+    auto u = user_index_.find(p.user);
+    if (u == user_index_.end()) {
+      return Status(StatusCode::kUnauthenticated,
+                    fmt::format("the user {} of this token no longer exists", p.user));
+    }
+    p.tenant = u->second.first;
+    p.role =
+        static_cast<Role>(std::max(static_cast<int>(p.role), static_cast<int>(u->second.second)));
+  }
   return p;
+}
+
+void ControlPlane::RefreshUserIndexLocked() {
+  std::unordered_map<std::string, std::pair<std::string, Role>> index;
+  for (const api::UserConfig& u : config_.users) {
+    index[u.name] = {u.tenant, ParseRole(u.role).value_or(Role::kViewer)};
+  }
+  std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
+  user_index_ = std::move(index);
 }
 
 bool ControlPlane::CanReadTenantLocked(const Principal& p, const std::string& tenant) const {
@@ -433,6 +455,14 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
                                                                  bool dry_run) {
   if (p.role != Role::kAdmin) return Forbidden("only admins may change the configuration");
   std::shared_future<Status> done;
+  // Checked here, not by the parser: a data dir from before the names were reserved still loads.
+  for (size_t i = 0; i < c.users.size(); ++i) {
+    if (api::IsReservedUserName(c.users[i].name)) {
+      return InvalidArgument(
+          fmt::format("users[{}].name", i),
+          fmt::format("'{}' is reserved for the server's own identities", c.users[i].name));
+    }
+  }
   std::vector<api::ConfigChange> diff;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -458,6 +488,7 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
     ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, &old));
     AllocateTenantUidsLocked(&b);
     for (const api::UserConfig& u : config_.users) b.PutUser({u.name, u.tenant, u.role, now_()});
+    RefreshUserIndexLocked();
     b.AppendAudit({0, now_(), p.user, "config.apply", "config",
                    fmt::format("ok: {} changes", diff.size()), "{}", p.token_id});
     done = store_->WriteAsync(std::move(b));
@@ -1071,6 +1102,7 @@ Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig&
       return Status(StatusCode::kAlreadyExists, fmt::format("user {} already exists", u.name));
     }
     config_.users.push_back(u);
+    RefreshUserIndexLocked();
     store::WriteBatch b;
     ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, nullptr));
     b.PutUser({u.name, u.tenant, u.role, now_()});

@@ -327,6 +327,7 @@ class ControlPlane : public ExecutionBackend {
                         std::shared_ptr<const std::string> spec_json, const std::string& idem_key,
                         store::WriteBatch* b, bool* created);
   const api::UserConfig* FindUserLocked(const std::string& name) const;
+  void RefreshUserIndexLocked();
   // control_plane_identity.cc: gives every configured tenant without one its own uid, recorded
   // in `b`; the run_as of a job's tasks.
   void AllocateTenantUidsLocked(store::WriteBatch* b);
@@ -372,6 +373,10 @@ class ControlPlane : public ExecutionBackend {
   // request never waits for mu_ (held by scheduling cycles over the whole backlog).
   mutable std::shared_mutex tokens_mu_;
   std::map<std::string, store::TokenRecord> tokens_;
+  // Each configured user's tenant and role as they are now (guarded by tokens_mu_; rebuilt from
+  // config_.users under mu_ by RefreshUserIndexLocked whenever users change): authentication
+  // takes a token's tenant and role from here, so tokens follow their user.
+  std::unordered_map<std::string, std::pair<std::string, Role>> user_index_;
   std::vector<core::Nomination> nominations_;
   uint64_t next_job_id_ = 1;
   // Budgets: GPU time (milli-GPU x ms) of closed usage records per tenant since the start of the

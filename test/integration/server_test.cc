@@ -418,6 +418,48 @@ TEST_F(ServerTest, BootstrapNamesAreReservedAndTheAuditNamesTheToken) {
   EXPECT_TRUE(found) << audit;
 }
 
+// A token speaks for its user as the user is now: deleted, its tokens stop at once; demoted or
+// moved to another tenant, they follow; and so after a restart.
+TEST_F(ServerTest, TokensFollowTheirUser) {
+  auto whoami = [&](const std::string& user) { return As(user)->Get("/api/v1/whoami"); };
+  ASSERT_EQ(Parse(whoami("tina"))["role"], "tenant-admin");
+  std::string changed = kConfig;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = changed.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    changed.replace(at, from.size(), to);
+  };
+  replace("  - {name: alice, tenant: vision, role: member}\n", "");
+  replace("{name: bob, tenant: vision, role: member}", "{name: bob, tenant: speech, role: member}");
+  replace("{name: tina, tenant: vision, role: tenant-admin}",
+          "{name: tina, tenant: vision, role: viewer}");
+  auto put = admin_->Put("/api/v1/config", changed, "application/yaml");
+  ASSERT_TRUE(put);
+  ASSERT_EQ(put->status, 200) << put->body;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "at once" : "after a restart");
+    auto alice = whoami("alice");
+    ASSERT_TRUE(alice);
+    EXPECT_EQ(alice->status, 401) << alice->body;
+    EXPECT_NE(alice->body.find("no longer exists"), std::string::npos) << alice->body;
+    const json bob = Parse(whoami("bob"));
+    EXPECT_EQ(bob["tenant"], "speech") << bob;
+    EXPECT_EQ(Parse(whoami("tina"))["role"], "viewer");
+    auto create = As("tina")->Post(
+        "/api/v1/users", json{{"name", "eve"}, {"tenant", "vision"}, {"role", "member"}}.dump(),
+        "application/json");
+    ASSERT_TRUE(create);
+    EXPECT_EQ(create->status, 403) << create->body;
+    auto bobs_jobs = As("bob")->Post("/api/v1/jobs", Job("vision-dev"), "application/json");
+    ASSERT_TRUE(bobs_jobs);
+    EXPECT_NE(bobs_jobs->status, 201) << "bob is no longer in vision: " << bobs_jobs->body;
+    if (round == 0) {
+      ASSERT_EQ(WEXITSTATUS(server_.Kill(SIGTERM)), 0);
+      ASSERT_TRUE(server_.Start(dir_.path())) << server_.output();
+    }
+  }
+}
+
 TEST_F(ServerTest, SigtermShutsDownCleanly) {
   const int status = server_.Kill(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status));
