@@ -270,8 +270,65 @@ int PriorityClasses(const ContextPtr& ctx) {
 }
 
 struct TokenArgs {
-  std::string user, role, node;
+  std::string user, role, node, expires_in, id;
 };
+
+// "90s", "30m", "12h", "30d", "2w" as seconds; 0 when malformed.
+int64_t ParseExpiry(const std::string& s) {
+  if (s.size() < 2) return 0;
+  int64_t n = 0;
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9' || n > int64_t{1} << 40) return 0;
+    n = n * 10 + (s[i] - '0');
+  }
+  switch (s.back()) {
+    case 's':
+      return n;
+    case 'm':
+      return n * 60;
+    case 'h':
+      return n * 3600;
+    case 'd':
+      return n * 86400;
+    case 'w':
+      return n * 7 * 86400;
+    default:
+      return 0;
+  }
+}
+
+int ListTokens(const ContextPtr& ctx) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  auto r = api.Get("/api/v1/tokens");
+  if (!r.ok()) return Fail(r.status());
+  if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+    return kExitOk;
+  }
+  Table t({"ID", "USER", "TENANT", "ROLE", "NODE", "CREATED", "EXPIRES", "STATE"});
+  for (const json& k : (*r)["items"]) {
+    const std::string state = Str(k, "state");
+    t.AddRow({Str(k, "id"), Str(k, "user"), Str(k, "tenant").empty() ? "-" : Str(k, "tenant"),
+              Str(k, "role"), Str(k, "node").empty() ? "-" : Str(k, "node"), Str(k, "created_at"),
+              Str(k, "expires_at").empty() ? "never" : Str(k, "expires_at"),
+              Cell(state, state == "active" ? Color::kGreen : Color::kRed)});
+  }
+  t.Print(stdout, StdoutColors());
+  return kExitOk;
+}
+
+int RevokeToken(const ContextPtr& ctx, const std::string& id) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  auto r = api.Send("DELETE", "/api/v1/tokens/" + id, "", "application/json");
+  if (!r.ok()) return Fail(r.status());
+  if (r->status / 100 != 2) return Fail(api.FromReply(*r));
+  std::printf("token %s revoked\n", id.c_str());
+  return kExitOk;
+}
 
 int CreateToken(const ContextPtr& ctx, const TokenArgs& a) {
   auto c = ctx->Resolve();
@@ -280,6 +337,17 @@ int CreateToken(const ContextPtr& ctx, const TokenArgs& a) {
   json body = {{"user", a.user}};
   if (!a.role.empty()) body["role"] = a.role;
   if (!a.node.empty()) body["node"] = a.node;
+  if (!a.expires_in.empty()) {
+    const int64_t seconds = ParseExpiry(a.expires_in);
+    if (seconds <= 0) {
+      return Fail(Status(StatusCode::kInvalidArgument,
+                         fmt::format("--expires-in: '{}' is not a duration such as 90m, 12h, 30d "
+                                     "or 2w",
+                                     a.expires_in)),
+                  kExitUsage);
+    }
+    body["expires_in_seconds"] = seconds;
+  }
   auto r = api.Post("/api/v1/tokens", body);
   if (!r.ok()) return Fail(r.status());
   if (IsStructured(ctx->format())) {
@@ -389,7 +457,8 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
   auto args = std::make_shared<TokenArgs>();
   auto* token = app.add_subcommand("token", "Tokens");
   token->require_subcommand(1);
-  SetExamples(token, {"arbiter token create --user alice"});
+  SetExamples(token, {"arbiter token create --user alice", "arbiter token list",
+                      "arbiter token revoke 3f9a0c1d"});
   auto* create = token->add_subcommand(
       "create", "Create a token for a user and print it (it is shown only once)");
   create->add_option("--user", args->user, "Whose token")->required();
@@ -397,6 +466,8 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
                      "A lower role than the user's (viewer), or node for an agent (admins)");
   create->add_option("--node", args->node,
                      "With --role node: the one node the token may register and speak for");
+  create->add_option("--expires-in", args->expires_in,
+                     "The token stops working after this long: 90m, 12h, 30d, 2w (default: never)");
   AddClientFlags(create, ctx);
   AddOutputFlag(create, ctx, false);
   SetExamples(create, {"arbiter token create --user alice",
@@ -404,6 +475,17 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
                        "arbiter token create --user admin --role node --node gpu-07  # for "
                        "arbiter agent --name gpu-07"});
   create->callback([ctx, args] { ctx->Run([&] { return CreateToken(ctx, *args); }); });
+  auto* list = token->add_subcommand(
+      "list", "Tokens you may see (your own; a tenant admin: the tenant's; an admin: all)");
+  AddClientFlags(list, ctx);
+  AddOutputFlag(list, ctx, false);
+  SetExamples(list, {"arbiter token list", "arbiter token list -o json"});
+  list->callback([ctx] { ctx->Run([&] { return ListTokens(ctx); }); });
+  auto* revoke = token->add_subcommand("revoke", "Revoke a token: it stops working at once");
+  revoke->add_option("id", args->id, "The token's id (arbiter token list)")->required();
+  AddClientFlags(revoke, ctx);
+  SetExamples(revoke, {"arbiter token revoke 3f9a0c1d"});
+  revoke->callback([ctx, args] { ctx->Run([&] { return RevokeToken(ctx, args->id); }); });
 
   auto* version = app.add_subcommand("version", "Print the version");
   AddOutputFlag(version, ctx, false);

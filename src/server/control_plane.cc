@@ -1181,6 +1181,7 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
     rec.kind = user_role == Role::kNode ? "node" : "user";
     rec.node = req.node;
     rec.created_at_ms = now_();
+    if (req.expires_in_ms > 0) rec.expires_at_ms = rec.created_at_ms + req.expires_in_ms;
     {
       std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
       tokens_[rec.id] = rec;
@@ -1197,7 +1198,68 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
               {"role", rec.role},
               {"tenant", rec.tenant}};
   if (!rec.node.empty()) out["node"] = rec.node;
+  if (rec.expires_at_ms > 0) out["expires_at"] = Iso8601(rec.expires_at_ms);
   return out;
+}
+
+namespace {
+
+json TokenToJson(const store::TokenRecord& r, TimeMs now) {
+  json j = {{"id", r.id},
+            {"user", r.user},
+            {"tenant", r.tenant},
+            {"role", r.role},
+            {"node", r.node.empty() ? json(nullptr) : json(r.node)},
+            {"created_at", Iso8601(r.created_at_ms)},
+            {"expires_at", r.expires_at_ms > 0 ? json(Iso8601(r.expires_at_ms)) : json(nullptr)},
+            {"state", r.revoked                                      ? "revoked"
+                      : r.expires_at_ms > 0 && r.expires_at_ms < now ? "expired"
+                                                                     : "active"}};
+  return j;
+}
+
+// Whether `p` may see (and revoke) the token `r`.
+bool MaySeeToken(const Principal& p, const store::TokenRecord& r) {
+  if (p.role == Role::kAdmin) return true;
+  if (p.role == Role::kTenantAdmin) return r.kind != "node" && r.tenant == p.tenant;
+  return p.role != Role::kNode && r.user == p.user && r.tenant == p.tenant;
+}
+
+}  // namespace
+
+Result<json> ControlPlane::ListTokens(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list tokens");
+  const TimeMs now = now_();
+  std::shared_lock<std::shared_mutex> lock(tokens_mu_);
+  json items = json::array();
+  for (const auto& [id, r] : tokens_) {
+    if (MaySeeToken(p, r)) items.push_back(TokenToJson(r, now));
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::RevokeToken(const Principal& p, const std::string& id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not revoke tokens");
+  std::shared_future<Status> done;
+  store::TokenRecord rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
+    auto it = tokens_.find(id);
+    // Tokens the caller may not see do not exist for it (the same answer as for unknown ones).
+    if (it == tokens_.end() || !MaySeeToken(p, it->second)) {
+      if (it != tokens_.end()) Audit(p, "token.revoke", "token/" + id, "denied: not the caller's");
+      return NotFoundError(fmt::format("token {} not found", id));
+    }
+    it->second.revoked = true;
+    rec = it->second;
+    store::WriteBatch b;
+    b.PutToken(rec);
+    b.AppendAudit({0, now_(), p.user, "token.revoke", "token/" + id, "ok", "{}", p.token_id});
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return TokenToJson(rec, now_());
 }
 
 Result<json> ControlPlane::ListPriorityClasses(const Principal& p) {

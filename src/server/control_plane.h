@@ -188,9 +188,14 @@ class ControlPlane : public ExecutionBackend {
     std::string user;
     std::optional<Role> role;
     std::string node;
-    TimeMs expires_at = 0;  // 0: never
+    DurationMs expires_in_ms = 0;  // 0: never expires
   };
   Result<nlohmann::json> CreateToken(const Principal& p, const TokenRequest& r);
+  // The tokens the caller may see (its own; a tenant admin: its tenant's; an admin: all), without
+  // their hashes.
+  Result<nlohmann::json> ListTokens(const Principal& p);
+  // Revokes a token the caller may see (not another's, for a member or viewer); it fails at once.
+  Result<nlohmann::json> RevokeToken(const Principal& p, const std::string& id);
   Result<nlohmann::json> ListPriorityClasses(const Principal& p);
   Result<nlohmann::json> ListNodes(const Principal& p);
   Result<nlohmann::json> GetNode(const Principal& p, const std::string& name);

@@ -464,15 +464,29 @@ void HttpApi::Register() {
           reply(res, cp_->CreateUser(p, u), 201);
         });
   route("POST", "/api/v1/tokens", "/api/v1/tokens",
-        "Create a token {user, role?, node?}; node tokens name their node; the plain token is "
-        "in the response only",
+        "Create a token {user, role?, node?, expires_in_seconds?}; node tokens name their node; "
+        "the plain token is in the response only",
         [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           auto body = ParseJsonBody(req);
           if (!body.ok()) return SendError(res, body.status());
           if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
+          ControlPlane::TokenRequest t;
           for (auto& [k, v] : body->items()) {
+            if (k == "expires_in_seconds") {
+              // From a minute to ten years.
+              if (!v.is_number_integer() || v.get<int64_t>() < 60 ||
+                  v.get<int64_t>() > int64_t{10} * 366 * 86400) {
+                return SendError(res, InvalidArgument(k,
+                                                      "must be a whole number of seconds from "
+                                                      "60 to 316224000 (ten years)"));
+              }
+              t.expires_in_ms = v.get<int64_t>() * 1000;
+              continue;
+            }
             if (k != "user" && k != "role" && k != "node") {
-              return SendError(res, InvalidArgument(k, "unknown field; allowed: user, role, node"));
+              return SendError(res, InvalidArgument(k,
+                                                    "unknown field; allowed: user, role, node, "
+                                                    "expires_in_seconds"));
             }
             if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
           }
@@ -481,11 +495,22 @@ void HttpApi::Register() {
             role = ParseRole((*body)["role"].get<std::string>());
             if (!role) return SendError(res, InvalidArgument("role", "unknown role"));
           }
-          ControlPlane::TokenRequest t;
           t.user = body->value("user", p.user);
           t.role = role;
           t.node = body->value("node", "");
           reply(res, cp_->CreateToken(p, t), 201);
+        });
+  route("GET", "/api/v1/tokens", "/api/v1/tokens",
+        "List tokens (never their secrets): a member or viewer its own, a tenant admin its "
+        "tenant's, an admin all",
+        [reply, this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          reply(res, cp_->ListTokens(p), 200);
+        });
+  route("DELETE", "/api/v1/tokens/{id}", R"(/api/v1/tokens/([0-9a-f]+))",
+        "Revoke a token: it stops working at once (one's own; a tenant admin its tenant's; an "
+        "admin any)",
+        [reply, this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          reply(res, cp_->RevokeToken(p, req.matches[1]), 200);
         });
   route("GET", "/api/v1/priority-classes", "/api/v1/priority-classes", "List priority classes",
         [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {

@@ -96,6 +96,8 @@ const Row kMatrix[] = {
     {"POST /api/v1/users",                {401,  201,  201,  403,  403,  403,  403,  403,  403}},
     // bob may make his own tokens; a foreign tenant's caller does not see that bob exists.
     {"POST /api/v1/tokens",               {401,  201,  201,  403,  201,  403,  403,  403,  404}},
+    {"GET /api/v1/tokens",                {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"DELETE /api/v1/tokens/{id}",        {401,  200,  200,  404,  200,  404,  403,  403,  404}},
     {"GET /api/v1/priority-classes",      {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     {"GET /api/v1/nodes",                 {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     {"GET /api/v1/nodes/{name}",          {401,  200,  200,  200,  200,  200,  403,  403,  200}},
@@ -181,7 +183,15 @@ class AccessMatrixTest : public ::testing::Test {
     const std::string node = caller == "node@vision" ? "agent-02" : "agent-01";
     const std::string node_key = caller == "node@vision" ? "node@vision" : "node";
     const size_t id_at = route.find("{id}");
-    if (id_at != std::string::npos && route.ends_with("/logs")) {
+    if (id_at != std::string::npos && route.starts_with("/api/v1/tokens/")) {
+      // A fresh token of bob's (made by the admin) for each call.
+      auto made = server_.As("admin")->Post("/api/v1/tokens", json{{"user", "bob"}}.dump(),
+                                            "application/json");
+      EXPECT_TRUE(made && made->status == 201) << (made ? made->body : "no reply");
+      const std::string id = json::parse(made->body).value("id", "");
+      call.path.replace(id_at, 4, id);
+      token_of_path_[call.path] = id;
+    } else if (id_at != std::string::npos && route.ends_with("/logs")) {
       call.path.replace(id_at, 4, std::to_string(PlacedJob()));
     } else if (id_at != std::string::npos) {
       const uint64_t id = server_.Submit("bob");
@@ -272,6 +282,7 @@ class AccessMatrixTest : public ::testing::Test {
 
   TenantServer server_;
   std::map<std::string, uint64_t> job_of_path_;
+  std::map<std::string, std::string> token_of_path_;  // DELETE /tokens/ID -> ID
   uint64_t placed_job_ = 0;
   int users_ = 0;
 };
@@ -330,6 +341,9 @@ TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
                                      fmt::format("job/{}", job_of_path_.at(call.path))});
           } else if (route == "/api/v1/tokens") {
             expected_denials.insert({"sam", "token.create", "user/bob"});
+          } else if (token_of_path_.count(call.path)) {
+            expected_denials.insert(
+                {"sam", "token.revoke", fmt::format("token/{}", token_of_path_.at(call.path))});
           } else {
             ADD_FAILURE() << "no audit expectation for " << key << " as foreign";
           }

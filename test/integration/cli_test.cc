@@ -611,6 +611,28 @@ TEST_F(CliTest, SubmitRunWaitAndInspect) {
   }
 }
 
+// token create --expires-in, token list and token revoke against the real server.
+TEST_F(CliTest, TokensAreListedAndRevoked) {
+  const CliResult made =
+      As("admin", {"token", "create", "--user", "vic", "--expires-in", "2h", "-o", "json"});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const json token = ParseOrNull(made.out);
+  ASSERT_TRUE(token["expires_at"].is_string()) << made.out;
+  const std::string id = token["id"].get<std::string>();
+  EXPECT_EQ(As("admin", {"token", "create", "--user", "vic", "--expires-in", "soon"}).code, 2);
+  const json mine = ParseOrNull(As("alice", {"token", "list", "-o", "json"}).out);
+  ASSERT_FALSE(mine["items"].empty()) << mine;
+  for (const json& t : mine["items"]) EXPECT_EQ(t["user"], "alice") << t;
+  const CliResult table = As("admin", {"token", "list"});
+  EXPECT_TRUE(Contains(table.out, "ID")) << table.out;
+  EXPECT_TRUE(Contains(table.out, id)) << table.out;
+  EXPECT_EQ(As("alice", {"token", "revoke", id}).code, 1);  // not hers: not found
+  const CliResult revoked = As("admin", {"token", "revoke", id});
+  EXPECT_EQ(revoked.code, 0) << revoked.err;
+  EXPECT_EQ(revoked.out, fmt::format("token {} revoked\n", id));
+  EXPECT_TRUE(Contains(As("admin", {"token", "list"}).out, "revoked"));
+}
+
 // logs: the task's stdout on stdout and its stderr on stderr; --stream picks one (on stdout).
 TEST_F(CliTest, LogsShowStdoutAndStderr) {
   const CliResult sub = As("alice", {"submit", "--queue", "vision-dev", "-o", "json", "--", "sh",

@@ -460,6 +460,52 @@ TEST_F(ServerTest, TokensFollowTheirUser) {
   }
 }
 
+// Tokens can be listed (never their secrets) and revoked by whoever may see them, and can expire.
+TEST_F(ServerTest, TokensAreListedRevokedAndExpire) {
+  auto mine = As("alice")->Post("/api/v1/tokens", json{{"expires_in_seconds", 3600}}.dump(),
+                                "application/json");
+  ASSERT_TRUE(mine);
+  ASSERT_EQ(mine->status, 201) << mine->body;
+  EXPECT_TRUE(Parse(mine)["expires_at"].is_string()) << mine->body;
+  auto too_short = As("alice")->Post("/api/v1/tokens", json{{"expires_in_seconds", 5}}.dump(),
+                                     "application/json");
+  ASSERT_TRUE(too_short);
+  EXPECT_EQ(too_short->status, 400);
+  EXPECT_EQ(Parse(too_short)["error"]["field"], "expires_in_seconds");
+
+  auto users_of = [&](const std::string& who) {
+    std::multiset<std::string> users;
+    auto r = As(who)->Get("/api/v1/tokens");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "");
+    const json list = Parse(r);
+    EXPECT_TRUE(list["items"].is_array()) << (r ? r->body : "");
+    for (const json& t : list["items"]) {
+      EXPECT_FALSE(t.contains("hash_hex") || t.contains("token")) << t;
+      users.insert(t["user"].get<std::string>());
+    }
+    return users;
+  };
+  EXPECT_EQ(users_of("alice"), (std::multiset<std::string>{"alice", "alice"}));
+  const auto vision = users_of("tina");
+  EXPECT_EQ(vision.count("sam"), 0u);
+  EXPECT_EQ(vision.count("bob"), 1u);
+  auto all = admin_->Get("/api/v1/tokens");
+  ASSERT_TRUE(all);
+  EXPECT_NE(all->body.find("\"user\":\"sam\""), std::string::npos) << all->body;
+
+  const std::string bob = tokens_.at("bob");
+  const std::string bob_id = bob.substr(4, bob.find('_', 4) - 4);
+  auto by_alice = As("alice")->Delete("/api/v1/tokens/" + bob_id);
+  ASSERT_TRUE(by_alice);
+  EXPECT_EQ(by_alice->status, 404) << by_alice->body;
+  EXPECT_EQ(As("bob")->Get("/api/v1/whoami")->status, 200);
+  auto by_tina = As("tina")->Delete("/api/v1/tokens/" + bob_id);
+  ASSERT_TRUE(by_tina);
+  EXPECT_EQ(by_tina->status, 200) << by_tina->body;
+  EXPECT_EQ(Parse(by_tina)["state"], "revoked");
+  EXPECT_EQ(As("bob")->Get("/api/v1/whoami")->status, 401);
+}
+
 TEST_F(ServerTest, SigtermShutsDownCleanly) {
   const int status = server_.Kill(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status));
