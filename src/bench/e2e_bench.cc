@@ -239,9 +239,9 @@ int RunE2eBench(const E2eBenchOptions& o) {
       std::vector<std::string> names;
       for (int i = 0; i < o.agents; ++i) {
         names.push_back(fmt::format("node-{:02d}", i + 1));
-        const json token = api.Call(
-            "POST", "/api/v1/tokens",
-            json{{"user", "admin"}, {"role", "node"}, {"node", names.back()}}, 201);
+        const json token =
+            api.Call("POST", "/api/v1/tokens",
+                     json{{"user", "admin"}, {"role", "node"}, {"node", names.back()}}, 201);
         const std::string work = fmt::format("{}/agent-{:02d}", dir, i + 1);
         fs::create_directories(work);
         if (!agents[static_cast<size_t>(i)].Start(
