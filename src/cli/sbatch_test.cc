@@ -277,6 +277,21 @@ TEST(Job, TimeSignalRequeueNamesAndPlaces) {
   EXPECT_EQ(absolute.job.retry.max_retries, 0);
 }
 
+// The server refuses reserved variables in a job's env (CheckSubmittedEnv): no translated script
+// may produce one, whatever its directives.
+TEST(Job, TranslatedEnvironmentHasNoReservedVariable) {
+  for (const char* text :
+       {"#!/bin/bash\n#SBATCH -p q --gres=gpu:1\n",
+        "#!/bin/bash\n#SBATCH -N 2 --gpus-per-node 8\n#SBATCH --ntasks-per-node=8\n"
+        "#SBATCH --cpus-per-task=4 --mem=64G\n",
+        "#!/bin/bash\n#SBATCH --job-name=x --qos=high -A vision --ntasks=4\n"}) {
+    const Made m = Make(text);
+    EXPECT_TRUE(CheckSubmittedEnv(m.job).ok())
+        << text << ": " << CheckSubmittedEnv(m.job).ToString();
+    EXPECT_FALSE(m.job.env.empty());
+  }
+}
+
 // Runs the wrapper for real with /bin/sh, as a node would.
 struct Ran {
   int status = -1;

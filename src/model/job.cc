@@ -1,6 +1,7 @@
 #include "model/job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -56,6 +57,24 @@ bool ShouldRetry(const RetryPolicy& p, int32_t restarts, int32_t exit_code) {
   if (p.on_exit_codes.empty()) return true;
   return std::find(p.on_exit_codes.begin(), p.on_exit_codes.end(), exit_code) !=
          p.on_exit_codes.end();
+}
+
+bool IsReservedEnvName(std::string_view name) {
+  if (name.substr(0, kReservedEnvPrefix.size()) == kReservedEnvPrefix) return true;
+  return std::find(std::begin(kReservedEnvNames), std::end(kReservedEnvNames), name) !=
+         std::end(kReservedEnvNames);
+}
+
+Status CheckSubmittedEnv(const JobSpec& job) {
+  for (const auto& [name, value] : job.env) {
+    if (!IsReservedEnvName(name)) continue;
+    return InvalidArgument(
+        "env." + name,
+        fmt::format("{} is set by Arbiter for every task (GPUs, ranks, identity, its folders) and "
+                    "may not be set by a job; reserved: {} and every name starting with {}",
+                    name, fmt::join(kReservedEnvNames, ", "), kReservedEnvPrefix));
+  }
+  return Status::Ok();
 }
 
 Status ValidateJobSpec(const JobSpec& job) {

@@ -69,4 +69,29 @@ struct JobSpec {
 // Checks every field; errors name the field ("resources.gpus", "tasks").
 Status ValidateJobSpec(const JobSpec& job);
 
+// The environment variables the executor sets for every task (LocalExecutor::Environment) and the
+// ones a job may not set for itself (docs/security.md, "What a job may ask for"): these names, and
+// every name that starts with kReservedEnvPrefix. PATH is not among them: a job may set its own.
+inline constexpr std::string_view kReservedEnvNames[] = {"CUDA_VISIBLE_DEVICES",
+                                                         "NVIDIA_VISIBLE_DEVICES",
+                                                         "CUDA_DEVICE_ORDER",
+                                                         "HOME",
+                                                         "USER",
+                                                         "LOGNAME",
+                                                         "TMPDIR",
+                                                         "WORLD_SIZE",
+                                                         "RANK",
+                                                         "NODE_RANK",
+                                                         "LOCAL_RANK",
+                                                         "MASTER_ADDR",
+                                                         "MASTER_PORT",
+                                                         "LD_PRELOAD",
+                                                         "LD_AUDIT"};
+inline constexpr std::string_view kReservedEnvPrefix = "ARBITER_";
+bool IsReservedEnvName(std::string_view name);
+
+// What a new submission may not ask for beyond ValidateJobSpec (which stored jobs pass too):
+// reserved variables in `env` (field "env.NAME").
+Status CheckSubmittedEnv(const JobSpec& job);
+
 }  // namespace arbiter

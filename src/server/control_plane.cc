@@ -642,6 +642,7 @@ Status MaySubmit(const Principal& p) {
 }  // namespace
 
 Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) const {
+  ARBITER_RETURN_IF_ERROR(CheckSubmittedEnv(spec));
   const core::QuotaTree& tree = compiled_->tree;
   QueueId q;
   const bool found = tree.Find(spec.queue, &q) && !tree.node(q).is_tenant;

@@ -371,7 +371,11 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   const std::string gpus = fmt::format("{}", fmt::join(a.gpus, ","));
   std::map<std::string, std::string> env;
   env["PATH"] = kDefaultPath;
-  for (const auto& [k, v] : a.spec.env) env[k] = v;  // reserved names are refused at submission
+  // Reserved names are refused at submission (CheckSubmittedEnv); a job stored before that rule
+  // may still carry one, and the executor's value wins.
+  for (const auto& [k, v] : a.spec.env) {
+    if (!IsReservedEnvName(k)) env[k] = v;
+  }
   const std::string home = fmt::format("{}/work/{}", work_dir_, a.job);
   env["HOME"] = home;
   env["USER"] = id.name;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "checkpoint_job.h"
+#include "model/job.h"
 #include "server_process.h"
 
 namespace arbiter::testing {
@@ -92,6 +93,28 @@ TEST_F(ExecTest, TaskSeesItsGpusAndIdentity) {
   EXPECT_NE(out.find("WORLD_SIZE=1\n"), std::string::npos);
   EXPECT_NE(out.find("ARBITER_CHECKPOINT_DIR="), std::string::npos);
   EXPECT_EQ(Get(id)["exit_code"], 0);
+}
+
+// The executor sets only reserved names (which a job may not set) besides PATH: the one list
+// (kReservedEnvNames) is what both the submission check and the executor go by.
+TEST_F(ExecTest, TaskEnvironmentIsTheJobsOwnPlusReservedNames) {
+  const uint64_t id = Submit({{"command", {"env"}},
+                              {"env", {{"HF_HOME", "/data/hf"}, {"PATH", "/usr/bin:/bin"}}},
+                              {"resources", {{"gpus", 1}}}});
+  WaitFor(id, "succeeded");
+  std::istringstream lines(Output(id));
+  std::string line;
+  int seen = 0;
+  while (std::getline(lines, line)) {
+    const std::string name = line.substr(0, line.find('='));
+    if (name == "HF_HOME" || name == "PATH") {
+      ++seen;
+      continue;
+    }
+    EXPECT_TRUE(IsReservedEnvName(name)) << name << " is set by the executor but not reserved";
+  }
+  EXPECT_EQ(seen, 2);
+  EXPECT_NE(Output(id).find("PATH=/usr/bin:/bin\n"), std::string::npos);
 }
 
 TEST_F(ExecTest, FailureRetriesWithBackoffThenFails) {
