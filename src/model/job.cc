@@ -60,7 +60,9 @@ bool ShouldRetry(const RetryPolicy& p, int32_t restarts, int32_t exit_code) {
 }
 
 bool IsReservedEnvName(std::string_view name) {
-  if (name.substr(0, kReservedEnvPrefix.size()) == kReservedEnvPrefix) return true;
+  if (name.substr(0, kReservedEnvPrefix.size()) == kReservedEnvPrefix) {
+    return name.substr(0, kSubmitterEnvPrefix.size()) != kSubmitterEnvPrefix;
+  }
   return std::find(std::begin(kReservedEnvNames), std::end(kReservedEnvNames), name) !=
          std::end(kReservedEnvNames);
 }
@@ -70,9 +72,10 @@ Status CheckSubmittedEnv(const JobSpec& job) {
     if (!IsReservedEnvName(name)) continue;
     return InvalidArgument(
         "env." + name,
-        fmt::format("{} is set by Arbiter for every task (GPUs, ranks, identity, its folders) and "
-                    "may not be set by a job; reserved: {} and every name starting with {}",
-                    name, fmt::join(kReservedEnvNames, ", "), kReservedEnvPrefix));
+        fmt::format(
+            "{} is set by Arbiter for every task (GPUs, ranks, identity, its folders) and "
+            "may not be set by a job; reserved: {} and every name starting with {} (but {})",
+            name, fmt::join(kReservedEnvNames, ", "), kReservedEnvPrefix, kSubmitterEnvPrefix));
   }
   return Status::Ok();
 }

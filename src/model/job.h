@@ -88,6 +88,8 @@ inline constexpr std::string_view kReservedEnvNames[] = {"CUDA_VISIBLE_DEVICES",
                                                          "LD_PRELOAD",
                                                          "LD_AUDIT"};
 inline constexpr std::string_view kReservedEnvPrefix = "ARBITER_";
+// Except these, which the submitter sets (`arbiter submit --array`: ARBITER_ARRAY_INDEX).
+inline constexpr std::string_view kSubmitterEnvPrefix = "ARBITER_ARRAY_";
 bool IsReservedEnvName(std::string_view name);
 
 // What a new submission may not ask for beyond ValidateJobSpec (which stored jobs pass too):

@@ -51,12 +51,14 @@ TEST_F(SubmissionPolicyTest, ReservedEnvironmentVariablesAreRefusedNamingThem) {
     EXPECT_EQ(st.field(), std::string("env.") + name);
     EXPECT_NE(st.message().find("set by Arbiter"), std::string::npos) << st.message();
   }
-  // Ordinary variables, PATH, LD_LIBRARY_PATH and SLURM_* (sbatch sets them) are the job's own.
+  // Ordinary variables, PATH, LD_LIBRARY_PATH, SLURM_* (sbatch sets them) and ARBITER_ARRAY_*
+  // (arbiter submit --array sets them) are the job's own.
   EXPECT_TRUE(SubmitAs(alice_, {{"env",
                                  {{"HF_HOME", "/data/hf"},
                                   {"PATH", "/opt/bin:/usr/bin"},
                                   {"LD_LIBRARY_PATH", "/opt/cuda/lib64"},
-                                  {"SLURM_JOB_NAME", "x"}}}})
+                                  {"SLURM_JOB_NAME", "x"},
+                                  {"ARBITER_ARRAY_INDEX", "3"}}}})
                   .ok());
 }
 
