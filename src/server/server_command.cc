@@ -154,7 +154,7 @@ int RunServer(const ServerOptions& o) {
     if (cp.HasConfiguration()) {
       spdlog::info(
           "--initial-config {}: not applied, the data dir has a configuration already "
-          "(arbiter config get shows it)",
+          "(GET /api/v1/config shows it)",
           o.initial_config_file);
     } else {
       config_file = o.initial_config_file;
