@@ -52,19 +52,6 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-// Runs `command` through the shell; returns its exit status and, in `output`, what it printed.
-int Shell(const std::string& command, std::string* output) {
-  std::string text;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
-  const int status = pclose(p);
-  if (output != nullptr) *output = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // A free loopback port: bound to port 0, then released for the child to take.
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -73,6 +73,20 @@ inline void KillNodeTasks(const std::string& work_dir) {
   }
 }
 
+// Runs `command` through the shell; returns its exit status (-1 when it did not exit) and, in
+// `output`, what it printed.
+inline int Shell(const std::string& command, std::string* output) {
+  std::string text;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
+  const int status = pclose(p);
+  if (output != nullptr) *output = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 class ServerProcess {
  public:
   // Starts the server with its data in DIR/data and the built-in node's folders in DIR/node;

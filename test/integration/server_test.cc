@@ -536,18 +536,13 @@ TEST_F(ServerTest, ManyOpenConnectionsAreAllServed) {
 // see tokens of one refused by the other).
 TEST_F(ServerTest, ASecondServerOnTheSamePortIsRefused) {
   TempDir other;
-  const std::string cmd =
-      fmt::format("timeout 20 {} server --data-dir {} --listen 127.0.0.1:{} 2>&1", ARBITER_BINARY,
-                  other.path(), server_.port());
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
   std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
-  const int status = pclose(f);
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_NE(WEXITSTATUS(status), 0) << out;
-  EXPECT_NE(WEXITSTATUS(status), 124) << "the second server kept running: " << out;
+  const int code = Shell(fmt::format("timeout 20 {} server --data-dir {} --listen 127.0.0.1:{}",
+                                     ARBITER_BINARY, other.path(), server_.port()),
+                         &out);
+  ASSERT_GE(code, 0) << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(code, 124) << "the second server kept running: " << out;
   EXPECT_NE(out.find(fmt::format("cannot listen on 127.0.0.1:{}", server_.port())),
             std::string::npos)
       << out;
@@ -689,18 +684,13 @@ TEST(InitialConfig, IsAppliedToAnEmptyDataDirOnly) {
 // `--config` and `--initial-config` say different things: one of them.
 TEST(InitialConfig, ExcludesConfig) {
   TempDir dir;
-  const std::string cmd = fmt::format(
-      "timeout 20 {} server --data-dir {}/d --listen 127.0.0.1:0 --config a.yaml "
-      "--initial-config b.yaml 2>&1",
-      ARBITER_BINARY, dir.path());
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
   std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
-  const int status = pclose(f);
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  const int code = Shell(fmt::format("timeout 20 {} server --data-dir {}/d --listen 127.0.0.1:0 "
+                                     "--config a.yaml --initial-config b.yaml",
+                                     ARBITER_BINARY, dir.path()),
+                         &out);
+  ASSERT_GE(code, 0) << out;
+  EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("excludes"), std::string::npos) << out;
 }
 
