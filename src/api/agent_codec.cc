@@ -281,6 +281,7 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
           {"tasks", a.spec.tasks},
           {"command", a.spec.command},
           {"env", a.spec.env},
+          {"secret_env", a.spec.secret_env},
           {"workdir", a.spec.workdir},
           {"cpu_milli", a.spec.resources.cpu_milli},
           {"memory_mib", a.spec.resources.memory_mib},
@@ -328,6 +329,7 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
     }
     if (a.spec.command.empty()) throw FieldError{Join(p, "command"), "must not be empty"};
     a.spec.env = StrMap(j, p, "env");
+    a.spec.secret_env = StrMap(j, p, "secret_env");
     a.spec.workdir = Str(j, p, "workdir", false);
     a.spec.resources.cpu_milli = Int(j, p, "cpu_milli", false, 0, int64_t{1} << 40);
     a.spec.resources.memory_mib = Int(j, p, "memory_mib", false, 0, int64_t{1} << 40);

@@ -57,9 +57,9 @@ Status StatusFromErrorReply(int http_status, std::string_view body) {
   }
   for (StatusCode c :
        {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists,
-        StatusCode::kFailedPrecondition, StatusCode::kConflict, StatusCode::kPermissionDenied,
-        StatusCode::kUnauthenticated, StatusCode::kResourceExhausted, StatusCode::kUnavailable,
-        StatusCode::kInternal}) {
+        StatusCode::kFailedPrecondition, StatusCode::kConflict, StatusCode::kUnprocessable,
+        StatusCode::kPermissionDenied, StatusCode::kUnauthenticated, StatusCode::kResourceExhausted,
+        StatusCode::kUnavailable, StatusCode::kInternal}) {
     if (!name.empty() && StatusCodeName(c) == name) return Status(c, message, field);
   }
   StatusCode code = StatusCode::kInternal;
@@ -80,6 +80,9 @@ Status StatusFromErrorReply(int http_status, std::string_view body) {
       break;
     case 409:
       code = StatusCode::kConflict;
+      break;
+    case 422:
+      code = StatusCode::kUnprocessable;
       break;
     case 429:
       code = StatusCode::kResourceExhausted;
@@ -103,6 +106,8 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kFailedPrecondition:
     case StatusCode::kConflict:
       return 409;
+    case StatusCode::kUnprocessable:
+      return 422;
     case StatusCode::kPermissionDenied:
       return 403;
     case StatusCode::kUnauthenticated:

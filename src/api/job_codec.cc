@@ -198,14 +198,17 @@ Status ParseBody(const Value& root, JobSpec* job) {
                              "from the token, the id and submit time itself");
     }
   }
-  ARBITER_RETURN_IF_ERROR(
-      m.Check({"name", "queue", "type", "priority_class", "command", "env", "workdir", "tasks",
-               "distinct_nodes", "resources", "gpu_models", "node_selector", "walltime_seconds",
-               "retry", "preemptible", "grace_period_seconds", "tolerations", "container_image"}));
+  ARBITER_RETURN_IF_ERROR(m.Check(
+      {"name", "queue", "type", "priority_class", "command", "env", "workdir", "tasks",
+       "distinct_nodes", "resources", "gpu_models", "node_selector", "walltime_seconds", "retry",
+       "preemptible", "grace_period_seconds", "tolerations", "container_image", "secret_env"}));
   ARBITER_RETURN_IF_ERROR(ParseStrings(m, job));
   ARBITER_RETURN_IF_ERROR(m.Require("command"));
   ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), "command", &job->command));
   if (const Value* v = m.Get("env")) ARBITER_RETURN_IF_ERROR(ParseEnv(*v, "env", &job->env));
+  if (const Value* v = m.Get("secret_env")) {
+    ARBITER_RETURN_IF_ERROR(ParseEnv(*v, "secret_env", &job->secret_env));
+  }
   ARBITER_RETURN_IF_ERROR(m.Int32("tasks", 1, kMaxTasks, &job->tasks));
   ARBITER_RETURN_IF_ERROR(m.Bool("distinct_nodes", &job->distinct_nodes));
   if (const Value* v = m.Get("resources")) {
@@ -303,7 +306,7 @@ Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json) {
 }
 
 // Keys in byte order, as nlohmann::json (a std::map per object) writes them.
-std::string JobSpecJsonText(const JobSpec& job) {
+std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
   std::string out;
   out.reserve(384);
   JsonWriter w(&out);
@@ -312,7 +315,13 @@ std::string JobSpecJsonText(const JobSpec& job) {
   if (!job.container_image.empty()) w.Field("container_image", job.container_image);
   w.Field("distinct_nodes", job.distinct_nodes);
   w.Key("env").BeginObject();
-  for (const auto& [k, v] : job.env) w.Field(k, v);
+  for (const auto& [k, v] : job.env) {
+    if (env_values) {
+      w.Field(k, v);
+    } else {
+      w.Key(k).Null();
+    }
+  }
   w.EndObject();
   w.Field("gpu_models", job.gpu_models);
   if (job.grace_period_seconds) w.Field("grace_period_seconds", *job.grace_period_seconds);
@@ -352,7 +361,28 @@ std::string JobSpecJsonText(const JobSpec& job) {
 }
 
 nlohmann::json JobSpecToJson(const JobSpec& job) {
-  return nlohmann::json::parse(JobSpecJsonText(job));
+  nlohmann::json j = nlohmann::json::parse(JobSpecJsonText(job));
+  if (!job.secret_env.empty()) j["secret_env"] = job.secret_env;
+  return j;
+}
+
+std::string SecretEnvJsonText(const JobSpec& job) {
+  if (job.secret_env.empty()) return "";
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject();
+  for (const auto& [k, v] : job.secret_env) w.Field(k, v);
+  w.EndObject();
+  return out;
+}
+
+Status ParseSecretEnv(std::string_view text, JobSpec* job) {
+  job->secret_env.clear();
+  if (text.empty()) return Status::Ok();
+  const TreeLimits limits{kMaxBodyBytes, kMaxNestingDepth, kMaxBodyValues};
+  Result<Value> tree = ParseJsonTree(text, limits, "secret_env");
+  if (!tree.ok()) return tree.status();
+  return ParseEnv(*tree, "secret_env", &job->secret_env);
 }
 
 }  // namespace arbiter::api

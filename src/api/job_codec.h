@@ -68,11 +68,18 @@ Status ForBatchJob(const Status& st, size_t index);
 
 // The body that parses back to `job` (tenant, user, id and submit_time are not part of it). Empty
 // optional strings (name, priority_class, workdir, container_image) and unset optional fields
-// are left out; everything else is written. Requires: `job` passes ValidateJobSpec.
+// are left out; everything else is written, `secret_env` included. Requires: `job` passes
+// ValidateJobSpec.
 nlohmann::json JobSpecToJson(const JobSpec& job);
-// The same body as compact text, keys in sorted order: byte for byte what dumping
-// JobSpecToJson(job) gives, written without building the tree (the stored spec and the answers
-// on the submission path).
-std::string JobSpecJsonText(const JobSpec& job);
+// The stored spec and the API's view of it, as compact text with keys in sorted order: byte for
+// byte what dumping JobSpecToJson(job) gives for a job without `secret_env`, written without
+// building the tree. Never holds `secret_env` (SecretEnvJsonText keeps it apart). With
+// `env_values` false, every `env` value is null: the names only (docs/security.md).
+std::string JobSpecJsonText(const JobSpec& job, bool env_values = true);
+
+// `secret_env` as a JSON object ("" when empty), stored apart from the spec; ParseSecretEnv reads
+// it back into `job->secret_env`.
+std::string SecretEnvJsonText(const JobSpec& job);
+Status ParseSecretEnv(std::string_view text, JobSpec* job);
 
 }  // namespace arbiter::api

@@ -311,6 +311,31 @@ TEST(JobSpecJsonText, IsTheCanonicalDumpOfTheBody) {
   }
 }
 
+// Secret values travel in the submission body (JobSpecToJson) and apart from the stored and
+// returned spec (JobSpecJsonText never holds them); env values can be left out as nulls.
+TEST(JobSpecJsonText, KeepsSecretValuesApart) {
+  Result<JobSpec> spec = ParseJobSubmission(
+      Body(R"("env": {"A": "1"}, "secret_env": {"HF_TOKEN": "hf_x", "WANDB_KEY": "w"})"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->secret_env.at("HF_TOKEN"), "hf_x");
+  const std::string text = JobSpecJsonText(*spec);
+  EXPECT_EQ(text.find("hf_x"), std::string::npos) << text;
+  EXPECT_EQ(text.find("secret_env"), std::string::npos) << text;
+  EXPECT_EQ(JobSpecToJson(*spec)["secret_env"]["WANDB_KEY"], "w");
+  const std::string stored = SecretEnvJsonText(*spec);
+  JobSpec back;
+  ASSERT_TRUE(ParseSecretEnv(stored, &back).ok());
+  EXPECT_EQ(back.secret_env, spec->secret_env);
+  ASSERT_TRUE(ParseSecretEnv("", &back).ok());
+  EXPECT_TRUE(back.secret_env.empty());
+  EXPECT_EQ(SecretEnvJsonText(back), "");
+  const nlohmann::json names = nlohmann::json::parse(JobSpecJsonText(*spec, false));
+  EXPECT_TRUE(names["env"]["A"].is_null()) << names;
+  Result<JobSpec> bad = ParseJobSubmission(Body(R"("secret_env": {"1X": "v"})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "secret_env.1X");
+}
+
 TEST(JobSpecToJson, LeavesOutUnsetOptionals) {
   Result<JobSpec> r = ParseJobSubmission(Body(""));
   ASSERT_TRUE(r.ok());

@@ -194,7 +194,13 @@ int Show(const ContextPtr& ctx, uint64_t id) {
   const json job_env = j.value("env", json::object());
   for (const auto& [k, v] : job_env.items()) {
     if (k.rfind("SLURM_", 0) == 0) continue;  // the batch script's, shown by -o yaml
-    AppendTo(&env, " ", fmt::format("{}={}", k, ShellQuote(v.get<std::string>())));
+    // null: a value this caller may not see (another member's job, or a viewer).
+    AppendTo(
+        &env, " ",
+        fmt::format("{}={}", k, v.is_string() ? ShellQuote(v.get<std::string>()) : "(hidden)"));
+  }
+  for (const auto& name : j.value("secret_env", json::array())) {
+    if (name.is_string()) AppendTo(&env, " ", fmt::format("{}=(secret)", name.get<std::string>()));
   }
   Line("Env:", env);
   return kExitOk;

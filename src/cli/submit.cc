@@ -35,7 +35,7 @@ struct JobFlags {
       gpu_share;
   int32_t gpus = 0, tasks = 1, retries = 0;
   int64_t grace = 0;
-  std::vector<std::string> gpu_models, env, selectors, tolerations;
+  std::vector<std::string> gpu_models, env, secret_env, selectors, tolerations;
   bool distinct_nodes = false, preemptible = false, not_preemptible = false;
   std::map<std::string, CLI::Option*> opts;
 
@@ -67,6 +67,10 @@ void AddJobFlags(CLI::App* app, JobFlags* f) {
   add("walltime", f->walltime, "Longest run: 2h, 1h30m, 90m, 1d12h or Slurm's 1-12, 2:30:00");
   add("retries", f->retries, "Retries after a failure")->check(CLI::Range(0, 1000));
   add("env", f->env, "Environment variable K=V (K alone: its value here), repeatable")
+      ->allow_extra_args(false);
+  add("secret-env", f->secret_env,
+      "Secret variable K (its value here) or K=V: the task gets it, the API never shows it; "
+      "repeatable")
       ->allow_extra_args(false);
   add("workdir", f->workdir, "Working directory of the tasks (absolute, or relative to here)");
   add("cpus", f->cpus, "CPUs per task: 8, 0.5");
@@ -190,18 +194,25 @@ Status ApplyJobFlags(const JobFlags& f, JobSpec* job) {
     job->walltime_seconds = *w;
   }
   if (f.given("retries")) job->retry.max_retries = f.retries;
-  for (const std::string& kv : f.env) {
+  // K=V, or K alone for its value in this environment (a secret then stays out of the history).
+  auto put = [](const std::string& flag, const std::string& kv,
+                std::map<std::string, std::string>* out) -> Status {
     const size_t eq = kv.find('=');
-    if (eq == std::string::npos) {
-      const char* here = std::getenv(kv.c_str());
-      if (here == nullptr) {
-        return InvalidArgument("env",
-                               fmt::format("--env {}: not set here; use --env {}=VALUE", kv, kv));
-      }
-      job->env[kv] = here;
-    } else {
-      job->env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq != std::string::npos) {
+      (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
+      return Status::Ok();
     }
+    const char* here = std::getenv(kv.c_str());
+    if (here == nullptr) {
+      return InvalidArgument(
+          flag, fmt::format("--{} {}: not set here; use --{} {}=VALUE", flag, kv, flag, kv));
+    }
+    (*out)[kv] = here;
+    return Status::Ok();
+  };
+  for (const std::string& kv : f.env) ARBITER_RETURN_IF_ERROR(put("env", kv, &job->env));
+  for (const std::string& kv : f.secret_env) {
+    ARBITER_RETURN_IF_ERROR(put("secret-env", kv, &job->secret_env));
   }
   if (f.given("workdir")) {
     namespace fs = std::filesystem;
@@ -591,17 +602,26 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
     return jobs;
   };
 
-  // 5. Dry run: the body, nothing sent.
+  // 5. Dry run: the body, nothing sent (and no secret value printed).
+  auto masked = [](json j) {
+    if (j.contains("secret_env")) {
+      json& secrets = j["secret_env"];
+      for (auto it = secrets.begin(); it != secrets.end(); ++it) *it = "(secret)";
+    }
+    return j;
+  };
   if (st.dry_run && !indices.empty()) {
-    PrintStructured(
-        json{{"jobs", elements(*checked, 0, indices.size())}},
-        ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml);
+    json jobs = elements(*checked, 0, indices.size());
+    for (json& j : jobs) j = masked(j);
+    PrintStructured(json{{"jobs", jobs}}, ctx->format() == OutputFormat::kJson
+                                              ? OutputFormat::kJson
+                                              : OutputFormat::kYaml);
     std::fprintf(stderr, "dry run: nothing was submitted (%zu jobs)\n", indices.size());
     return kExitOk;
   }
   if (st.dry_run) {
-    PrintStructured(
-        body, ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml);
+    PrintStructured(masked(body), ctx->format() == OutputFormat::kJson ? OutputFormat::kJson
+                                                                       : OutputFormat::kYaml);
     std::fprintf(stderr, "dry run: nothing was submitted\n");
     return kExitOk;
   }

@@ -16,6 +16,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "failed_precondition";
     case StatusCode::kConflict:
       return "conflict";
+    case StatusCode::kUnprocessable:
+      return "unprocessable";
     case StatusCode::kPermissionDenied:
       return "permission_denied";
     case StatusCode::kUnauthenticated:

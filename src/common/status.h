@@ -20,6 +20,7 @@ enum class StatusCode {
   kAlreadyExists,
   kFailedPrecondition,
   kConflict,
+  kUnprocessable,  // well-formed, but in conflict with an earlier request (HTTP 422)
   kPermissionDenied,
   kUnauthenticated,
   kResourceExhausted,

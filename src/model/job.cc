@@ -68,14 +68,24 @@ bool IsReservedEnvName(std::string_view name) {
 }
 
 Status CheckSubmittedEnv(const JobSpec& job) {
-  for (const auto& [name, value] : job.env) {
-    if (!IsReservedEnvName(name)) continue;
+  auto reserved = [](const std::string& field, const std::string& name) {
     return InvalidArgument(
-        "env." + name,
+        field + "." + name,
         fmt::format(
             "{} is set by Arbiter for every task (GPUs, ranks, identity, its folders) and "
             "may not be set by a job; reserved: {} and every name starting with {} (but {})",
             name, fmt::join(kReservedEnvNames, ", "), kReservedEnvPrefix, kSubmitterEnvPrefix));
+  };
+  for (const auto& [name, value] : job.env) {
+    if (IsReservedEnvName(name)) return reserved("env", name);
+  }
+  for (const auto& [name, value] : job.secret_env) {
+    if (IsReservedEnvName(name)) return reserved("secret_env", name);
+    if (job.env.count(name)) {
+      return InvalidArgument(
+          "secret_env." + name,
+          fmt::format("{} is also in env: give a variable in one of the two", name));
+    }
   }
   return Status::Ok();
 }

@@ -62,6 +62,9 @@ struct JobSpec {
   // What runs: the command of every task, its environment and working directory.
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  // Variables the task gets like `env`, whose values the API never returns and nothing logs
+  // (docs/security.md, "Who sees a job's environment"); names disjoint from `env`'s.
+  std::map<std::string, std::string> secret_env;
   std::string workdir;
   std::string container_image;
 };
@@ -93,7 +96,8 @@ inline constexpr std::string_view kSubmitterEnvPrefix = "ARBITER_ARRAY_";
 bool IsReservedEnvName(std::string_view name);
 
 // What a new submission may not ask for beyond ValidateJobSpec (which stored jobs pass too):
-// reserved variables in `env` (field "env.NAME").
+// reserved variables in `env` or `secret_env` (field "env.NAME", "secret_env.NAME"), and a name
+// in both.
 Status CheckSubmittedEnv(const JobSpec& job);
 
 }  // namespace arbiter

@@ -139,6 +139,11 @@ Status ControlPlane::Load() {
     }
     JobEntry j;
     j.spec = std::move(spec).value();
+    if (Status st = api::ParseSecretEnv(r.secret_env_json, &j.spec); !st.ok()) {
+      return Internal(
+          fmt::format("stored job {} has unreadable secret_env: {}", r.id, st.ToString()));
+    }
+    j.request_digest = r.request_digest;
     j.spec_json = std::make_shared<const std::string>(r.spec_json);
     j.spec.id = JobId(r.id);
     j.spec.tenant = r.tenant;
@@ -385,6 +390,12 @@ Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
   return p;
 }
 
+std::string ControlPlane::TokenTenantLocked(const store::TokenRecord& r) const {
+  if (r.kind == "node") return r.tenant;
+  auto u = user_index_.find(r.user);
+  return u != user_index_.end() ? u->second.first : r.tenant;
+}
+
 void ControlPlane::RefreshUserIndexLocked() {
   std::unordered_map<std::string, std::pair<std::string, Role>> index;
   for (const api::UserConfig& u : config_.users) {
@@ -558,15 +569,27 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   r.idempotency_key = j.idempotency_key;
   r.submitted_at_ms = j.spec.submit_time;
   r.updated_at_ms = j.updated_at;
+  r.secret_env_json = api::SecretEnvJsonText(j.spec);
+  r.request_digest = j.request_digest;
   return r;
 }
 
-json ControlPlane::JobJsonLocked(const JobEntry& j) const { return json::parse(JobTextLocked(j)); }
+json ControlPlane::JobJsonLocked(const JobEntry& j, const Principal& p) const {
+  return json::parse(JobTextLocked(j, p));
+}
+
+bool ControlPlane::MaySeeEnvValuesLocked(const Principal& p, const JobEntry& j) const {
+  if (p.role == Role::kAdmin) return true;
+  if (p.tenant != j.spec.tenant) return false;
+  return p.role == Role::kTenantAdmin || (p.role == Role::kMember && p.user == j.spec.user);
+}
 
 // The spec's stored text with the status fields written in before its closing brace: the two
 // share no key (JobSpecJsonText never writes id, tenant, state and the rest).
-std::string ControlPlane::JobTextLocked(const JobEntry& j) const {
-  std::string out = j.spec_json ? *j.spec_json : api::JobSpecJsonText(j.spec);
+std::string ControlPlane::JobTextLocked(const JobEntry& j, const Principal& p) const {
+  std::string out = j.spec.env.empty() || MaySeeEnvValuesLocked(p, j)
+                        ? (j.spec_json ? *j.spec_json : api::JobSpecJsonText(j.spec))
+                        : api::JobSpecJsonText(j.spec, /*env_values=*/false);
   out.pop_back();  // '}'
   out.reserve(out.size() + 320);
   if (out.size() > 1) out += ',';
@@ -594,6 +617,11 @@ std::string ControlPlane::JobTextLocked(const JobEntry& j) const {
     w.Null();
   }
   w.Field("restarts", j.restarts).Field("preemptions", j.preemptions);
+  if (!j.spec.secret_env.empty()) {  // the names only, to everyone
+    w.Key("secret_env").BeginArray();
+    for (const auto& [name, value] : j.spec.secret_env) w.String(name);
+    w.EndArray();
+  }
   if (j.stopping) w.Field("stopping", j.stop_cause);
   WritePlacement(w, j.placement, /*stored=*/false);
   if (!j.gpu_model.empty()) w.Field("gpu_model", j.gpu_model);
@@ -631,6 +659,12 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
 }
 
 namespace {
+
+// What identifies a submission for Idempotency-Key replays: its canonical spec (the same job
+// written with other spacing or key order is the same submission) and its secret values.
+std::string RequestDigest(const std::string& spec_json, const JobSpec& spec) {
+  return HashSecret(spec_json + '\n' + api::SecretEnvJsonText(spec));
+}
 
 Status MaySubmit(const Principal& p) {
   if (p.role == Role::kViewer || p.role == Role::kNode) {
@@ -680,10 +714,25 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
   return Status::Ok();
 }
 
+Status ControlPlane::CheckReplayLocked(const std::string& tenant, const std::string& user,
+                                       const std::string& idem_key, const std::string& digest,
+                                       const std::string& what) const {
+  if (idem_key.empty()) return Status::Ok();
+  auto it = idempotency_.find(tenant + "/" + user + "/" + idem_key);
+  if (it == idempotency_.end()) return Status::Ok();
+  const JobEntry& j = jobs_.at(it->second);
+  if (j.request_digest.empty() || j.request_digest == digest) return Status::Ok();
+  return Status(StatusCode::kUnprocessable,
+                fmt::format("Idempotency-Key {} already made job {} from a different submission{}; "
+                            "a retry must send the same body, a new job needs a new key",
+                            idem_key, it->second, what),
+                "Idempotency-Key");
+}
+
 uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
                                     std::shared_ptr<const std::string> spec_json,
-                                    const std::string& idem_key, store::WriteBatch* b,
-                                    bool* created) {
+                                    const std::string& idem_key, const std::string& digest,
+                                    store::WriteBatch* b, bool* created) {
   const std::string tenant = spec.tenant;
   if (!idem_key.empty()) {
     auto it = idempotency_.find(tenant + "/" + p.user + "/" + idem_key);
@@ -695,6 +744,7 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   j.spec = std::move(spec);
   j.spec_json = std::move(spec_json);
   j.idempotency_key = idem_key;
+  if (!idem_key.empty()) j.request_digest = digest;
   j.updated_at = j.spec.submit_time;
   j.reason = "submitted";
   const uint64_t id = j.spec.id.value();
@@ -717,6 +767,7 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobS
   *created = false;
   ARBITER_RETURN_IF_ERROR(MaySubmit(p));
   auto spec_json = std::make_shared<const std::string>(api::JobSpecJsonText(spec));
+  const std::string digest = idem_key.empty() ? "" : RequestDigest(*spec_json, spec);
   std::shared_future<Status> done;
   Submitted out;
   bool added = false;
@@ -724,10 +775,11 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobS
     std::lock_guard<std::mutex> lock(mu_);
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
     ARBITER_RETURN_IF_ERROR(CheckSubmissionLocked(p, spec));
+    ARBITER_RETURN_IF_ERROR(CheckReplayLocked(spec.tenant, p.user, idem_key, digest, ""));
     store::WriteBatch b;
     b.Reserve(3);  // the job, its first event, the audit record
-    out.id = AddJobLocked(p, std::move(spec), std::move(spec_json), idem_key, &b, &added);
-    out.body = JobTextLocked(jobs_.at(out.id));
+    out.id = AddJobLocked(p, std::move(spec), std::move(spec_json), idem_key, digest, &b, &added);
+    out.body = JobTextLocked(jobs_.at(out.id), p);
     done = store_->WriteAsync(std::move(b));  // empty (a barrier) for a repeated key
     if (added && wake_scheduler_) wake_scheduler_();
   }
@@ -741,10 +793,16 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
   *created = false;
   ARBITER_RETURN_IF_ERROR(MaySubmit(p));
   std::vector<std::shared_ptr<const std::string>> texts;
+  std::vector<std::string> digests(specs.size());
   texts.reserve(specs.size());
-  for (const JobSpec& s : specs) {
-    texts.push_back(std::make_shared<const std::string>(api::JobSpecJsonText(s)));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    texts.push_back(std::make_shared<const std::string>(api::JobSpecJsonText(specs[i])));
+    if (!idem_key.empty()) digests[i] = RequestDigest(*texts[i], specs[i]);
   }
+  // A repeated batch finds each of its jobs by its own key: KEY#INDEX.
+  auto key_of = [&idem_key](size_t i) {
+    return idem_key.empty() ? std::string() : fmt::format("{}#{}", idem_key, i);
+  };
   std::shared_future<Status> done;
   std::string items = "{\"items\":[";
   bool any = false;
@@ -754,17 +812,17 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
     // All or nothing: every job is checked before any is recorded.
     for (size_t i = 0; i < specs.size(); ++i) {
       ARBITER_RETURN_IF_ERROR(api::ForBatchJob(CheckSubmissionLocked(p, specs[i]), i));
+      ARBITER_RETURN_IF_ERROR(CheckReplayLocked(specs[i].tenant, p.user, key_of(i), digests[i],
+                                                fmt::format(" (job {} of the batch)", i)));
     }
     store::WriteBatch b;
     b.Reserve(3 * specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
       bool added = false;
-      // A repeated batch finds each of its jobs by its own key: KEY#INDEX.
-      const uint64_t id =
-          AddJobLocked(p, std::move(specs[i]), std::move(texts[i]),
-                       idem_key.empty() ? "" : fmt::format("{}#{}", idem_key, i), &b, &added);
+      const uint64_t id = AddJobLocked(p, std::move(specs[i]), std::move(texts[i]), key_of(i),
+                                       digests[i], &b, &added);
       if (i > 0) items += ',';
-      items += JobTextLocked(jobs_.at(id));
+      items += JobTextLocked(jobs_.at(id), p);
       any = any || added;
     }
     done = store_->WriteAsync(std::move(b));
@@ -783,7 +841,7 @@ Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
   if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
     return NotFoundError(fmt::format("job {} not found", id));
   }
-  return JobJsonLocked(it->second);
+  return JobJsonLocked(it->second, p);
 }
 
 Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
@@ -806,7 +864,7 @@ Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& 
       break;
     }
     if (items++ > 0) out += ',';
-    out += JobTextLocked(j);
+    out += JobTextLocked(j, p);
     last = it->first;
   }
   out += more ? fmt::format("],\"next_cursor\":\"{}\"}}", last) : "],\"next_cursor\":null}";
@@ -882,7 +940,7 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
     if (release_now) FinishExecutionLocked(j, &b);
     b.AppendAudit({0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id),
                    "ok", "{}", p.token_id});
-    out = JobJsonLocked(j);
+    out = JobJsonLocked(j, p);
     done = store_->WriteAsync(std::move(b));
   }
   const Status committed = done.get();
@@ -1205,10 +1263,11 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
 
 namespace {
 
-json TokenToJson(const store::TokenRecord& r, TimeMs now) {
+// `tenant`: the token's tenant now (ControlPlane::TokenTenantLocked).
+json TokenToJson(const store::TokenRecord& r, const std::string& tenant, TimeMs now) {
   json j = {{"id", r.id},
             {"user", r.user},
-            {"tenant", r.tenant},
+            {"tenant", tenant},
             {"role", r.role},
             {"node", r.node.empty() ? json(nullptr) : json(r.node)},
             {"created_at", Iso8601(r.created_at_ms)},
@@ -1219,11 +1278,11 @@ json TokenToJson(const store::TokenRecord& r, TimeMs now) {
   return j;
 }
 
-// Whether `p` may see (and revoke) the token `r`.
-bool MaySeeToken(const Principal& p, const store::TokenRecord& r) {
+// Whether `p` may see (and revoke) the token `r`, whose tenant is now `tenant`.
+bool MaySeeToken(const Principal& p, const store::TokenRecord& r, const std::string& tenant) {
   if (p.role == Role::kAdmin) return true;
-  if (p.role == Role::kTenantAdmin) return r.kind != "node" && r.tenant == p.tenant;
-  return p.role != Role::kNode && r.user == p.user && r.tenant == p.tenant;
+  if (p.role == Role::kTenantAdmin) return r.kind != "node" && tenant == p.tenant;
+  return p.role != Role::kNode && r.user == p.user && tenant == p.tenant;
 }
 
 }  // namespace
@@ -1234,7 +1293,8 @@ Result<json> ControlPlane::ListTokens(const Principal& p) {
   std::shared_lock<std::shared_mutex> lock(tokens_mu_);
   json items = json::array();
   for (const auto& [id, r] : tokens_) {
-    if (MaySeeToken(p, r)) items.push_back(TokenToJson(r, now));
+    const std::string tenant = TokenTenantLocked(r);
+    if (MaySeeToken(p, r, tenant)) items.push_back(TokenToJson(r, tenant, now));
   }
   return json{{"items", items}};
 }
@@ -1243,12 +1303,14 @@ Result<json> ControlPlane::RevokeToken(const Principal& p, const std::string& id
   if (p.role == Role::kNode) return Forbidden("nodes may not revoke tokens");
   std::shared_future<Status> done;
   store::TokenRecord rec;
+  std::string tenant;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
     auto it = tokens_.find(id);
+    if (it != tokens_.end()) tenant = TokenTenantLocked(it->second);
     // Tokens the caller may not see do not exist for it (the same answer as for unknown ones).
-    if (it == tokens_.end() || !MaySeeToken(p, it->second)) {
+    if (it == tokens_.end() || !MaySeeToken(p, it->second, tenant)) {
       if (it != tokens_.end()) Audit(p, "token.revoke", "token/" + id, "denied: not the caller's");
       return NotFoundError(fmt::format("token {} not found", id));
     }
@@ -1260,7 +1322,7 @@ Result<json> ControlPlane::RevokeToken(const Principal& p, const std::string& id
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
-  return TokenToJson(rec, now_());
+  return TokenToJson(rec, tenant, now_());
 }
 
 Result<json> ControlPlane::ListPriorityClasses(const Principal& p) {

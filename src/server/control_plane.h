@@ -57,6 +57,9 @@ struct JobEntry {
   std::shared_ptr<const std::string> spec_json;
   JobState state = JobState::kPending;
   std::string idempotency_key;
+  // SHA-256 of the submission (RequestDigest): a repeated Idempotency-Key must come with the same
+  // one ('' for jobs recorded before schema 5, which any body replays).
+  std::string request_digest;
   std::string reason;  // of the last transition
   TimeMs updated_at = 0;
   TimeMs started_at = 0;
@@ -311,10 +314,14 @@ class ControlPlane : public ExecutionBackend {
   // Counts a transition in metrics_; `since`: when the job entered `from`.
   void CountTransitionLocked(const JobEntry& j, JobState from, JobState to, TimeMs since);
   store::JobRecord JobRecordLocked(const JobEntry& j) const;
-  nlohmann::json JobJsonLocked(const JobEntry& j) const;
-  // The job as the API returns it: the spec's text with id, tenant, user, state, times,
+  nlohmann::json JobJsonLocked(const JobEntry& j, const Principal& p) const;
+  // The job as the API returns it to `p`: the spec's text with id, tenant, user, state, times,
   // placement and verdict written in (JobJsonLocked parses it, for callers that want a tree).
-  std::string JobTextLocked(const JobEntry& j) const;
+  // `env` values only where MaySeeEnvValuesLocked, else null; `secret_env` as its names.
+  std::string JobTextLocked(const JobEntry& j, const Principal& p) const;
+  // The job's owner, its tenant's admins and admins see its env values; other members and
+  // viewers see the names (docs/security.md, "Who sees a job's environment").
+  bool MaySeeEnvValuesLocked(const Principal& p, const JobEntry& j) const;
   nlohmann::json QueueJsonLocked(size_t tree_index) const;
   void PushEventLocked(std::string kind, const nlohmann::json& data);
   // A job's transition, written as text (one per submission and state change).
@@ -328,11 +335,20 @@ class ControlPlane : public ExecutionBackend {
   Status CheckSubmissionLocked(const Principal& p, JobSpec& spec) const;
   // Records a checked submission in memory and in `b`, or finds the job its idempotency key
   // already made (*created stays false); returns the job's id. `spec_json`: the spec's text.
+  // `digest`: RequestDigest of the submission, kept with the job when it has a key.
   uint64_t AddJobLocked(const Principal& p, JobSpec spec,
                         std::shared_ptr<const std::string> spec_json, const std::string& idem_key,
-                        store::WriteBatch* b, bool* created);
+                        const std::string& digest, store::WriteBatch* b, bool* created);
+  // 422 when `idem_key` already made a job of this tenant and user from another submission
+  // (`digest` differs from the one recorded with it); `what` names the submission in the message.
+  Status CheckReplayLocked(const std::string& tenant, const std::string& user,
+                           const std::string& idem_key, const std::string& digest,
+                           const std::string& what) const;
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   void RefreshUserIndexLocked();
+  // A token's tenant now: its user's current tenant (tokens follow their user), else the one it
+  // was made with. Requires tokens_mu_.
+  std::string TokenTenantLocked(const store::TokenRecord& r) const;
   // control_plane_identity.cc: gives every configured tenant without one its own uid, recorded
   // in `b`; the run_as of a job's tasks.
   void AllocateTenantUidsLocked(store::WriteBatch* b);

@@ -376,6 +376,9 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   for (const auto& [k, v] : a.spec.env) {
     if (!IsReservedEnvName(k)) env[k] = v;
   }
+  for (const auto& [k, v] : a.spec.secret_env) {
+    if (!IsReservedEnvName(k)) env[k] = v;
+  }
   const std::string home = fmt::format("{}/work/{}", work_dir_, a.job);
   env["HOME"] = home;
   env["USER"] = id.name;

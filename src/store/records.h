@@ -99,6 +99,12 @@ struct JobRecord {
   std::string idempotency_key{};
   int64_t submitted_at_ms = 0;
   int64_t updated_at_ms = 0;
+  // The values of the job's secret variables (api::SecretEnvJsonText; '' for none): never part of
+  // spec_json, which the API returns.
+  std::string secret_env_json{};
+  // SHA-256 (hex) of the submission the job was made from, for Idempotency-Key replays ('' for
+  // jobs recorded before schema 5).
+  std::string request_digest{};
 
   bool operator==(const JobRecord&) const = default;
 };

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "checkpoint_job.h"
 #include "model/job.h"
@@ -115,6 +116,58 @@ TEST_F(ExecTest, TaskEnvironmentIsTheJobsOwnPlusReservedNames) {
   }
   EXPECT_EQ(seen, 2);
   EXPECT_NE(Output(id).find("PATH=/usr/bin:/bin\n"), std::string::npos);
+}
+
+// A secret variable reaches the task, and no answer of the API, no event and no audit record
+// carries its value: the job shows its name only. It is kept across a restart.
+TEST_F(ExecTest, SecretEnvReachesTheTaskAndNoAnswer) {
+  const std::string secret = "hf_s3cr3t_0123456789";
+  auto r = admin_->Post("/api/v1/jobs",
+                        json{{"queue", "lab-q"},
+                             {"command", {"sh", "-c", "echo token=$HF_TOKEN"}},
+                             {"env", {{"HF_HOME", "/data/hf"}}},
+                             {"secret_env", {{"HF_TOKEN", secret}}},
+                             {"resources", {{"gpus", 1}}}}
+                            .dump(),
+                        "application/json");
+  ASSERT_TRUE(r && r->status == 201) << (r ? r->body : "no response");
+  EXPECT_EQ(r->body.find(secret), std::string::npos) << r->body;
+  const uint64_t id = json::parse(r->body)["id"].get<uint64_t>();
+  const json j = WaitFor(id, "succeeded");
+  EXPECT_EQ(j["secret_env"], json::array({"HF_TOKEN"}));
+  EXPECT_EQ(j["env"], (json{{"HF_HOME", "/data/hf"}}));
+  EXPECT_EQ(Output(id), "token=" + secret + "\n");
+  for (const std::string& path :
+       {fmt::format("/api/v1/jobs/{}", id), std::string("/api/v1/jobs"),
+        fmt::format("/api/v1/jobs/{}/events", id), std::string("/api/v1/audit"),
+        fmt::format("/api/v1/jobs/{}/why", id)}) {
+    auto g = admin_->Get(path);
+    ASSERT_TRUE(g) << path;
+    EXPECT_EQ(g->body.find(secret), std::string::npos) << path << ": " << g->body;
+  }
+  // A secret may not shadow a reserved name, nor be given twice.
+  for (const auto& [env, secret_env, field] :
+       {std::tuple{json::object(), json{{"RANK", "3"}}, "secret_env.RANK"},
+        std::tuple{json{{"A", "1"}}, json{{"A", "2"}}, "secret_env.A"}}) {
+    auto bad = admin_->Post(
+        "/api/v1/jobs",
+        json{{"queue", "lab-q"}, {"command", {"true"}}, {"env", env}, {"secret_env", secret_env}}
+            .dump(),
+        "application/json");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400) << bad->body;
+    EXPECT_EQ(json::parse(bad->body)["error"]["field"], field) << bad->body;
+  }
+  // After a restart the job still names its secret, and still shows no value.
+  ASSERT_EQ(WEXITSTATUS(server_.Kill(SIGTERM)), 0);
+  ServerProcess again;
+  ASSERT_TRUE(
+      again.Start(dir_.path(), {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box"}))
+      << again.output();
+  auto g = again.Client(again.admin_token())->Get(fmt::format("/api/v1/jobs/{}", id));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(json::parse(g->body)["secret_env"], json::array({"HF_TOKEN"})) << g->body;
+  EXPECT_EQ(g->body.find(secret), std::string::npos);
 }
 
 TEST_F(ExecTest, FailureRetriesWithBackoffThenFails) {

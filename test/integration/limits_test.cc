@@ -253,6 +253,92 @@ TEST_F(LimitsTest, IdempotencyKeysBelongToTheirUser) {
   EXPECT_EQ(BodyJson(a3)["id"], alice_job);
 }
 
+// A retry must send what the first request sent: the same key with another job is 422 (also
+// after a restart, and per job of a batch); the same job written differently is the same.
+TEST_F(LimitsTest, AKeyReusedWithAnotherBodyIs422) {
+  const httplib::Headers key = {{"Idempotency-Key", "nightly-run-8"}};
+  auto alice = server_.As("alice");
+  auto first = alice->Post("/api/v1/jobs", key, JobBody("vision-train", 64), "application/json");
+  ASSERT_EQ(first->status, 201) << first->body;
+  const uint64_t id = BodyJson(first)["id"].get<uint64_t>();
+  // The same job with other spacing and key order replays.
+  const std::string same =
+      R"({ "resources": {"memory_mib": 1024, "gpus": 64, "cpu_milli": 1000},
+           "command": ["sleep", "1"], "queue": "vision-train" })";
+  auto replay = alice->Post("/api/v1/jobs", key, same, "application/json");
+  ASSERT_EQ(replay->status, 200) << replay->body;
+  EXPECT_EQ(BodyJson(replay)["id"], id);
+  auto other = alice->Post("/api/v1/jobs", key, JobBody("vision-train", 32), "application/json");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 422) << other->body;
+  const json e = BodyJson(other)["error"];
+  EXPECT_EQ(e.value("code", ""), "unprocessable");
+  EXPECT_EQ(e.value("field", ""), "Idempotency-Key");
+  EXPECT_NE(e.value("message", "").find(std::to_string(id)), std::string::npos) << e;
+  // Another secret value is another submission too.
+  json with_secret = json::parse(JobBody("vision-train"));
+  with_secret["secret_env"] = {{"TOKEN", "a"}};
+  const httplib::Headers key2 = {{"Idempotency-Key", "with-secret"}};
+  ASSERT_EQ(alice->Post("/api/v1/jobs", key2, with_secret.dump(), "application/json")->status, 201);
+  with_secret["secret_env"] = {{"TOKEN", "b"}};
+  EXPECT_EQ(alice->Post("/api/v1/jobs", key2, with_secret.dump(), "application/json")->status, 422);
+  // A batch: job 1 changed under the same key is refused, and nothing new is made.
+  const httplib::Headers bkey = {{"Idempotency-Key", "batch-8"}};
+  const std::string batch =
+      json{{"jobs", {json::parse(JobBody("vision-train")), json::parse(JobBody("vision-train"))}}}
+          .dump();
+  ASSERT_EQ(alice->Post("/api/v1/jobs/batch", bkey, batch, "application/json")->status, 201);
+  const std::string changed =
+      json{{"jobs",
+            {json::parse(JobBody("vision-train")), json::parse(JobBody("vision-train", 16))}}}
+          .dump();
+  auto b2 = alice->Post("/api/v1/jobs/batch", bkey, changed, "application/json");
+  ASSERT_TRUE(b2);
+  EXPECT_EQ(b2->status, 422) << b2->body;
+  EXPECT_NE(b2->body.find("job 1 of the batch"), std::string::npos) << b2->body;
+  const size_t jobs = BodyJson(server_.As("admin")->Get("/api/v1/jobs"))["items"].size();
+  EXPECT_EQ(jobs, 4u);
+
+  ASSERT_EQ(WEXITSTATUS(server_.process().Kill(SIGTERM)), 0);
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(server_.data_dir())) << again.output();
+  auto c = again.Client(server_.token("alice"));
+  auto after = c->Post("/api/v1/jobs", key, JobBody("vision-train", 32), "application/json");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 422) << after->body;
+  auto replay2 = c->Post("/api/v1/jobs", key, same, "application/json");
+  ASSERT_TRUE(replay2);
+  EXPECT_EQ(replay2->status, 200) << replay2->body;
+  EXPECT_EQ(BodyJson(replay2)["id"], id);
+}
+
+// A job's env values are for its owner, its tenant's admins and admins; other members and
+// viewers see the names (null values), in the job, the list and the submission's answer.
+TEST_F(LimitsTest, OnlyTheOwnerAndAdminsSeeEnvValues) {
+  json body = json::parse(JobBody("vision-train"));
+  body["env"] = {{"WANDB_API_KEY", "wb-123"}, {"LR", "0.1"}};
+  auto r = server_.As("alice")->Post("/api/v1/jobs", body.dump(), "application/json");
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(BodyJson(r)["env"]["WANDB_API_KEY"], "wb-123");
+  const uint64_t id = BodyJson(r)["id"].get<uint64_t>();
+  const std::string path = fmt::format("/api/v1/jobs/{}", id);
+  for (const auto& [who, sees] : std::vector<std::pair<std::string, bool>>{
+           {"alice", true}, {"tina", true}, {"admin", true}, {"bob", false}, {"vic", false}}) {
+    const json j = BodyJson(server_.As(who)->Get(path));
+    ASSERT_TRUE(j.contains("env")) << who << ": " << j;
+    EXPECT_EQ(j["env"].size(), 2u) << who;
+    if (sees) {
+      EXPECT_EQ(j["env"]["WANDB_API_KEY"], "wb-123") << who;
+    } else {
+      EXPECT_TRUE(j["env"]["WANDB_API_KEY"].is_null()) << who << ": " << j["env"];
+      EXPECT_TRUE(j["env"]["LR"].is_null()) << who;
+    }
+    auto list = server_.As(who)->Get("/api/v1/jobs");
+    ASSERT_TRUE(list);
+    EXPECT_EQ(list->body.find("wb-123") != std::string::npos, sees) << who;
+  }
+}
+
 class RateLimitTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -54,7 +54,7 @@ constexpr std::array<std::string_view, 2> kPriorityClassCols = {"name", "spec_js
 constexpr std::array<std::string_view, 2> kGpuModelCols = {"name", "spec_json"};
 constexpr std::array<std::string_view, 4> kNodeCols = {"name", "spec_json", "state",
                                                        "updated_at_ms"};
-constexpr std::array<std::string_view, 12> kJobCols = {"id",
+constexpr std::array<std::string_view, 14> kJobCols = {"id",
                                                        "tenant",
                                                        "queue",
                                                        "user",
@@ -65,7 +65,9 @@ constexpr std::array<std::string_view, 12> kJobCols = {"id",
                                                        "status_json",
                                                        "idempotency_key",
                                                        "submitted_at_ms",
-                                                       "updated_at_ms"};
+                                                       "updated_at_ms",
+                                                       "secret_env_json",
+                                                       "request_digest"};
 constexpr std::array<std::string_view, 2> kKvCols = {"key", "value"};
 constexpr std::array<std::string_view, 7> kEventCols = {
     "seq", "job_id", "at_ms", "from_state", "to_state", "reason", "detail_json"};
@@ -197,6 +199,8 @@ JobRecord ReadJob(Row& r) {
   j.idempotency_key = r.Text();
   j.submitted_at_ms = r.Int();
   j.updated_at_ms = r.Int();
+  j.secret_env_json = r.Text();
+  j.request_digest = r.Text();
   return j;
 }
 
@@ -426,7 +430,7 @@ Status Writer::Apply(const WriteOp& op) {
           [&](const JobRecord& r) {
             return c.Run(put_job_.get(), "", r.id, r.tenant, r.queue, r.user, r.name, r.type,
                          r.state, r.spec_json, r.status_json, r.idempotency_key, r.submitted_at_ms,
-                         r.updated_at_ms);
+                         r.updated_at_ms, r.secret_env_json, r.request_digest);
           },
           [&](const op::DeleteJob& r) { return c.Run(del_job_.get(), "", r.id); },
           [&](const KvRecord& r) { return c.Run(put_kv_.get(), "", r.key, Blob{r.value}); },
