@@ -1,6 +1,7 @@
 // Cluster and administration commands: queues, nodes, cordon/drain/uncordon, apply, tenants,
 // users, priority-classes, token create, version; report (report.cc).
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include <fstream>
 #include <iostream>
@@ -157,7 +158,7 @@ int NodeAction(const ContextPtr& ctx, const std::string& action, const std::stri
   return kExitOk;
 }
 
-int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run) {
+int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run, bool prune) {
   std::string text;
   if (file == "-") {
     std::stringstream s;
@@ -173,8 +174,10 @@ int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
-  auto r =
-      api.Put(dry_run ? "/api/v1/config?dry_run=true" : "/api/v1/config", text, "application/yaml");
+  std::string path = "/api/v1/config";
+  if (dry_run) path += "?dry_run=true";
+  if (prune) path += dry_run ? "&prune=true" : "?prune=true";
+  auto r = api.Put(path, text, "application/yaml");
   if (!r.ok()) {
     const Status& st = r.status();
     return Fail(Status(st.code(), fmt::format("{}: {}", file, Describe(st))));
@@ -198,6 +201,53 @@ int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run) {
   t.Print(stdout, color);
   std::printf("%s%zu change%s %s\n", dry_run ? "dry run: " : "", changes.size(),
               changes.size() == 1 ? "" : "s", dry_run ? "would be applied" : "applied");
+  // The live jobs the configuration leaves without their tenant, queue, class or node.
+  const json& affected = r->value("affected_jobs", json::array());
+  const int64_t total = r->value("affected_total", int64_t{0});
+  if (total > 0) {
+    std::printf("\n");
+    Table jt({"JOB", "TENANT", "QUEUE", "USER", "STATE", "WHY"});
+    for (const json& a : affected) {
+      jt.AddRow({std::to_string(a.value("id", int64_t{0})), Str(a, "tenant"), Str(a, "queue"),
+                 Str(a, "user"), Str(a, "state"), Str(a, "because")});
+    }
+    jt.Print(stdout, color);
+    const int64_t more = total - static_cast<int64_t>(affected.size());
+    if (more > 0) std::printf("... and %lld more\n", static_cast<long long>(more));
+    if (dry_run && !prune) {
+      std::printf(
+          "%lld live job%s would be left behind: applying refuses unless --prune, "
+          "which cancels %s\n",
+          static_cast<long long>(total), total == 1 ? "" : "s", total == 1 ? "it" : "them");
+    } else if (dry_run) {
+      std::printf("%lld live job%s would be cancelled (--prune)\n", static_cast<long long>(total),
+                  total == 1 ? "" : "s");
+    } else {
+      const int64_t cancelled = r->value("cancelled", int64_t{0});
+      std::printf("%lld job%s cancelled (--prune)\n", static_cast<long long>(cancelled),
+                  cancelled == 1 ? "" : "s");
+    }
+  }
+  return kExitOk;
+}
+
+int ConfigGet(const ContextPtr& ctx) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  auto r = api.Send("GET", "/api/v1/config", "", "");
+  if (!r.ok()) return Fail(r.status());
+  if (r->status < 200 || r->status >= 300) return Fail(api.FromReply(*r));
+  if (ctx->format() == OutputFormat::kJson) {
+    try {
+      std::printf("%s\n", YamlToJson(YAML::Load(r->body)).dump(2).c_str());
+    } catch (const YAML::Exception& e) {
+      return Fail(Internal(fmt::format("the server's configuration is not YAML: {}", e.what())));
+    }
+    return kExitOk;
+  }
+  std::fputs(r->body.c_str(), stdout);
+  if (!r->body.empty() && r->body.back() != '\n') std::fputc('\n', stdout);
   return kExitOk;
 }
 
@@ -410,12 +460,27 @@ void RegisterConfigCommands(CLI::App& app, const ContextPtr& ctx) {
       "Make the server's configuration (tenants, queues, classes, users, nodes) match "
       "a YAML file");
   apply->add_option("-f,--file", *file, "Configuration file (YAML; '-': stdin)")->required();
-  apply->add_flag("--dry-run", *dry, "Show the changes only");
+  apply->add_flag("--dry-run", *dry, "Show the changes (and the live jobs they affect) only");
+  auto prune = std::make_shared<bool>(false);
+  apply->add_flag("--prune", *prune,
+                  "Cancel the live jobs whose tenant, queue, priority class or configured node "
+                  "the file deletes (without it such a file is refused)");
   AddClientFlags(apply, ctx);
   AddOutputFlag(apply, ctx, false);
   SetExamples(apply, {"arbiter apply -f cluster.yaml --dry-run", "arbiter apply -f cluster.yaml",
-                      "arbiter apply -f - < cluster.yaml"});
-  apply->callback([ctx, file, dry] { ctx->Run([&] { return Apply(ctx, *file, *dry); }); });
+                      "arbiter apply -f cluster.yaml --prune", "arbiter apply -f - < cluster.yaml",
+                      "arbiter config get > cluster.yaml"});
+  apply->callback(
+      [ctx, file, dry, prune] { ctx->Run([&] { return Apply(ctx, *file, *dry, *prune); }); });
+
+  auto* config = app.add_subcommand("config", "The server's configuration");
+  config->require_subcommand(1);
+  auto* get = config->add_subcommand(
+      "get", "Print the current configuration (YAML by default; -o json), ready for apply -f");
+  AddClientFlags(get, ctx);
+  AddOutputFlag(get, ctx, false);
+  SetExamples(get, {"arbiter config get > cluster.yaml", "arbiter config get -o json"});
+  get->callback([ctx] { ctx->Run([&] { return ConfigGet(ctx); }); });
 
   auto* tenants = app.add_subcommand("tenants", "Tenants, their queues and budgets");
   AddClientFlags(tenants, ctx);

@@ -270,4 +270,32 @@ void Note(std::string_view message) {
   std::fprintf(stderr, "note: %.*s\n", static_cast<int>(message.size()), message.data());
 }
 
+// A YAML node as JSON: plain scalars that look like numbers, booleans or null become those.
+nlohmann::json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& kv : n) out[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : n) out.push_back(YamlToJson(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted
+      if (s == "true" || s == "True" || s == "TRUE") return true;
+      if (s == "false" || s == "False" || s == "FALSE") return false;
+      if (s == "null" || s == "~" || s == "Null" || s == "NULL") return nullptr;
+      nlohmann::json num = nlohmann::json::parse(s, nullptr, /*allow_exceptions=*/false);
+      if (num.is_number()) return num;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace arbiter::cli

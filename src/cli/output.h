@@ -20,7 +20,15 @@
 
 #include "common/result.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace arbiter::cli {
+
+// A YAML node as JSON: plain scalars that look like numbers, booleans or null become those;
+// quoted scalars stay strings.
+nlohmann::json YamlToJson(const YAML::Node& n);
 
 enum class OutputFormat { kTable, kWide, kJson, kYaml };
 

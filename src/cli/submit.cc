@@ -264,34 +264,6 @@ Result<std::string> ReadFile(const std::string& path) {
   return s.str();
 }
 
-// A YAML node as JSON: plain scalars that look like numbers, booleans or null become those.
-json YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : n) out[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& item : n) out.push_back(YamlToJson(item));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return s;  // quoted
-      if (s == "true" || s == "True" || s == "TRUE") return true;
-      if (s == "false" || s == "False" || s == "FALSE") return false;
-      if (s == "null" || s == "~" || s == "Null" || s == "NULL") return nullptr;
-      json num = json::parse(s, nullptr, /*allow_exceptions=*/false);
-      if (num.is_number()) return num;
-      return s;
-    }
-    default:
-      return nullptr;
-  }
-}
-
 Result<JobSpec> JobFromFile(const std::string& path, const std::string& text,
                             const std::string& queue) {
   json doc;

@@ -461,9 +461,49 @@ Result<json> ControlPlane::ListAudit(const Principal& p, uint64_t after, size_t 
 
 // --- Configuration ----------------------------------------------------------------------------
 
-Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal& p,
-                                                                 const api::ClusterConfig& c,
-                                                                 bool dry_run) {
+std::vector<ControlPlane::AffectedJob> ControlPlane::AffectedJobsLocked(
+    const api::ClusterConfig& desired) const {
+  std::set<std::string, std::less<>> tenants, queues, classes, nodes;
+  for (const api::TenantConfig& t : desired.tenants) {
+    tenants.insert(t.name);
+    for (const QueueSpec& q : t.queues) {
+      if (!q.is_tenant) queues.insert(q.name);
+    }
+  }
+  for (const PriorityClass& pc : desired.priority_classes) classes.insert(pc.name);
+  for (const Node& n : desired.nodes) nodes.insert(n.name);
+  std::vector<AffectedJob> out;
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
+    if (IsFinal(j.state)) continue;  // stopping ones hold on until their nodes report them gone
+    std::string because;
+    if (!tenants.contains(j.spec.tenant)) {
+      because = fmt::format("tenant '{}' is deleted", j.spec.tenant);
+    } else if (!queues.contains(j.spec.queue) && !tenants.contains(j.spec.queue)) {
+      because = fmt::format("queue '{}' is deleted", j.spec.queue);
+    } else if (!j.spec.priority_class.empty() && !classes.contains(j.spec.priority_class)) {
+      because = fmt::format("priority class '{}' is deleted", j.spec.priority_class);
+    } else {
+      for (const PlacedTask& t : j.placement) {
+        auto nit = nodes_.find(t.node);
+        if (nit != nodes_.end() && nit->second.from_config && !nodes.contains(t.node)) {
+          because = fmt::format("node '{}' is deleted", t.node);
+          break;
+        }
+      }
+    }
+    if (because.empty()) continue;
+    out.push_back({id, j.spec.tenant, j.spec.queue, j.spec.user, std::string(JobStateName(j.state)),
+                   std::move(because)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const AffectedJob& a, const AffectedJob& b) { return a.id < b.id; });
+  return out;
+}
+
+Result<ControlPlane::ConfigApplied> ControlPlane::ApplyConfig(const Principal& p,
+                                                              const api::ClusterConfig& c,
+                                                              bool dry_run, bool prune) {
   if (p.role != Role::kAdmin) return Forbidden("only admins may change the configuration");
   std::shared_future<Status> done;
   // Checked here, not by the parser: a data dir from before the names were reserved still loads.
@@ -474,10 +514,13 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
           fmt::format("'{}' is reserved for the server's own identities", c.users[i].name));
     }
   }
-  std::vector<api::ConfigChange> diff;
+  ConfigApplied out;
+  std::vector<uint64_t> stops;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    diff = api::DiffConfig(config_, c);
+    out.changes = api::DiffConfig(config_, c);
+    std::vector<AffectedJob> affected = AffectedJobsLocked(c);
+    out.affected_total = affected.size();
     // Validate by compiling the desired state before anything changes.
     api::ClusterConfig old = config_;
     auto old_nodes = nodes_;
@@ -487,26 +530,60 @@ Result<std::vector<api::ConfigChange>> ControlPlane::ApplyConfig(const Principal
     }
     for (const Node& n : config_.nodes) nodes_[n.name] = NodeEntry{n, true, 0};
     Status st = CompileLocked();
+    if (st.ok() && !dry_run && !prune && !affected.empty()) {
+      std::string ids;
+      for (size_t i = 0; i < affected.size() && i < 5; ++i) {
+        ids += fmt::format("{}{} ({})", i == 0 ? "" : ", ", affected[i].id, affected[i].because);
+      }
+      st = Status(
+          StatusCode::kConflict,
+          fmt::format("the configuration would leave {} live job{} without what {} run{} in: {}{}; "
+                      "nothing was changed. Apply with prune=true (arbiter apply --prune) to "
+                      "cancel them, or see them all with dry_run=true",
+                      affected.size(), affected.size() == 1 ? "" : "s",
+                      affected.size() == 1 ? "it" : "they", affected.size() == 1 ? "s" : "", ids,
+                      affected.size() > 5 ? ", ..." : ""),
+          "prune");
+    }
+    const size_t listed = std::min(affected.size(), ConfigApplied::kMaxAffectedListed);
+    out.affected.assign(affected.begin(), affected.begin() + static_cast<ptrdiff_t>(listed));
     if (!st.ok() || dry_run) {
       config_ = old;
       nodes_ = std::move(old_nodes);
       Status back = CompileLocked();
       if (!st.ok()) return st;
       ARBITER_RETURN_IF_ERROR(back);
-      return diff;
+      return out;
     }
     store::WriteBatch b;
     ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, &old));
     AllocateTenantUidsLocked(&b);
     for (const api::UserConfig& u : config_.users) b.PutUser({u.name, u.tenant, u.role, now_()});
     RefreshUserIndexLocked();
+    // Pruned: the jobs the configuration leaves behind are cancelled, saying why.
+    for (const AffectedJob& a : affected) {
+      auto it = jobs_.find(a.id);
+      if (it == jobs_.end()) continue;
+      JobEntry& j = it->second;
+      if (StopJobLocked(j, JobState::kCancelled,
+                        fmt::format("cancelled by {}: {} by the configuration", p.user, a.because),
+                        &b)) {
+        stops.push_back(a.id);
+      }
+      ++out.cancelled;
+    }
     b.AppendAudit({0, now_(), p.user, "config.apply", "config",
-                   fmt::format("ok: {} changes", diff.size()), "{}", p.token_id});
+                   out.cancelled > 0 ? fmt::format("ok: {} changes, {} jobs cancelled",
+                                                   out.changes.size(), out.cancelled)
+                                     : fmt::format("ok: {} changes", out.changes.size()),
+                   "{}", p.token_id});
     done = store_->WriteAsync(std::move(b));
-    PushEventLocked("config", {{"changes", diff.size()}});
+    PushEventLocked("config", {{"changes", out.changes.size()}, {"cancelled", out.cancelled}});
   }
-  ARBITER_RETURN_IF_ERROR(done.get());
-  return diff;
+  const Status committed = done.get();
+  if (!stops.empty()) PublishStops(stops);
+  ARBITER_RETURN_IF_ERROR(committed);
+  return out;
 }
 
 // --- Jobs ------------------------------------------------------------------------------------
@@ -914,30 +991,16 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
       return NotFoundError(fmt::format("unknown action '{}'", action));
     }
     ARBITER_RETURN_IF_ERROR(CheckTransition(j.state, to));
-    if (HoldsResources(j.state) && (to == JobState::kCancelled || to == JobState::kSuspended)) {
-      // Resources are released when the agent reports the processes gone (node agents); until
-      // then nothing else is placed on them because the job stays in the running list.
-    }
-    bool release_now = false;
     if (to == JobState::kCancelled || to == JobState::kSuspended) {
-      const bool started =
-          std::any_of(j.task_state.begin(), j.task_state.end(), [](int32_t t) { return t == 1; });
-      if (started) {
-        j.stopping = true;  // the node stops the processes; the placement stays until it has
-        j.stop_cause = to == JobState::kCancelled ? "cancel" : "suspend";
-        j.stop_unpublished = true;
-      } else {
-        release_now = true;  // nothing runs: the GPUs are released (and metered) now
+      StopJobLocked(j, to, reason, &b);
+    } else {
+      if (to == JobState::kRetryWait) {
+        j.not_before = now_();
+        j.exit_code.reset();
+        j.finished_at = 0;
       }
-      j.finished_at = to == JobState::kCancelled ? now_() : 0;
+      RecordTransitionLocked(j, to, reason, &b);
     }
-    if (to == JobState::kRetryWait) {
-      j.not_before = now_();
-      j.exit_code.reset();
-      j.finished_at = 0;
-    }
-    RecordTransitionLocked(j, to, reason, &b);
-    if (release_now) FinishExecutionLocked(j, &b);
     b.AppendAudit({0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id),
                    "ok", "{}", p.token_id});
     out = JobJsonLocked(j, p);
@@ -947,6 +1010,22 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
   PublishStops({id});  // even after a failed write: memory, which the nodes follow, has the stop
   ARBITER_RETURN_IF_ERROR(committed);
   return out;
+}
+
+bool ControlPlane::StopJobLocked(JobEntry& j, JobState to, std::string reason,
+                                 store::WriteBatch* b) {
+  const bool started =
+      std::any_of(j.task_state.begin(), j.task_state.end(), [](int32_t t) { return t == 1; });
+  if (started) {
+    j.stopping = true;  // the node stops the processes; the placement stays until it has
+    j.stop_cause = to == JobState::kCancelled ? "cancel" : "suspend";
+    j.stop_unpublished = true;
+  }
+  j.finished_at = to == JobState::kCancelled ? now_() : 0;
+  RecordTransitionLocked(j, to, std::move(reason), b);
+  // Nothing runs: the GPUs are released (and metered) now.
+  if (!started) FinishExecutionLocked(j, b);
+  return started;
 }
 
 void ControlPlane::PublishStops(const std::vector<uint64_t>& ids) {
@@ -1537,8 +1616,12 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
         j.resolved_generation = compiled->generation;
       }
       const PriorityClass* pc = j.priority_class;
-      if (!j.queue_found) continue;
-      const QueueId q = j.queue_id;
+      // A job whose queue the configuration deleted (pruned: cancelled, its tasks still stopping)
+      // keeps its GPUs until its node reports them free: counted against the root, so nothing
+      // else is placed on them, and never a preemption victim.
+      const bool orphan = !j.queue_found;
+      if (orphan && is_pending) continue;
+      const QueueId q = orphan ? core::QuotaTree::kRoot : j.queue_id;
       if (is_pending) {
         core::PendingJob p;
         p.id = j.spec.id;
@@ -1566,7 +1649,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
         r.id = j.spec.id;
         r.queue = q;
         r.priority = pc != nullptr ? pc->value : 0;
-        r.preemptible = j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
+        r.preemptible = !orphan && j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
         r.model = cluster.FindModel(j.gpu_model);
         r.resources = j.spec.resources;
         r.start_time = j.started_at > 0 ? j.started_at : j.updated_at;

@@ -150,9 +150,25 @@ class ControlPlane : public ExecutionBackend {
   // Authenticates a bearer token.
   Result<Principal> Authenticate(std::string_view bearer);
 
-  // Configuration (admin): the diff; applied unless dry_run.
-  Result<std::vector<api::ConfigChange>> ApplyConfig(const Principal& p,
-                                                     const api::ClusterConfig& c, bool dry_run);
+  // A live job (not finished, or still stopping) that a configuration would leave without its
+  // tenant, queue, priority class or configured node.
+  struct AffectedJob {
+    uint64_t id = 0;
+    std::string tenant, queue, user, state;
+    std::string because;  // "queue 'q' is deleted", ...
+  };
+  struct ConfigApplied {
+    std::vector<api::ConfigChange> changes;
+    std::vector<AffectedJob> affected;  // the first kMaxAffectedListed of them
+    size_t affected_total = 0;
+    size_t cancelled = 0;  // pruned: the affected jobs cancelled
+    static constexpr size_t kMaxAffectedListed = 20;
+  };
+  // Configuration (admin): the diff; applied unless dry_run. A configuration that deletes a
+  // tenant, queue, priority class or configured node that live jobs use is refused (409, field
+  // "prune") unless `prune`, which cancels those jobs; a dry run lists them either way.
+  Result<ConfigApplied> ApplyConfig(const Principal& p, const api::ClusterConfig& c, bool dry_run,
+                                    bool prune = false);
   std::string ConfigYaml() const;
   // Whether any configuration was ever applied (GPU models, priority classes, tenants, users or
   // nodes); false on an empty data dir.
@@ -356,6 +372,13 @@ class ControlPlane : public ExecutionBackend {
   void LoadTenantUidsLocked(const std::string& text);
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);
+  // Cancels or suspends `j` (state checked by the caller): started tasks are stopped by their
+  // nodes (the placement stays until they report), unstarted ones release at once. True when a
+  // stop is to be published to the nodes (PublishStops) once the batch is written.
+  bool StopJobLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b);
+  // The live jobs that `desired` would leave without their tenant, queue, priority class or
+  // configured node, by id (all of them; ApplyConfig lists the first few).
+  std::vector<AffectedJob> AffectedJobsLocked(const api::ClusterConfig& desired) const;
   // After the commit of the batch that recorded these jobs' stops: their nodes may act on them.
   void PublishStops(const std::vector<uint64_t>& ids);
   // The budget state of every tenant, indexed by its QueueId in the compiled tree.

@@ -104,7 +104,10 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
             {"limit", "integer", "at most this many jobs (1-1000, default 100)"}};
   }
   if (key == "PUT /api/v1/config") {
-    return {{"dry_run", "boolean", "true: answer the diff, change nothing"}};
+    return {{"dry_run", "boolean", "true: answer the diff, change nothing"},
+            {"prune", "boolean",
+             "true: cancel the live jobs whose tenant, queue, priority class or configured node "
+             "the configuration deletes (without it such a configuration is refused, 409)"}};
   }
   if (key == "GET /api/v1/audit") {
     return {{"after", "integer", "records after this sequence number"},
@@ -550,14 +553,31 @@ void HttpApi::Register() {
         auto dry_run = QueryBool(req, "dry_run");
         if (!dry_run.ok()) return SendError(res, dry_run.status());
         const bool dry = *dry_run;
-        auto diff = cp_->ApplyConfig(p, *c, dry);
-        if (!diff.ok()) return SendError(res, diff.status());
+        auto prune = QueryBool(req, "prune");
+        if (!prune.ok()) return SendError(res, prune.status());
+        auto applied = cp_->ApplyConfig(p, *c, dry, *prune);
+        if (!applied.ok()) return SendError(res, applied.status());
         json changes = json::array();
-        for (const api::ConfigChange& ch : *diff) {
+        for (const api::ConfigChange& ch : applied->changes) {
           changes.push_back(
               {{"kind", ch.kind}, {"name", ch.name}, {"action", ch.action}, {"detail", ch.detail}});
         }
-        SendJson(res, 200, {{"dry_run", dry}, {"changes", changes}});
+        json affected = json::array();
+        for (const ControlPlane::AffectedJob& a : applied->affected) {
+          affected.push_back({{"id", a.id},
+                              {"tenant", a.tenant},
+                              {"queue", a.queue},
+                              {"user", a.user},
+                              {"state", a.state},
+                              {"because", a.because}});
+        }
+        SendJson(res, 200,
+                 {{"dry_run", dry},
+                  {"changes", changes},
+                  {"affected_jobs", affected},
+                  {"affected_total", applied->affected_total},
+                  {"needs_prune", applied->affected_total > 0 && !*prune},
+                  {"cancelled", applied->cancelled}});
       });
   route("GET", "/api/v1/config", "/api/v1/config", "The configuration as YAML",
         [this](const Principal& p, const httplib::Request&, httplib::Response& res) {

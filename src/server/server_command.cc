@@ -174,12 +174,14 @@ int RunServer(const ServerOptions& o) {
       return 2;
     }
     Principal admin{"admin", "", Role::kAdmin, ""};
-    auto diff = cp.ApplyConfig(admin, *config, false);
-    if (!diff.ok()) {
-      spdlog::error("{} {}: {}", config_flag, config_file, diff.status().ToString());
+    // Never prunes: a configuration file that would orphan live jobs stops the start, and the
+    // jobs keep what they run in (apply it with `arbiter apply --prune` to cancel them).
+    auto applied = cp.ApplyConfig(admin, *config, false);
+    if (!applied.ok()) {
+      spdlog::error("{} {}: {}", config_flag, config_file, applied.status().ToString());
       return 2;
     }
-    spdlog::info("applied {} ({} changes)", config_file, diff->size());
+    spdlog::info("applied {} ({} changes)", config_file, applied->changes.size());
   }
   auto token = cp.BootstrapAdmin();
   if (!token.ok()) {

@@ -150,6 +150,7 @@ TEST_F(CliLocalTest, VersionReportAndHelp) {
                                              {"nodes"},
                                              {"top"},
                                              {"apply"},
+                                             {"config", "get"},
                                              {"tenants"},
                                              {"users"},
                                              {"users", "create"},
@@ -900,6 +901,62 @@ TEST_F(CliTest, ClusterViewsAndAdministration) {
   EXPECT_TRUE(Contains(As("admin", {"cordon", "box"}).out, "node box is cordoned"));
   EXPECT_TRUE(Contains(As("admin", {"uncordon", "box"}).out, "node box is ready"));
   (void)more;
+}
+
+TEST_F(CliTest, ConfigGetRoundTripsThroughApply) {
+  const CliResult yaml = As("admin", {"config", "get"});
+  ASSERT_EQ(yaml.code, 0) << yaml.err;
+  EXPECT_TRUE(Contains(yaml.out, "vision-dev")) << yaml.out;
+  WriteFile(work_.path() + "/exported.yaml", yaml.out);
+  const CliResult again = As("admin", {"apply", "-f", "exported.yaml"});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(Contains(again.out, "no changes")) << again.out;
+  const json j = ParseOrNull(As("admin", {"config", "get", "-o", "json"}).out);
+  ASSERT_TRUE(j.is_object());
+  ASSERT_TRUE(j["tenants"].is_array());
+  EXPECT_EQ(j["tenants"][0]["name"], "vision");
+  EXPECT_EQ(As("alice", {"config", "get"}).code, 4);  // admins only
+}
+
+TEST_F(CliTest, ApplyRefusesToOrphanLiveJobsAndPruneCancelsThem) {
+  const uint64_t id = Submit("alice", {"--queue", "vision-dev", "--", "sleep", "600"});
+  ASSERT_NE(id, 0u);
+  std::string config = kConfig;
+  const std::string line = "      - {name: vision-dev, guaranteed: {gpu: 0}}\n";
+  config.erase(config.find(line), line.size());
+  WriteFile(work_.path() + "/partial.yaml", config);
+  // The dry run names the job the file would leave behind.
+  const CliResult dry = As("admin", {"apply", "-f", "partial.yaml", "--dry-run"});
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_TRUE(std::regex_search(dry.out, std::regex("delete +queue +vision-dev"))) << dry.out;
+  EXPECT_TRUE(std::regex_search(dry.out, std::regex(std::to_string(id) + " +vision +vision-dev")))
+      << dry.out;
+  EXPECT_TRUE(Contains(dry.out, "--prune")) << dry.out;
+  const json dj =
+      ParseOrNull(As("admin", {"apply", "-f", "partial.yaml", "--dry-run", "-o", "json"}).out);
+  EXPECT_EQ(dj["affected_total"], 1);
+  EXPECT_EQ(dj["needs_prune"], true);
+  EXPECT_EQ(dj["affected_jobs"][0]["id"], id);
+  // Applied without --prune: refused, nothing changes, the job lives on.
+  const CliResult refused = As("admin", {"apply", "-f", "partial.yaml"});
+  EXPECT_NE(refused.code, 0);
+  EXPECT_TRUE(Contains(refused.err, "--prune")) << refused.err;
+  EXPECT_TRUE(Contains(refused.err, std::to_string(id))) << refused.err;
+  EXPECT_TRUE(Contains(As("admin", {"queues"}).out, "vision-dev"));
+  const std::string state = Job(id)["state"];
+  EXPECT_TRUE(state == "pending" || state == "running") << state;
+  // With --prune: applied, and the job is cancelled saying why.
+  const CliResult pruned = As("admin", {"apply", "-f", "partial.yaml", "--prune"});
+  ASSERT_EQ(pruned.code, 0) << pruned.err;
+  EXPECT_TRUE(Contains(pruned.out, "1 job cancelled")) << pruned.out;
+  EXPECT_FALSE(Contains(As("admin", {"queues"}).out, "vision-dev"));
+  const json after = Job(id);
+  EXPECT_EQ(after["state"], "cancelled");
+  EXPECT_TRUE(Contains(after.value("reason", ""), "queue 'vision-dev' is deleted")) << after;
+  // Finished jobs never hold a deletion back.
+  WriteFile(work_.path() + "/full.yaml", kConfig);
+  ASSERT_EQ(As("admin", {"apply", "-f", "full.yaml"}).code, 0);
+  EXPECT_EQ(As("admin", {"apply", "-f", "partial.yaml"}).code, 0);
 }
 
 TEST_F(CliTest, EventsFollowShowsChangesAsTheyHappen) {
