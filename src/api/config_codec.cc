@@ -66,6 +66,7 @@ class ConfigParser {
     if (const Value* v = m.Get("gpu_models")) ARBITER_RETURN_IF_ERROR(GpuModels(*v));
     if (const Value* v = m.Get("priority_classes")) ARBITER_RETURN_IF_ERROR(PriorityClasses(*v));
     if (const Value* v = m.Get("tenants")) ARBITER_RETURN_IF_ERROR(Tenants(*v));
+    ARBITER_RETURN_IF_ERROR(ClassReferences());
     if (const Value* v = m.Get("users")) ARBITER_RETURN_IF_ERROR(Users(*v));
     if (const Value* v = m.Get("nodes")) ARBITER_RETURN_IF_ERROR(Nodes(*v));
     return Status::Ok();
@@ -178,8 +179,9 @@ class ConfigParser {
     std::map<std::string, std::string> seen;
     for (size_t i = 0; i < seq.items.size(); ++i) {
       MappingReader m(seq.items[i], IndexPath("priority_classes", i));
-      ARBITER_RETURN_IF_ERROR(m.Check({"name", "value", "preemptible", "min_runtime_seconds",
-                                       "grace_period_seconds", "preempts_anywhere"}));
+      ARBITER_RETURN_IF_ERROR(
+          m.Check({"name", "value", "preemptible", "min_runtime_seconds", "grace_period_seconds",
+                   "preempts_anywhere", "allowed_tenants", "allowed_queues"}));
       PriorityClass p;
       ARBITER_RETURN_IF_ERROR(
           Name(m, IsValidName, "use lower-case letters, digits and '-'", &seen, &p.name));
@@ -189,7 +191,49 @@ class ConfigParser {
       ARBITER_RETURN_IF_ERROR(m.Int("min_runtime_seconds", 0, kMaxSeconds, &p.min_runtime_seconds));
       ARBITER_RETURN_IF_ERROR(m.Int("grace_period_seconds", 0, 86400, &p.grace_period_seconds));
       ARBITER_RETURN_IF_ERROR(m.Bool("preempts_anywhere", &p.preempts_anywhere));
+      ARBITER_RETURN_IF_ERROR(NameList(m, "allowed_tenants", &p.allowed_tenants));
+      ARBITER_RETURN_IF_ERROR(NameList(m, "allowed_queues", &p.allowed_queues));
       out_->priority_classes.push_back(std::move(p));
+    }
+    return Status::Ok();
+  }
+
+  // A list of tenant or queue names (allowed_tenants, allowed_queues); what they name is checked
+  // once the tenants are read (ClassReferences). Each name is remembered with where it was written.
+  Status NameList(const MappingReader& m, std::string_view key, std::vector<std::string>* out) {
+    const Value* list = m.Get(key);
+    if (list == nullptr) return Status::Ok();
+    const std::string lp = m.PathOf(key);
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(*list, lp, kMaxQueues));
+    for (size_t i = 0; i < list->items.size(); ++i) {
+      std::string name;
+      const std::string ip = IndexPath(lp, i);
+      ARBITER_RETURN_IF_ERROR(ReadString(list->items[i], ip, 63, &name));
+      if (std::find(out->begin(), out->end(), name) != out->end()) {
+        return ErrorAt(list->items[i], ip, fmt::format("duplicate name {}", Quote(name)));
+      }
+      class_refs_.push_back({&list->items[i], ip, name, key == "allowed_tenants"});
+      out->push_back(std::move(name));
+    }
+    return Status::Ok();
+  }
+
+  // Every name in a priority class's allowed_tenants is a tenant, every one in allowed_queues a
+  // queue (not a tenant).
+  Status ClassReferences() const {
+    for (const ClassRef& r : class_refs_) {
+      const bool tenant = tenant_names_.count(r.name) > 0;
+      const bool queue = !tenant && queue_names_.count(r.name) > 0;
+      if (r.tenant && !tenant) {
+        return ErrorAt(*r.value, r.path,
+                       fmt::format("unknown tenant {}{}", Quote(r.name),
+                                   queue ? " (a queue: list it under allowed_queues)" : ""));
+      }
+      if (!r.tenant && !queue) {
+        return ErrorAt(*r.value, r.path,
+                       fmt::format("unknown queue {}{}", Quote(r.name),
+                                   tenant ? " (a tenant: list it under allowed_tenants)" : ""));
+      }
     }
     return Status::Ok();
   }
@@ -593,7 +637,16 @@ class ConfigParser {
     return Status::Ok();
   }
 
+  // A name in a priority class's allowed_tenants (tenant = true) or allowed_queues.
+  struct ClassRef {
+    const Value* value;
+    std::string path;
+    std::string name;
+    bool tenant;
+  };
+
   ClusterConfig* out_;
+  std::vector<ClassRef> class_refs_;
   std::map<std::string, std::string> queue_names_;  // tenants and queues
   std::set<std::string> tenant_names_;
   std::map<std::string, bool> tenant_allow_root_;  // tenant -> allow_root

@@ -607,5 +607,68 @@ users:
   }
 }
 
+TEST(PriorityClassConfig, AllowedTenantsAndQueuesParseDumpAndDiff) {
+  Result<ClusterConfig> r = ParseConfigYaml(R"(
+priority_classes:
+  - {name: prod, value: 1000, preemptible: false, allowed_tenants: [vision], allowed_queues: [nlp-serve]}
+  - {name: normal, value: 100}
+tenants:
+  - {name: vision}
+  - {name: nlp, queues: [{name: nlp-serve}, {name: nlp-train}]}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->priority_classes[0].allowed_tenants, std::vector<std::string>{"vision"});
+  EXPECT_EQ(r->priority_classes[0].allowed_queues, std::vector<std::string>{"nlp-serve"});
+  EXPECT_TRUE(r->priority_classes[1].allowed_tenants.empty());
+  EXPECT_TRUE(r->priority_classes[1].allowed_queues.empty());
+  const std::string dumped = DumpConfigYaml(*r);
+  EXPECT_NE(dumped.find("allowed_tenants"), std::string::npos) << dumped;
+  Result<ClusterConfig> back = ParseConfigYaml(dumped);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << dumped;
+  EXPECT_TRUE(DiffConfig(*r, *back).empty()) << dumped;
+  EXPECT_EQ(back->priority_classes[0].allowed_queues, std::vector<std::string>{"nlp-serve"});
+  // Opening the class to another queue is an update of the class.
+  ClusterConfig wider = *r;
+  wider.priority_classes[0].allowed_queues.push_back("nlp-train");
+  const std::vector<ConfigChange> changes = DiffConfig(*r, wider);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].kind, "priority_class");
+  EXPECT_NE(changes[0].detail.find("allowed_queues"), std::string::npos) << changes[0].detail;
+
+  struct Bad {
+    const char* yaml;
+    const char* field;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"priority_classes: [{name: p, value: 1, allowed_tenants: [nope]}]\n"
+            "tenants: [{name: t}]",
+            "priority_classes[0].allowed_tenants[0]", "unknown tenant \"nope\""},
+           {"priority_classes: [{name: p, value: 1, allowed_queues: [nope]}]\n"
+            "tenants: [{name: t, queues: [{name: q}]}]",
+            "priority_classes[0].allowed_queues[0]", "unknown queue \"nope\""},
+           {"priority_classes: [{name: p, value: 1, allowed_tenants: [q]}]\n"
+            "tenants: [{name: t, queues: [{name: q}]}]",
+            "priority_classes[0].allowed_tenants[0]", "list it under allowed_queues"},
+           {"priority_classes: [{name: p, value: 1, allowed_queues: [q, t]}]\n"
+            "tenants: [{name: t, queues: [{name: q}]}]",
+            "priority_classes[0].allowed_queues[1]", "list it under allowed_tenants"},
+           {"priority_classes: [{name: p, value: 1, allowed_tenants: [t, t]}]\n"
+            "tenants: [{name: t}]",
+            "priority_classes[0].allowed_tenants[1]", "duplicate"},
+           {"priority_classes: [{name: p, value: 1, allowed_tenants: t}]\ntenants: [{name: t}]",
+            "priority_classes[0].allowed_tenants", "must be a list"},
+           {"priority_classes: [{name: p, value: 1, allowed_tenants: [t]}]",
+            "priority_classes[0].allowed_tenants[0]", "unknown tenant"},
+       }) {
+    Result<ClusterConfig> bad = ParseConfigYaml(b.yaml);
+    ASSERT_FALSE(bad.ok()) << b.yaml;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().field(), b.field) << b.yaml << ": " << bad.status().ToString();
+    EXPECT_NE(bad.status().message().find(b.message), std::string::npos)
+        << b.yaml << ": " << bad.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace arbiter::api

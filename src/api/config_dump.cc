@@ -225,6 +225,12 @@ Value PriorityClassValue(const PriorityClass& p) {
     v.Set("grace_period_seconds", Int(p.grace_period_seconds));
   }
   if (p.preempts_anywhere) v.Set("preempts_anywhere", Bool(true));
+  for (const auto& [key, names] : {std::pair{"allowed_tenants", &p.allowed_tenants},
+                                   std::pair{"allowed_queues", &p.allowed_queues}}) {
+    if (names->empty()) continue;
+    Value& list = v.Set(key, Value::Sequence());
+    for (const std::string& n : *names) list.Add(Value::String(n));
+  }
   return v;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace arbiter {
 
@@ -17,6 +18,10 @@ struct PriorityClass {
   // Jobs of this class may preempt preemptible work of lower priority in any queue (production
   // inference), not only in their own queue.
   bool preempts_anywhere = false;
+  // Who may submit jobs of this class: a job whose tenant is in allowed_tenants, or whose queue
+  // (or a queue above it) is in allowed_queues. Both empty: every job.
+  std::vector<std::string> allowed_tenants;
+  std::vector<std::string> allowed_queues;
 };
 
 }  // namespace arbiter

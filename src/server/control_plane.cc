@@ -283,7 +283,9 @@ Status ControlPlane::PersistConfigLocked(store::WriteBatch* b,
                                        {"preemptible", pc.preemptible},
                                        {"min_runtime_seconds", pc.min_runtime_seconds},
                                        {"grace_period_seconds", pc.grace_period_seconds},
-                                       {"preempts_anywhere", pc.preempts_anywhere}}
+                                       {"preempts_anywhere", pc.preempts_anywhere},
+                                       {"allowed_tenants", pc.allowed_tenants},
+                                       {"allowed_queues", pc.allowed_queues}}
                                       .dump()});
     classes.insert(pc.name);
   }
@@ -750,6 +752,29 @@ Status MaySubmit(const Principal& p) {
   return Status::Ok();
 }
 
+// Whether a job in queue `q` may use priority class `pc` (its allowed_tenants and
+// allowed_queues); the rule is about the job, whoever submits it.
+Status CheckClassAllowed(const PriorityClass& pc, const core::QuotaTree& tree, QueueId q) {
+  if (pc.allowed_tenants.empty() && pc.allowed_queues.empty()) return Status::Ok();
+  auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const std::string& tenant = tree.node(tree.node(q).tenant).name;
+  if (listed(pc.allowed_tenants, tenant)) return Status::Ok();
+  for (QueueId n = q; !tree.node(n).is_tenant && n != core::QuotaTree::kRoot;
+       n = tree.node(n).parent) {
+    if (listed(pc.allowed_queues, tree.node(n).name)) return Status::Ok();
+  }
+  std::vector<std::string> allowed;
+  for (const std::string& t : pc.allowed_tenants) allowed.push_back("tenant " + t);
+  for (const std::string& name : pc.allowed_queues) allowed.push_back("queue " + name);
+  return Status(StatusCode::kPermissionDenied,
+                fmt::format("priority class '{}' is not allowed for queue {} of tenant {}; it is "
+                            "allowed for: {}",
+                            pc.name, tree.node(q).name, tenant, fmt::join(allowed, ", ")),
+                "priority_class");
+}
+
 }  // namespace
 
 Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) const {
@@ -773,12 +798,16 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
     return InvalidArgument(
         "queue", fmt::format("queue {} has child queues; submit to one of them", spec.queue));
   }
-  if (!spec.priority_class.empty() && !compiled_->classes.count(spec.priority_class)) {
-    std::string known;
-    for (const auto& [name, pc] : compiled_->classes) known += (known.empty() ? "" : ", ") + name;
-    return InvalidArgument(
-        "priority_class", fmt::format("unknown priority class '{}'; known: {}", spec.priority_class,
-                                      known.empty() ? "none" : known));
+  if (!spec.priority_class.empty()) {
+    auto pc = compiled_->classes.find(spec.priority_class);
+    if (pc == compiled_->classes.end()) {
+      std::string known;
+      for (const auto& [name, c] : compiled_->classes) known += (known.empty() ? "" : ", ") + name;
+      return InvalidArgument("priority_class",
+                             fmt::format("unknown priority class '{}'; known: {}",
+                                         spec.priority_class, known.empty() ? "none" : known));
+    }
+    ARBITER_RETURN_IF_ERROR(CheckClassAllowed(pc->second, tree, q));
   }
   for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
     if (compiled_->cluster.FindModel(spec.gpu_models[i]) == core::kNoModel) {
@@ -1414,7 +1443,9 @@ Result<json> ControlPlane::ListPriorityClasses(const Principal& p) {
                      {"preemptible", pc.preemptible},
                      {"min_runtime_seconds", pc.min_runtime_seconds},
                      {"grace_period_seconds", pc.grace_period_seconds},
-                     {"preempts_anywhere", pc.preempts_anywhere}});
+                     {"preempts_anywhere", pc.preempts_anywhere},
+                     {"allowed_tenants", pc.allowed_tenants},
+                     {"allowed_queues", pc.allowed_queues}});
   }
   return json{{"items", items}};
 }
