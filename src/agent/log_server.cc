@@ -7,7 +7,7 @@
 #include "api/errors.h"
 #include "common/net.h"
 #include "server/http_params.h"
-#include "server/http_pool.h"
+#include "server/http_server.h"
 #include "server/task_logs.h"
 
 namespace arbiter::agent {
@@ -38,15 +38,25 @@ bool ParseUint(const std::string& s, uint64_t* out) {
   return true;
 }
 
+server::HttpLimits LogServerLimits() {
+  server::HttpLimits l;
+  l.initial_threads = 2;
+  l.max_threads = 256;
+  // Its clients are the server's log proxies: every follower from the server's one address.
+  l.max_connections_per_address = 0;
+  l.max_headers = 32;
+  l.max_header_bytes = 16 * 1024;
+  return l;
+}
+
 }  // namespace
 
 LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
     : work_dir_(std::move(work_dir)),
       token_(std::move(token)),
       running_(std::move(running)),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(std::make_unique<server::GuardedHttpServer>(LogServerLimits())) {
   // A follower (`arbiter logs -f`) holds its connection while the task runs: a thread each.
-  http_->new_task_queue = [] { return new server::ElasticThreadPool(2, 256); };
   http_->set_socket_options([](socket_t sock) { SetListenSocketOptions(sock); });
   http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status": "ok"})", "application/json");
@@ -98,7 +108,8 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
         "text/plain; charset=utf-8", [this, path, o, job, t](size_t, httplib::DataSink& sink) {
           uint64_t sent = 0;
           const server::StreamEnd end = server::StreamTaskLog(
-              path, o, [this, job, t] { return running_(job, t); }, sink.write, &stopping_, &sent);
+              path, o, [this, job, t] { return running_(job, t); }, sink.write, &stopping_, &sent,
+              [&sink] { return !sink.is_writable(); });
           if (end == server::StreamEnd::kWriteFailed || end == server::StreamEnd::kStopped) {
             return false;
           }

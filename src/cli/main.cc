@@ -210,6 +210,31 @@ int main(int argc, char** argv) {
                   "started as connections arrive")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
+  srv->add_option("--http-header-timeout-ms", server.http_header_timeout_ms,
+                  "A request's line and headers must arrive within this long (else 408)")
+      ->check(CLI::Range(int64_t{100}, int64_t{3600000}))
+      ->capture_default_str();
+  srv->add_option("--http-body-timeout-ms", server.http_body_timeout_ms,
+                  "A request's body must arrive within this long after its headers (else 408)")
+      ->check(CLI::Range(int64_t{100}, int64_t{86400000}))
+      ->capture_default_str();
+  srv->add_option("--http-max-headers", server.http_max_headers,
+                  "The most headers a request may have (else 431)")
+      ->check(CLI::Range(8, 10000))
+      ->capture_default_str();
+  srv->add_option("--http-max-header-bytes", server.http_max_header_bytes,
+                  "The most bytes of request line and headers (else 431)")
+      ->check(CLI::Range(1024, 16 * 1024 * 1024))
+      ->capture_default_str();
+  srv->add_option("--http-connections-per-address", server.http_connections_per_address,
+                  "The most open connections from one client address, beyond which a connection "
+                  "is answered 429 (default: a quarter of --http-threads; 0: no limit; behind a "
+                  "proxy every client has the proxy's address)")
+      ->check(CLI::Range(0, 1 << 20));
+  srv->add_option("--http-idle-thread-ms", server.http_idle_thread_ms,
+                  "HTTP threads beyond the first 8 exit after idling this long (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}))
+      ->capture_default_str();
   srv->add_option("--local-node", server.local_node,
                   "Run the tasks placed on this node as local processes (the built-in node)");
   srv->add_option("--fake-gpus", server.fake_gpus,

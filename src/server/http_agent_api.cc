@@ -4,7 +4,9 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "api/agent_codec.h"
@@ -139,6 +141,22 @@ void HttpApi::RegisterAgentRoutes(const RouteFn& route) {
         });
 }
 
+namespace {
+
+// Counts a log request while it streams (arbiter_log_followers).
+class FollowerCount {
+ public:
+  explicit FollowerCount(std::atomic<int64_t>* n) : n_(n) { n_->fetch_add(1); }
+  ~FollowerCount() { n_->fetch_sub(1); }
+  FollowerCount(const FollowerCount&) = delete;
+  FollowerCount& operator=(const FollowerCount&) = delete;
+
+ private:
+  std::atomic<int64_t>* n_;
+};
+
+}  // namespace
+
 // The built-in node: the file itself, followed while the control plane says the task runs.
 void HttpApi::LocalLogs(const Principal& p, const LogQuery& q, httplib::Response& res) {
   const std::string path = TaskLogPath(options_.local_work_dir, q.job, q.task, q.stderr_log);
@@ -156,7 +174,9 @@ void HttpApi::LocalLogs(const Principal& p, const LogQuery& q, httplib::Response
         StreamLogOptions o;
         o.follow = q.follow;
         uint64_t sent = 0;
-        const StreamEnd end = StreamTaskLog(path, o, running, sink.write, &stopping_, &sent);
+        FollowerCount counted(&log_followers_);
+        const StreamEnd end = StreamTaskLog(path, o, running, sink.write, &stopping_, &sent,
+                                            [&sink] { return !sink.is_writable(); });
         if (end == StreamEnd::kWriteFailed || end == StreamEnd::kStopped) return false;
         sink.done();
         return true;
@@ -195,16 +215,26 @@ void HttpApi::ProxyLogs(const Principal& p, const LogQuery& q, const LogSource& 
       [this, p, q, base, headers, url = src.agent_url](size_t, httplib::DataSink& sink) {
         uint64_t offset = 0;
         bool write_failed = false;
+        FollowerCount counted(&log_followers_);
+        std::unique_ptr<httplib::Client> c;
+        std::string c_url;
         for (;;) {
           auto s = cp_->JobLogSource(p, q.job, q.task);
           const bool live = q.follow && s.ok() && s->running;
-          httplib::Client c(s.ok() && !s->agent_url.empty() ? s->agent_url : url);
-          c.set_connection_timeout(3);
-          c.set_read_timeout(60);
+          const std::string want = s.ok() && !s->agent_url.empty() ? s->agent_url : url;
+          if (!c || c_url != want) {  // one keep-alive connection to the agent while it stays
+            c = std::make_unique<httplib::Client>(want);
+            c_url = want;
+            c->set_connection_timeout(3);
+            c->set_read_timeout(60);
+            c->set_keep_alive(true);
+          }
           const uint64_t before = offset;
           int status = 0;
-          auto r = c.Get(
-              fmt::format("{}&offset={}&follow={}&idle_ms=20000", base, offset,
+          // Each answer ends after a second without new bytes, so that a reader that left is
+          // noticed (below) while the task is silent.
+          auto r = c->Get(
+              fmt::format("{}&offset={}&follow={}&idle_ms=1000", base, offset,
                           live ? "true" : "false"),
               headers,
               [&](const httplib::Response& head) {
@@ -220,7 +250,7 @@ void HttpApi::ProxyLogs(const Principal& p, const LogQuery& q, const LogSource& 
                 offset += n;
                 return true;
               });
-          if (write_failed || stopping_) return false;
+          if (write_failed || stopping_ || !sink.is_writable()) return false;
           if (!live) break;
           // Nothing new (the agent saw the task end before the server did, or it is away).
           if (!r || offset == before) std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -13,7 +13,7 @@
 #include "api/job_codec.h"
 #include "common/net.h"
 #include "server/http_params.h"
-#include "server/http_pool.h"
+#include "server/http_server.h"
 
 namespace arbiter::server {
 
@@ -138,12 +138,17 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
   return {};
 }
 
-HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
-    : cp_(cp), options_(options), http_(std::make_unique<httplib::Server>()) {
-  const size_t threads = options_.threads;
-  http_->new_task_queue = [threads] {
-    return new ElasticThreadPool(std::min<size_t>(threads, 8), threads);
-  };
+HttpApi::HttpApi(ControlPlane* cp, HttpOptions options) : cp_(cp), options_(options) {
+  HttpLimits limits;
+  limits.header_timeout_ms = options_.header_timeout_ms;
+  limits.body_timeout_ms = options_.body_timeout_ms;
+  limits.max_headers = options_.max_headers;
+  limits.max_header_bytes = options_.max_header_bytes;
+  limits.max_connections_per_address = options_.connections_per_address;
+  limits.initial_threads = std::min<size_t>(options_.threads, 8);
+  limits.max_threads = options_.threads;
+  limits.idle_thread_ms = options_.idle_thread_ms;
+  http_ = std::make_unique<GuardedHttpServer>(limits);
   // cpp-httplib's own check of the Content-Length, at the largest route's cap; each route's own
   // cap (MaxBodyBytes) is applied as its body is read (Register).
   http_->set_payload_max_length(std::max(api::kMaxBodyBytes, api::kMaxConfigBytes));
@@ -694,11 +699,36 @@ void HttpApi::ServeMetrics(const httplib::Request& req, httplib::Response& res) 
     SendError(res, denied);
   } else {
     res.status = 200;
-    res.set_content(cp_->MetricsText(), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(cp_->MetricsText() + HttpMetricsText(),
+                    "text/plain; version=0.0.4; charset=utf-8");
   }
   cp_->metrics().HttpRequest(
       "GET", "/metrics", res.status,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+std::string HttpApi::HttpMetricsText() const {
+  const HttpServerStats& s = http_->stats();
+  std::string out;
+  auto gauge = [&out](const char* name, const char* help, int64_t v) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name, help, v);
+  };
+  gauge("arbiter_http_threads", "HTTP server threads now (they exit after some idle time)",
+        s.threads.load());
+  gauge("arbiter_http_connections", "Open HTTP connections", s.connections.load());
+  gauge("arbiter_log_followers", "Task log requests streaming now", log_followers_.load());
+  out +=
+      "# HELP arbiter_http_refused_total Requests and connections refused before routing, by "
+      "reason\n# TYPE arbiter_http_refused_total counter\n";
+  const std::pair<const char*, int64_t> refused[] = {
+      {"header_timeout", s.header_timeouts.load()},
+      {"body_timeout", s.body_timeouts.load()},
+      {"headers_too_large", s.headers_too_large.load()},
+      {"connections_per_address", s.address_limited.load()}};
+  for (const auto& [reason, n] : refused) {
+    out += fmt::format("arbiter_http_refused_total{{reason=\"{}\"}} {}\n", reason, n);
+  }
+  return out;
 }
 
 json HttpApi::OpenApi() const {

@@ -28,10 +28,22 @@ struct Response;
 
 namespace arbiter::server {
 
+class GuardedHttpServer;
+
 struct HttpOptions {
   // The most HTTP threads. Each open connection (a keep-alive client, an agent's long-poll watch)
   // holds one while open; they start as connections arrive (ElasticThreadPool).
   size_t threads = 2048;
+  // Slow and greedy clients (GuardedHttpServer): a request's line and headers must arrive within
+  // header_timeout_ms, its body within body_timeout_ms after them; at most max_headers headers
+  // of max_header_bytes in all; at most connections_per_address open connections per client
+  // address (0: no limit). Threads beyond the first few exit after idle_thread_ms idle.
+  int64_t header_timeout_ms = 10000;
+  int64_t body_timeout_ms = 120000;
+  size_t max_headers = 100;
+  size_t max_header_bytes = 64 * 1024;
+  size_t connections_per_address = 512;
+  int64_t idle_thread_ms = 60000;
   // Per-token requests per second (token bucket, burst = 2 s worth); 0: unlimited.
   double rate_limit_per_second = 2000;
   // The built-in node (--local-node) and its work folder, whose task logs the API reads directly.
@@ -96,10 +108,13 @@ class HttpApi {
   static void SendError(httplib::Response& res, const Status& st);
   static Result<nlohmann::json> ParseJsonBody(const httplib::Request& req);
   void ServeMetrics(const httplib::Request& req, httplib::Response& res);
+  // The HTTP server's own gauges and counters, in the text exposition format.
+  std::string HttpMetricsText() const;
 
   ControlPlane* cp_;
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<GuardedHttpServer> http_;
+  std::atomic<int64_t> log_followers_{0};  // log requests streaming now
   std::vector<RouteInfo> route_info_;
   int listen_fd_ = -1;  // the listening socket, once created
   std::atomic<bool> stopping_{false};

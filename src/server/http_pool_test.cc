@@ -77,5 +77,30 @@ TEST(ElasticThreadPool, IdleThreadsAreReused) {
   pool.shutdown();
 }
 
+TEST(ElasticThreadPool, ThreadsOfABurstExitOnceIdleAndTheFloorStays) {
+  Gate gate;
+  std::atomic<int64_t> gauge{0};
+  ElasticThreadPool pool(2, 64, /*idle_exit_ms=*/50, &gauge);
+  EXPECT_EQ(gauge.load(), 2);
+  for (int i = 0; i < 30; ++i) pool.enqueue([&] { gate.Hold(); });
+  ASSERT_TRUE(gate.WaitRunning(30));
+  EXPECT_EQ(pool.threads(), 30u);
+  EXPECT_EQ(gauge.load(), 30);
+  gate.Open();
+  // The burst is over: its threads leave after 50 ms idle, down to the two the pool started with.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (pool.threads() > 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(pool.threads(), 2u);
+  EXPECT_EQ(gauge.load(), 2);
+  // And the pool still serves: a new burst starts threads again.
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 5; ++i) pool.enqueue([&] { ++ran; });
+  pool.shutdown();
+  EXPECT_EQ(ran.load(), 5);
+  EXPECT_EQ(gauge.load(), 0);
+}
+
 }  // namespace
 }  // namespace arbiter::server

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -211,6 +212,15 @@ int RunServer(const ServerOptions& o) {
   HttpOptions http_options;
   http_options.rate_limit_per_second = o.rate_limit;
   http_options.threads = static_cast<size_t>(o.http_threads);
+  http_options.header_timeout_ms = o.http_header_timeout_ms;
+  http_options.body_timeout_ms = o.http_body_timeout_ms;
+  http_options.max_headers = static_cast<size_t>(o.http_max_headers);
+  http_options.max_header_bytes = static_cast<size_t>(o.http_max_header_bytes);
+  http_options.connections_per_address =
+      o.http_connections_per_address >= 0
+          ? static_cast<size_t>(o.http_connections_per_address)
+          : std::max<size_t>(4, static_cast<size_t>(o.http_threads) / 4);
+  http_options.idle_thread_ms = o.http_idle_thread_ms;
   http_options.local_node = o.local_node;
   http_options.local_work_dir = builtin ? builtin->work_dir() : "";
   http_options.metrics_public = o.metrics_public;

@@ -14,6 +14,15 @@ struct ServerOptions {
   int cycle_interval_ms = 200;
   double rate_limit = 2000;  // requests per second per token; 0: unlimited
   int http_threads = 2048;
+  // Slow and greedy clients (docs/security.md): header and body deadlines, header limits, open
+  // connections per client address (-1: a quarter of --http-threads; 0: no limit), and how long
+  // a thread beyond the first few idles before it exits.
+  int64_t http_header_timeout_ms = 10000;
+  int64_t http_body_timeout_ms = 120000;
+  int http_max_headers = 100;
+  int http_max_header_bytes = 64 * 1024;
+  int http_connections_per_address = -1;
+  int64_t http_idle_thread_ms = 60000;
   // The built-in node: run the tasks placed on this node as local processes. A node of that name
   // in the configuration is used as it is; otherwise one is registered with this machine's CPUs
   // and memory and its GPUs: NVML's when it finds any, else `fake_gpus` fake ones, counted as

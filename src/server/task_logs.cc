@@ -17,13 +17,15 @@ std::string TaskLogPath(const std::string& work_dir, uint64_t job, int32_t task,
 StreamEnd StreamTaskLog(const std::string& path, const StreamLogOptions& o,
                         const std::function<bool()>& running,
                         const std::function<bool(const char*, size_t)>& write,
-                        const std::atomic<bool>* stop, uint64_t* sent) {
+                        const std::atomic<bool>* stop, uint64_t* sent,
+                        const std::function<bool()>& reader_gone) {
   *sent = 0;
   auto is_running = [&] { return o.follow && running && running(); };
   auto stopped = [&] { return stop != nullptr && stop->load(); };
   int fd = -1;
   std::vector<char> buf(size_t{64} * 1024);
   auto idle_since = std::chrono::steady_clock::now();
+  auto asked_reader = idle_since;
   StreamEnd end = StreamEnd::kComplete;
   for (;;) {
     if (stopped()) {
@@ -52,6 +54,13 @@ StreamEnd StreamTaskLog(const std::string& path, const StreamLogOptions& o,
         std::chrono::steady_clock::now() - idle_since >= std::chrono::milliseconds(o.max_idle_ms)) {
       end = StreamEnd::kIdle;
       break;
+    }
+    if (reader_gone && std::chrono::steady_clock::now() - asked_reader >= std::chrono::seconds(1)) {
+      asked_reader = std::chrono::steady_clock::now();
+      if (reader_gone()) {
+        end = StreamEnd::kWriteFailed;
+        break;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
   }

@@ -24,16 +24,19 @@ struct StreamLogOptions {
 enum class StreamEnd {
   kComplete,     // the end of the file, and the task no longer runs (or not following)
   kIdle,         // following: max_idle_ms passed without new bytes
-  kWriteFailed,  // the reader went away
+  kWriteFailed,  // the reader went away (a write failed, or `reader_gone` said so)
   kStopped,      // `stop` was set
   kMissing,      // the file does not exist (and the task does not run)
 };
 
 // Copies the file from options.offset to `write` in chunks of at most 64 KiB; `*sent` counts the
-// bytes written. `running` and `stop` may be null.
+// bytes written. `running` and `stop` may be null. Following a silent task, `reader_gone` (when
+// given) is asked about once a second whether the reader hung up: nothing is written then, and
+// a follower would otherwise hold its thread and socket until the task wrote or ended.
 StreamEnd StreamTaskLog(const std::string& path, const StreamLogOptions& options,
                         const std::function<bool()>& running,
                         const std::function<bool(const char*, size_t)>& write,
-                        const std::atomic<bool>* stop, uint64_t* sent);
+                        const std::atomic<bool>* stop, uint64_t* sent,
+                        const std::function<bool()>& reader_gone = {});
 
 }  // namespace arbiter::server

@@ -2,6 +2,10 @@
 // GPUs on loopback, the agents reaching the server through a TCP proxy the test can cut.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -565,6 +569,91 @@ TEST(BuiltInNodeLogs, ServedFromTheDataFolder) {
   EXPECT_EQ(status, 200);
   EXPECT_EQ(followed, "one\ntwo\n");
   EXPECT_EQ(admin->Get(fmt::format("/api/v1/jobs/{}/logs", id))->body, "one\ntwo\n");
+}
+
+// The value of the gauge `name` in the server's metrics (-1 when absent).
+int64_t Gauge(httplib::Client& admin, const std::string& name) {
+  auto r = admin.Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stoll(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+// Starts following a log on a raw connection and returns it once the answer's head arrived.
+int FollowRaw(int port, const std::string& token, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const std::string req =
+      fmt::format("GET {} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n", path, token);
+  EXPECT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string head;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (head.find("\r\n\r\n") == std::string::npos && Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buf[1024];
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    head.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+  return fd;
+}
+
+// Followers of a silent task's log, on the built-in node and proxied from an agent, leave when
+// their clients hang up: nothing is written to notice it by, yet their threads and sockets go.
+TEST(LogFollowers, LeaveWhenTheirClientHangsUpOnASilentTask) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/cluster.yaml") << kConfig;
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(dir.path(), {"--config", dir.path() + "/cluster.yaml", "--local-node",
+                                        "box", "--fake-gpus", "4"}))
+      << server.output();
+  auto admin = server.Client(server.admin_token());
+  const std::string token = NodeToken(*admin, "node-a");
+  AgentProcess agent;
+  ASSERT_TRUE(agent.Start(fmt::format("http://127.0.0.1:{}", server.port()), token, "node-a",
+                          dir.path() + "/agent-node-a"))
+      << agent.Log();
+  auto r = admin->Post("/api/v1/jobs",
+                       json{{"queue", "lab-q"},
+                            {"command", {"sh", "-c", "echo started; sleep 120"}},
+                            {"tasks", 2},
+                            {"distinct_nodes", true},
+                            {"resources", {{"gpus", 4}}}}
+                           .dump(),
+                       "application/json");
+  ASSERT_TRUE(r && r->status == 201) << (r ? r->body : "");
+  const uint64_t id = Parse(r)["id"];
+  for (int i = 0; i < 400; ++i) {
+    if (Parse(admin->Get(fmt::format("/api/v1/jobs/{}", id)))["state"] == "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(Gauge(*admin, "arbiter_log_followers"), 0);
+  std::vector<int> followers;
+  for (int task : {0, 1}) {
+    followers.push_back(
+        FollowRaw(server.port(), server.admin_token(),
+                  fmt::format("/api/v1/jobs/{}/logs?task={}&follow=true", id, task)));
+  }
+  EXPECT_EQ(Gauge(*admin, "arbiter_log_followers"), 2);
+  const auto t0 = Clock::now();
+  for (int fd : followers) ::close(fd);
+  int64_t left = 2;
+  while (left != 0 && Clock::now() - t0 < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = Gauge(*admin, "arbiter_log_followers");
+  }
+  EXPECT_EQ(left, 0);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));  // the task runs for two minutes more
+  admin->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
 }
 
 // A gang across the built-in node and an agent: every rank gets the same MASTER_ADDR, one that

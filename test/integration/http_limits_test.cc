@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tenant_server.h"
@@ -218,6 +220,71 @@ TEST_F(HttpLimitsTest, TheConfigurationRouteAuthorisesBeforeReadingTheBody) {
   r = server_.As("admin")->Put("/api/v1/config?dry_run=true", kTenantConfig, "application/yaml");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// Slow clients cannot freeze the server: headers trickling in are cut off at the header
+// deadline with 408, one address may hold only so many connections (429 beyond), and a header
+// bomb is refused with 431, while other requests keep being served.
+TEST(SlowClients, CannotFreezeTheServer) {
+  TenantServer server;
+  ASSERT_TRUE(
+      server.Start({"--http-threads", "16", "--http-header-timeout-ms", "1500"}, {"alice"}));
+  // Within the limit of 16 / 4 = 4 connections per address, the slow ones; one more is refused.
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->Send("GET /api/v1/jobs HTTP/1.1\r\nHost: x\r\n"));
+  }
+  RawConnection extra(server.port());
+  ASSERT_TRUE(extra.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string refused = extra.Receive(std::chrono::seconds(5), "}}");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 429", 0), 0u) << refused;
+  EXPECT_NE(refused.find("too many open connections from this address"), std::string::npos);
+
+  // Each slow one sends a header every 200 ms: never idle long enough for a read timeout.
+  const auto t0 = Clock::now();
+  std::vector<std::string> answers(slow.size());
+  for (int round = 0; round < 40; ++round) {
+    bool any = false;
+    for (auto& c : slow) any = c->Send("X-Slow: 1\r\n") || any;
+    if (!any) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (size_t i = 0; i < slow.size(); ++i) {
+    answers[i] = slow[i]->Receive(std::chrono::seconds(5), "}}");
+    EXPECT_EQ(answers[i].rfind("HTTP/1.1 408", 0), 0u) << answers[i];
+  }
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(6));
+  slow.clear();
+
+  // Their slots are free again: a normal client is served; 5,000 headers are refused.
+  std::unique_ptr<httplib::Client> alice;
+  int status = 0;
+  for (int i = 0; i < 100 && status != 200; ++i) {
+    alice = server.As("alice");
+    auto r = alice->Get("/api/v1/jobs");
+    status = r ? r->status : 0;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(status, 200);
+  RawConnection bomb(server.port());
+  std::string req = "GET /api/v1/jobs HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 5000; ++i) req += "X-A: b\r\n";
+  bomb.Send(req + "\r\n");
+  const std::string too_many = bomb.Receive(std::chrono::seconds(5), "}}");
+  EXPECT_EQ(too_many.rfind("HTTP/1.1 431", 0), 0u) << too_many.substr(0, 300);
+
+  // The refusals are counted in the metrics.
+  auto m = server.As("admin")->Get("/metrics");
+  ASSERT_TRUE(m && m->status == 200);
+  EXPECT_NE(m->body.find("arbiter_http_refused_total{reason=\"header_timeout\"} 4"),
+            std::string::npos);
+  EXPECT_NE(m->body.find("arbiter_http_refused_total{reason=\"headers_too_large\"} 1"),
+            std::string::npos);
+  EXPECT_NE(m->body.find("arbiter_http_refused_total{reason=\"connections_per_address\"} 1"),
+            std::string::npos);
+  EXPECT_NE(m->body.find("arbiter_http_threads "), std::string::npos);
 }
 
 }  // namespace
