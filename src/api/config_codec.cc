@@ -19,6 +19,7 @@ namespace {
 
 constexpr int64_t kMaxQuotaMilli = int64_t{1000} * 1000 * 1000 * 1000 * 1000;  // 10^12 units
 constexpr int64_t kMaxQuotaMib = int64_t{1} << 50;
+constexpr int64_t kMaxQuotaTasks = int64_t{1000} * 1000 * 1000;
 constexpr int64_t kMaxNodeMib = int64_t{1} << 40;
 constexpr int64_t kMaxNodeCpuMilli = int64_t{1} << 40;
 constexpr int64_t kMaxPriceMilli = int64_t{1000} * 1000 * 1000 * 1000;  // 10^9 per GPU-hour
@@ -304,7 +305,7 @@ class ConfigParser {
   Status Limits(const Value& v, const std::string& path, std::string_view kind, QueueSpec* s,
                 std::map<std::string, std::string>* paths) {
     MappingReader m(v, path);
-    ARBITER_RETURN_IF_ERROR(m.Check({"gpu", "cpu", "memory"}));
+    ARBITER_RETURN_IF_ERROR(m.Check({"gpu", "cpu", "memory", "tasks"}));
     auto set = [&](const std::string& key, const std::string& p, int64_t amount) {
       Slot(s->quota[key], kind) = amount;
       (*paths)[key] = p;
@@ -317,6 +318,15 @@ class ConfigParser {
     if (const Value* mem = m.Get("memory")) {
       ARBITER_RETURN_IF_ERROR(ReadMib(*mem, m.PathOf("memory"), kMaxQuotaMib, &amount));
       set("memory", m.PathOf("memory"), amount);
+    }
+    // Live tasks (placed and running) bound processes, not capacity: only a ceiling.
+    if (const Value* tasks = m.Get("tasks")) {
+      if (kind != "max") {
+        return InvalidArgument(m.PathOf("tasks"),
+                               "tasks is a ceiling on live tasks: set it under max only");
+      }
+      ARBITER_RETURN_IF_ERROR(ReadInt(*tasks, m.PathOf("tasks"), 0, kMaxQuotaTasks, &amount));
+      set("tasks", m.PathOf("tasks"), amount);
     }
     const Value* gpu = m.Get("gpu");
     if (gpu == nullptr) return Status::Ok();
@@ -337,6 +347,7 @@ class ConfigParser {
   }
 
   static std::string Amount(const std::string& key, int64_t amount) {
+    if (key == "tasks") return fmt::format("{}", amount);
     return key == "memory" ? fmt::format("{} MiB", amount) : FormatMilli(amount);
   }
 

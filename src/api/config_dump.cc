@@ -34,7 +34,8 @@ Value LimitsValue(const std::map<std::string, QuotaLimits>& quota, std::string_v
   Value models = Value::Mapping();
   std::optional<int64_t> any_gpu;
   for (const auto& [key, limits] : quota) {
-    ARBITER_CHECK(key == "cpu" || key == "memory" || key == "gpu" || key.rfind("gpu:", 0) == 0,
+    ARBITER_CHECK(key == "cpu" || key == "memory" || key == "gpu" || key == "tasks" ||
+                      key.rfind("gpu:", 0) == 0,
                   "unknown quota key " + key);
   }
   if (auto it = quota.find("cpu"); it != quota.end() && Slot(it->second, kind)) {
@@ -42,6 +43,9 @@ Value LimitsValue(const std::map<std::string, QuotaLimits>& quota, std::string_v
   }
   if (auto it = quota.find("memory"); it != quota.end() && Slot(it->second, kind)) {
     out.Set("memory", Int(*Slot(it->second, kind)));
+  }
+  if (auto it = quota.find("tasks"); it != quota.end() && Slot(it->second, kind)) {
+    out.Set("tasks", Int(*Slot(it->second, kind)));
   }
   if (auto it = quota.find("gpu"); it != quota.end()) any_gpu = Slot(it->second, kind);
   for (const auto& [key, limits] : quota) {

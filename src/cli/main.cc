@@ -235,6 +235,20 @@ int main(int argc, char** argv) {
                   "HTTP threads beyond the first 8 exit after idling this long (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{86400000}))
       ->capture_default_str();
+  srv->add_option("--task-min-cpu-milli", server.task_min_cpu_milli,
+                  "Every task counts at least this much CPU (milli-cores) against quotas and "
+                  "node capacity, whatever its job asks")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024000}))
+      ->capture_default_str();
+  srv->add_option("--task-min-memory-mib", server.task_min_memory_mib,
+                  "Every task counts at least this much memory (MiB), whatever its job asks")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
+  srv->add_option("--tenant-max-tasks", server.tenant_max_tasks,
+                  "Live tasks a tenant may have where its configuration sets no max.tasks (0: no "
+                  "ceiling)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}))
+      ->capture_default_str();
   srv->add_option("--local-node", server.local_node,
                   "Run the tasks placed on this node as local processes (the built-in node)");
   srv->add_option("--fake-gpus", server.fake_gpus,

@@ -84,6 +84,7 @@ Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<N
       c.capacity_[kDimCpu] += n.cpu_milli;
       c.capacity_[kDimMemory] += n.memory_mib;
     }
+    c.capacity_[kDimTasks] = kUnlimited;  // bounded by quota only
     c.max_gpus_per_node_ = std::max<int>(c.max_gpus_per_node_, info.gpu_count);
     c.max_cpu_milli_ = std::max(c.max_cpu_milli_, n.cpu_milli);
     c.nodes_.push_back(std::move(info));

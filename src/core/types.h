@@ -17,12 +17,14 @@
 
 namespace arbiter::core {
 
-// Quota dimensions: cpu (milli), memory (MiB), gpu of any model (milli), then gpu of model m
-// (milli) at kFirstModelDim + m.
+// Quota dimensions: cpu (milli), memory (MiB), gpu of any model (milli), tasks (a count: the
+// job's tasks, so that a queue's or tenant's `max: {tasks: N}` bounds its live processes; no
+// node capacity), then gpu of model m (milli) at kFirstModelDim + m.
 inline constexpr int kDimCpu = 0;
 inline constexpr int kDimMemory = 1;
 inline constexpr int kDimGpu = 2;
-inline constexpr int kFirstModelDim = 3;
+inline constexpr int kDimTasks = 3;
+inline constexpr int kFirstModelDim = 4;
 inline constexpr int kMaxGpuModels = 16;
 inline constexpr int kMaxDims = kFirstModelDim + kMaxGpuModels;
 

@@ -212,7 +212,15 @@ Status ControlPlane::CompileLocked() {
   c->cluster = std::move(cluster).value();
   std::vector<QueueSpec> specs;
   for (const api::TenantConfig& t : config_.tenants) {
-    for (const QueueSpec& q : t.queues) specs.push_back(q);
+    for (const QueueSpec& q : t.queues) {
+      specs.push_back(q);
+      QuotaLimits& tasks = specs.back().quota["tasks"];
+      if (q.is_tenant && !tasks.max && task_limits_.tenant_max_tasks > 0) {
+        tasks.max = task_limits_.tenant_max_tasks;
+      }
+      if (!tasks.max && !tasks.guaranteed && !tasks.lending_limit)
+        specs.back().quota.erase("tasks");
+    }
   }
   auto tree = core::QuotaTree::Build(specs, config_.gpu_models);
   if (!tree.ok()) return tree.status();
@@ -820,6 +828,12 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
   return Status::Ok();
 }
 
+void ControlPlane::ApplyTaskMinimums(JobSpec* spec) const {
+  TaskResources& r = spec->resources;
+  r.cpu_milli = std::max(r.cpu_milli, task_limits_.min_cpu_milli);
+  r.memory_mib = std::max(r.memory_mib, task_limits_.min_memory_mib);
+}
+
 Status ControlPlane::CheckReplayLocked(const std::string& tenant, const std::string& user,
                                        const std::string& idem_key, const std::string& digest,
                                        const std::string& what) const {
@@ -872,6 +886,7 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobS
                                                         bool* created) {
   *created = false;
   ARBITER_RETURN_IF_ERROR(MaySubmit(p));
+  ApplyTaskMinimums(&spec);
   auto spec_json = std::make_shared<const std::string>(api::JobSpecJsonText(spec));
   const std::string digest = idem_key.empty() ? "" : RequestDigest(*spec_json, spec);
   std::shared_future<Status> done;
@@ -902,6 +917,7 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
   std::vector<std::string> digests(specs.size());
   texts.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
+    ApplyTaskMinimums(&specs[i]);
     texts.push_back(std::make_shared<const std::string>(api::JobSpecJsonText(specs[i])));
     if (!idem_key.empty()) digests[i] = RequestDigest(*texts[i], specs[i]);
   }
@@ -1125,6 +1141,8 @@ json QuotaJson(const core::QuotaTree& tree, const core::QuotaVec& v, bool skip_u
     if (skip_unlimited && v[d] >= core::kUnlimited) continue;
     if (d == core::kDimMemory) {
       out["memory_mib"] = v[d];
+    } else if (d == core::kDimTasks) {
+      out["tasks"] = v[d];
     } else {
       out[tree.DimName(d)] = static_cast<double>(v[d]) / 1000.0;
     }
@@ -1878,6 +1896,12 @@ void ControlPlane::SetNodeStatus(const std::string& node, const std::string& key
   if (it == nodes_.end()) return;
   if (!it->second.status.is_object()) it->second.status = json::object();
   it->second.status[key] = value;
+}
+
+void ControlPlane::SetTaskLimits(const TaskLimits& limits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  task_limits_ = limits;
+  dirty_ = true;  // the tenants' default ceilings are compiled into the quota tree
 }
 
 void ControlPlane::SetNodeTimeout(DurationMs ms) {

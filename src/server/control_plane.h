@@ -231,6 +231,18 @@ class ControlPlane : public ExecutionBackend {
   void SetNodeStatus(const std::string& node, const std::string& key, const std::string& value);
   // The node timeout agents are held to (DetectDownNodes'); they learn it when they register.
   void SetNodeTimeout(DurationMs ms);
+  // What every task counts at least, whatever its job asks: CPU and memory below these are
+  // raised to them at submission, so that tasks asking for none still count against quotas and
+  // node capacity. And the ceiling on each tenant's live tasks where its configuration sets
+  // none (`max: {tasks: N}`; 0: none). Call before serving.
+  struct TaskLimits {
+    int64_t min_cpu_milli = 100;
+    int64_t min_memory_mib = 128;
+    int64_t tenant_max_tasks = 10000;
+  };
+  void SetTaskLimits(const TaskLimits& limits);
+  // Raises the spec's per-task CPU and memory to the minimums.
+  void ApplyTaskMinimums(JobSpec* spec) const;
   // The built-in node's GPU telemetry, as a heartbeat brings an agent's (its status: what found
   // the GPUs, and per GPU utilisation and memory in use).
   void SetNodeTelemetry(const std::string& node, const std::string& discovery,
@@ -439,6 +451,7 @@ class ControlPlane : public ExecutionBackend {
   uint64_t event_seq_ = 0;
   TimeMs down_detection_since_ = 0;  // nodes loaded from the store count as heard of then
   DurationMs node_timeout_ms_ = 0;
+  TaskLimits task_limits_;    // set before serving; read without the lock
   std::string builtin_node_;  // --local-node ("": none)
   Stats stats_;
   ServerMetrics metrics_;

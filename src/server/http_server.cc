@@ -356,15 +356,15 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     const int64_t read_ms = read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000;
     const int64_t write_ms = write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000;
     const int64_t keep_alive_ms = keep_alive_timeout_sec_ * 1000;
-    GuardedStream strm(sock, limits_, &stats_, std::max<int64_t>(read_ms, 1), std::max<int64_t>(write_ms, 1));
+    GuardedStream strm(sock, limits_, &stats_, std::max<int64_t>(read_ms, 1),
+                       std::max<int64_t>(write_ms, 1));
     size_t left = keep_alive_max_count_;
     bool first = true;
     while (left > 0 && svr_sock_ != INVALID_SOCKET) {
       // Wait for the next request: a new connection as long as its headers may take, a kept-alive
       // one the keep-alive timeout; in steps, so that a stopping server closes it promptly.
-      const auto wait_until =
-          first ? opened + std::chrono::milliseconds(limits_.header_timeout_ms)
-                : Clock::now() + std::chrono::milliseconds(keep_alive_ms);
+      const auto wait_until = first ? opened + std::chrono::milliseconds(limits_.header_timeout_ms)
+                                    : Clock::now() + std::chrono::milliseconds(keep_alive_ms);
       bool readable = strm.buffered();
       while (!readable && svr_sock_ != INVALID_SOCKET) {
         const int64_t wait = MsUntil(wait_until);
@@ -375,8 +375,9 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
         readable = r > 0;
       }
       if (!readable) break;
-      strm.BeginRequest(first ? opened + std::chrono::milliseconds(limits_.header_timeout_ms)
-                              : Clock::now() + std::chrono::milliseconds(limits_.header_timeout_ms));
+      strm.BeginRequest(first
+                            ? opened + std::chrono::milliseconds(limits_.header_timeout_ms)
+                            : Clock::now() + std::chrono::milliseconds(limits_.header_timeout_ms));
       bool connection_closed = false;
       ok = process_request(strm, left == 1, connection_closed, nullptr);
       if (strm.violation() != GuardedStream::Violation::kNone) {

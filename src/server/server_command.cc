@@ -200,6 +200,7 @@ int RunServer(const ServerOptions& o) {
 
   cp.SetBuiltinNode(o.local_node);
   cp.SetNodeTimeout(o.node_timeout_ms);
+  cp.SetTaskLimits({o.task_min_cpu_milli, o.task_min_memory_mib, o.tenant_max_tasks});
   std::unique_ptr<BuiltinNode> builtin;
   if (!o.local_node.empty()) {
     builtin = std::make_unique<BuiltinNode>(&cp, o, WallClockMs);

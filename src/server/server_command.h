@@ -47,6 +47,12 @@ struct ServerOptions {
   int64_t tenant_uid_base = 200000;
   // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).
   int node_timeout_ms = 6000;
+  // Every task counts at least this much CPU (milli-cores) and memory (MiB), whatever its job
+  // asks; a tenant whose configuration sets no `max: {tasks: N}` has at most this many live
+  // tasks (0: no ceiling).
+  int64_t task_min_cpu_milli = 100;
+  int64_t task_min_memory_mib = 128;
+  int64_t tenant_max_tasks = 10000;
   // After a start, nodes known from before have this long to come back before they can be
   // declared down (0: 5 node timeouts, at least 30 s): agents reconnect after a restart.
   int reconnect_window_ms = 0;

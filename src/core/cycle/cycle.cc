@@ -711,7 +711,10 @@ class CycleRunner {
     const QuotaNode& n = tree_.node(f.node);
     const char* what = n.is_tenant ? "tenant" : "queue";
     const std::string& dim = tree_.DimName(f.dim);
-    std::string unit = dim == "cpu" ? " CPU" : dim == "memory" ? "" : " GPUs";
+    std::string unit = dim == "cpu"      ? " CPU"
+                       : dim == "memory" ? ""
+                       : dim == "tasks"  ? " live tasks"
+                                         : " GPUs";
     if (f.dim >= kFirstModelDim) unit = " GPUs of " + dim.substr(4);
     if (f.kind == QuotaFailure::Kind::kCapacity) {
       return fmt::format("the cluster has {} of {}{} free; this job needs {}",

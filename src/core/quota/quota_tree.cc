@@ -15,6 +15,7 @@ int DimForKey(const std::string& key, const std::vector<GpuModel>& models) {
   if (key == "cpu") return kDimCpu;
   if (key == "memory") return kDimMemory;
   if (key == "gpu") return kDimGpu;
+  if (key == "tasks") return kDimTasks;
   if (key.rfind("gpu:", 0) == 0) {
     const std::string model = key.substr(4);
     for (size_t i = 0; i < models.size(); ++i) {
@@ -38,6 +39,7 @@ bool QuotaTree::Find(std::string_view name, QueueId* out) const {
 std::string QuotaTree::FormatAmount(int d, int64_t amount) const {
   if (amount >= kUnlimited) return "unlimited";
   if (d == kDimMemory) return fmt::format("{} MiB", amount);
+  if (d == kDimTasks) return fmt::format("{}", amount);
   return FormatMilli(amount);
 }
 
@@ -48,7 +50,7 @@ Result<QuotaTree> QuotaTree::Build(const std::vector<QueueSpec>& specs,
   }
   QuotaTree t;
   t.num_dims_ = kFirstModelDim + static_cast<int>(models.size());
-  t.dim_names_ = {"cpu", "memory", "gpu"};
+  t.dim_names_ = {"cpu", "memory", "gpu", "tasks"};
   for (const GpuModel& m : models) t.dim_names_.push_back("gpu:" + m.name);
   t.dim_names_.resize(kMaxDims);
 
@@ -146,11 +148,16 @@ Result<QuotaTree> QuotaTree::Build(const std::vector<QueueSpec>& specs,
       const int d = DimForKey(key, models);
       const std::string qf = f + ".quota." + key;
       if (d < 0) {
-        return InvalidArgument(qf, fmt::format("unknown resource '{}': use cpu, memory, gpu or "
-                                               "gpu:<model>",
+        return InvalidArgument(qf, fmt::format("unknown resource '{}': use cpu, memory, tasks, "
+                                               "gpu or gpu:<model>",
                                                key));
       }
-      n.configured[static_cast<size_t>(d)] = true;
+      if (d == kDimTasks && (lim.guaranteed || lim.lending_limit)) {
+        return InvalidArgument(qf, "tasks takes a max only (a ceiling on live tasks)");
+      }
+      // Tasks are never guaranteed, lent or borrowed: only their max counts, so the dimension
+      // stays transparent to the guarantee arithmetic (reclaim, borrowing) everywhere.
+      if (d != kDimTasks) n.configured[static_cast<size_t>(d)] = true;
       for (auto [v, name] : {std::pair{lim.guaranteed, "guaranteed"},
                              {lim.max, "max"},
                              {lim.lending_limit, "lending_limit"}}) {
@@ -278,6 +285,7 @@ QuotaFailure QuotaState::Check(QueueId leaf, const QuotaVec& r) const {
   for (int d = kFirstModelDim; d < tree_->num_dims(); ++d) {
     if (check_dim(d)) return f;
   }
+  if (check_dim(kDimTasks)) return f;
   if (check_dim(kDimCpu)) return f;
   if (check_dim(kDimMemory)) return f;
   return f;
