@@ -82,8 +82,7 @@ Inadmissibility NodesLimit(std::string field, std::string what) {
 
 }  // namespace
 
-std::optional<Inadmissibility> AdmissibilityChecker::CheckQuota(const PendingJob& j,
-                                                                GpuModelId m) {
+std::optional<Inadmissibility> AdmissibilityChecker::CheckQuota(const PendingJob& j, GpuModelId m) {
   const PathMax& p = PathOf(j.queue);
   const QuotaVec one = JobQuotaRequest(j.resources, 1, m);
   const QuotaVec all = JobQuotaRequest(j.resources, j.tasks, m);
@@ -98,10 +97,11 @@ std::optional<Inadmissibility> AdmissibilityChecker::CheckQuota(const PendingJob
                     d >= kFirstModelDim ? "gpu." + tree_.DimName(d).substr(4) : tree_.DimName(d));
     const bool per_task = one[d] > p.max[d];
     const std::string asks =
-        per_task ? fmt::format("{} asks for {}{}", j.tasks > 1 ? "each task of this job" : "this job",
-                               tree_.FormatAmount(d, one[d]), Unit(tree_, d))
-                 : fmt::format("its {} tasks ask for {}{} together", j.tasks,
-                               tree_.FormatAmount(d, all[d]), Unit(tree_, d));
+        per_task
+            ? fmt::format("{} asks for {}{}", j.tasks > 1 ? "each task of this job" : "this job",
+                          tree_.FormatAmount(d, one[d]), Unit(tree_, d))
+            : fmt::format("its {} tasks ask for {}{} together", j.tasks,
+                          tree_.FormatAmount(d, all[d]), Unit(tree_, d));
     return Inadmissibility{
         Inadmissibility::Limit::kQuotaMax, per_task ? TaskField(j.resources, d) : "tasks",
         fmt::format("{}; {}: it can never start unless the max is raised or the job asks for less",
@@ -141,8 +141,8 @@ std::optional<Inadmissibility> AdmissibilityChecker::CheckNodes(const PendingJob
     int64_t tasks = 0;
     int64_t nodes = 0;
     for (const auto& [count, n] : me.nodes_by_count) {
-      const int64_t per_node = r.fractional() ? int64_t{count} * (kMilliPerGpu / r.gpu_milli)
-                                              : int64_t{count} / r.gpus;
+      const int64_t per_node =
+          r.fractional() ? int64_t{count} * (kMilliPerGpu / r.gpu_milli) : int64_t{count} / r.gpus;
       if (per_node == 0) continue;
       nodes += n;
       tasks += int64_t{n} * (distinct ? 1 : per_node);
@@ -155,9 +155,9 @@ std::optional<Inadmissibility> AdmissibilityChecker::CheckNodes(const PendingJob
     }
   }
   if (checks_.cpu && r.cpu_milli > cluster_->max_cpu_milli()) {
-    return NodesLimit("resources.cpu_milli",
-                      fmt::format("no node has {} CPU (the largest has {})",
-                                  FormatMilli(r.cpu_milli), FormatMilli(cluster_->max_cpu_milli())));
+    return NodesLimit("resources.cpu_milli", fmt::format("no node has {} CPU (the largest has {})",
+                                                         FormatMilli(r.cpu_milli),
+                                                         FormatMilli(cluster_->max_cpu_milli())));
   }
   if (checks_.memory && r.memory_mib > e.max_memory_mib) {
     return NodesLimit("resources.memory_mib",
@@ -166,8 +166,8 @@ std::optional<Inadmissibility> AdmissibilityChecker::CheckNodes(const PendingJob
   }
   if (j.tasks <= 1) return std::nullopt;
   if (hold < j.tasks) {
-    return NodesLimit("tasks", fmt::format("the job's {} tasks must start together, but {}",
-                                           j.tasks, hold_why));
+    return NodesLimit(
+        "tasks", fmt::format("the job's {} tasks must start together, but {}", j.tasks, hold_why));
   }
   const auto nodes = static_cast<int64_t>(cluster_->num_nodes());
   if (distinct && j.tasks > nodes) {
@@ -176,10 +176,10 @@ std::optional<Inadmissibility> AdmissibilityChecker::CheckNodes(const PendingJob
   }
   const int64_t cpu = r.cpu_milli * j.tasks;
   if (checks_.cpu && cpu > e.total_cpu_milli) {
-    return NodesLimit("tasks", fmt::format("the job's {} tasks need {} CPU together; all nodes "
-                                           "have {}",
-                                           j.tasks, FormatMilli(cpu),
-                                           FormatMilli(e.total_cpu_milli)));
+    return NodesLimit("tasks",
+                      fmt::format("the job's {} tasks need {} CPU together; all nodes "
+                                  "have {}",
+                                  j.tasks, FormatMilli(cpu), FormatMilli(e.total_cpu_milli)));
   }
   const int64_t mem = r.memory_mib * j.tasks;
   if (checks_.memory && mem > e.total_memory_mib) {

@@ -55,8 +55,7 @@ class AdmissibilityChecker {
 
   // nullopt while some model in `models` (AllowedModels) might admit the job; else the reason for
   // the first one. `j.queue` must be a leaf of the tree.
-  std::optional<Inadmissibility> Check(const PendingJob& j,
-                                       const std::vector<GpuModelId>& models);
+  std::optional<Inadmissibility> Check(const PendingJob& j, const std::vector<GpuModelId>& models);
 
  private:
   struct PathMax {
@@ -70,7 +69,7 @@ class AdmissibilityChecker {
   const QuotaTree& tree_;
   const Cluster* cluster_;
   NodeChecks checks_;
-  std::vector<int32_t> slot_;   // by QueueId: index into paths_, -1 until first use
+  std::vector<int32_t> slot_;  // by QueueId: index into paths_, -1 until first use
   std::vector<PathMax> paths_;
 };
 
