@@ -280,6 +280,16 @@ TEST_F(ServerTest, SchedulerAdmitsAndExplains) {
   const std::string path = fmt::format("/api/v1/jobs/{}", Parse(r)["id"].get<uint64_t>());
   auto huge = alice->Post("/api/v1/jobs", Job("vision-dev", 12), "application/json");
   auto over = alice->Post("/api/v1/jobs", Job("vision-train", 16), "application/json");
+  // Beyond vision-train's max of 16: it could never start, and is refused naming the limit.
+  auto never = alice->Post("/api/v1/jobs", Job("vision-train", 17), "application/json");
+  ASSERT_TRUE(never);
+  EXPECT_EQ(never->status, 400) << never->body;
+  EXPECT_EQ(Parse(never)["error"]["code"], "invalid_argument") << never->body;
+  EXPECT_EQ(Parse(never)["error"]["field"], "resources.gpus") << never->body;
+  EXPECT_NE(Parse(never)["error"]["message"].get<std::string>().find(
+                "queue vision-train allows at most 16 GPUs (its max.gpu)"),
+            std::string::npos)
+      << never->body;
   const std::string over_path = fmt::format("/api/v1/jobs/{}", Parse(over)["id"].get<uint64_t>());
   const std::string huge_path = fmt::format("/api/v1/jobs/{}", Parse(huge)["id"].get<uint64_t>());
   json j;
@@ -300,9 +310,10 @@ TEST_F(ServerTest, SchedulerAdmitsAndExplains) {
   EXPECT_EQ(j["state"], "admitted");
   ASSERT_EQ(j["placement"].size(), 1u);
   EXPECT_EQ(j["placement"][0]["gpus"].size(), 4u);
-  EXPECT_EQ(why["code"], "NoFeasibleNode");
+  // No node there is has 12 GPUs: it can never start on them (it was accepted: one may join).
+  EXPECT_EQ(why["code"], "Inadmissible");
   EXPECT_NE(why["message"].get<std::string>().find(
-                "needs 12 GPUs of model A100-80G on one node: best node has 8 free"),
+                "no node has 12 GPUs of model A100-80G (the most on one node is 8)"),
             std::string::npos)
       << why.dump();
   EXPECT_EQ(over_why["code"], "QuotaExceeded");
