@@ -1,8 +1,6 @@
 // Jobs that could never start: refused at submission when a max of their queue or tenant makes
 // them so, accepted when only the nodes there are now do (agents may register bigger ones), and
 // Inadmissible in the scheduling cycle when a later configuration or the nodes make them so.
-#include "server/admissibility.h"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
