@@ -36,6 +36,9 @@ Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<N
   }
   c.models_ = std::move(models);
   c.strings_.Intern("");  // id 0: unknown / empty
+  c.model_extents_.resize(c.models_.size());
+  std::vector<std::map<uint16_t, int32_t>> counts(c.models_.size());
+  std::vector<uint16_t> on_node(c.models_.size());
   c.nodes_.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -61,6 +64,7 @@ Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<N
     for (const Taint& t : n.taints) {
       info.taints.emplace_back(c.strings_.Intern(t.key), c.strings_.Intern(t.value));
     }
+    std::fill(on_node.begin(), on_node.end(), 0);
     for (size_t g = 0; g < n.gpus.size(); ++g) {
       const Gpu& gpu = n.gpus[g];
       GpuSlotInfo slot;
@@ -74,6 +78,10 @@ Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<N
           gpu.memory_mib > 0 ? gpu.memory_mib : c.models_[slot.model.value()].memory_mib;
       slot.healthy = gpu.healthy;
       slot.nvlink_domain = gpu.nvlink_domain;
+      ++on_node[slot.model.value()];
+      ModelExtent& me = c.model_extents_[slot.model.value()];
+      ++me.total_gpus;
+      me.max_gpu_memory_mib = std::max(me.max_gpu_memory_mib, slot.memory_mib);
       c.gpus_.push_back(slot);
       if (info.schedulable() && slot.healthy) {
         c.capacity_[kDimGpu] += kMilliPerGpu;
@@ -87,7 +95,16 @@ Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<N
     c.capacity_[kDimTasks] = kUnlimited;  // bounded by quota only
     c.max_gpus_per_node_ = std::max<int>(c.max_gpus_per_node_, info.gpu_count);
     c.max_cpu_milli_ = std::max(c.max_cpu_milli_, n.cpu_milli);
+    c.extent_.max_memory_mib = std::max(c.extent_.max_memory_mib, n.memory_mib);
+    c.extent_.total_cpu_milli += n.cpu_milli;
+    c.extent_.total_memory_mib += n.memory_mib;
+    for (size_t m = 0; m < on_node.size(); ++m) {
+      if (on_node[m] > 0) ++counts[m][on_node[m]];
+    }
     c.nodes_.push_back(std::move(info));
+  }
+  for (size_t m = 0; m < counts.size(); ++m) {
+    c.model_extents_[m].nodes_by_count.assign(counts[m].begin(), counts[m].end());
   }
   return c;
 }

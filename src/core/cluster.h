@@ -79,6 +79,23 @@ class Cluster {
   // Largest CPU capacity of any node, in milli-cores.
   int64_t max_cpu_milli() const { return max_cpu_milli_; }
 
+  // What no wait can exceed: the nodes' sizes and totals over every node whatever its state or
+  // its GPUs' health (a node that is down or cordoned may come back; one that is removed does
+  // not). The cycle checks pending jobs against these (admissible.h) with a few comparisons.
+  struct Extent {
+    int64_t max_memory_mib = 0;  // largest RAM of one node
+    int64_t total_cpu_milli = 0;
+    int64_t total_memory_mib = 0;
+  };
+  // Per GPU model: how many nodes hold how many of its GPUs, and its largest GPU memory.
+  struct ModelExtent {
+    std::vector<std::pair<uint16_t, int32_t>> nodes_by_count;  // (GPUs on a node, nodes), by count
+    int64_t total_gpus = 0;
+    int64_t max_gpu_memory_mib = 0;
+  };
+  const Extent& extent() const { return extent_; }
+  const ModelExtent& model_extent(GpuModelId m) const { return model_extents_[m.value()]; }
+
   const StringPool& strings() const { return strings_; }
 
   // Interns a node selector and tolerations into Constraints using this cluster's strings. Names no
@@ -94,6 +111,8 @@ class Cluster {
   QuotaVec capacity_;
   int max_gpus_per_node_ = 0;
   int64_t max_cpu_milli_ = 0;
+  Extent extent_;
+  std::vector<ModelExtent> model_extents_;  // by model id
   StringPool strings_;
 };
 

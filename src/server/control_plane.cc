@@ -10,6 +10,7 @@
 #include "api/job_codec.h"
 #include "api/json_writer.h"
 #include "core/budget/budget.h"
+#include "server/admissibility.h"
 #include "server/control_plane_compiled.h"
 #include "server/reports.h"
 
@@ -823,6 +824,8 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
                              fmt::format("unknown GPU model '{}'", spec.gpu_models[i]));
     }
   }
+  // Beyond a max of its queue or tenant: it could never start (nodes are no reason here).
+  ARBITER_RETURN_IF_ERROR(CheckQuotaAdmissible(tree, compiled_->cluster, spec, q));
   spec.tenant = tenant;
   spec.user = p.user;
   return Status::Ok();

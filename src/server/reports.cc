@@ -788,6 +788,7 @@ std::string_view WaitReason(std::string_view code, int64_t free_allowed_milli, i
   if (code == "QuotaExceeded") return "quota";
   if (code == "BorrowLimit") return "borrow_limit";
   if (code == "BudgetExhausted") return "budget";
+  if (code == "Inadmissible") return "inadmissible";
   if (code == "GangIncomplete") return "gang";
   if (code == "WaitingForReservation") return "reservation";
   if (code == "LowerPriority") return "priority";

@@ -103,8 +103,8 @@ std::string ToCsv(const Table& t);
 std::pair<int64_t, int64_t> BudgetPeriod(std::string_view period, int64_t now_ms);
 
 // The reason a waiting job could not use free GPUs, as the samples record it: a verdict code
-// mapped to "quota", "borrow_limit", "budget", "gang", "reservation", "priority", and
-// kNoFeasibleNode refined by the free GPUs into "fragmented" (enough free GPUs of an allowed
+// mapped to "quota", "borrow_limit", "budget", "inadmissible", "gang", "reservation", "priority",
+// and kNoFeasibleNode refined by the free GPUs into "fragmented" (enough free GPUs of an allowed
 // model in total, not on few enough nodes), "wrong_model" (enough free GPUs, but of other models)
 // or "no_capacity".
 std::string_view WaitReason(std::string_view verdict_code, int64_t free_allowed_milli,

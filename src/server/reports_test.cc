@@ -369,6 +369,7 @@ TEST(BudgetPeriods, AreUtcDaysWeeksAndMonths) {
 TEST(WaitReasons, RefineNoFeasibleNodeByTheFreeGpus) {
   EXPECT_EQ(WaitReason("QuotaExceeded", 0, 0, 1000), "quota");
   EXPECT_EQ(WaitReason("GangIncomplete", 0, 0, 1000), "gang");
+  EXPECT_EQ(WaitReason("Inadmissible", 8000, 8000, 1000), "inadmissible");
   EXPECT_EQ(WaitReason("NoFeasibleNode", 8000, 8000, 8000), "fragmented");
   EXPECT_EQ(WaitReason("NoFeasibleNode", 0, 8000, 8000), "wrong_model");
   EXPECT_EQ(WaitReason("NoFeasibleNode", 0, 1000, 8000), "no_capacity");

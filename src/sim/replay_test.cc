@@ -312,10 +312,13 @@ TEST(Replay, DropsJobsThatCanNeverRunWithTheReason) {
   EXPECT_EQ(r.dropped, 3);
   EXPECT_EQ(r.completed, 1);
   ASSERT_EQ(r.dropped_jobs.size(), 3u);
-  EXPECT_THAT(r.dropped_jobs[0].reason, HasSubstr("NoFeasibleNode"));
-  EXPECT_THAT(r.dropped_jobs[0].reason, HasSubstr("best node has 8 free"));
+  EXPECT_THAT(r.dropped_jobs[0].reason, HasSubstr("Inadmissible"));
+  EXPECT_THAT(r.dropped_jobs[0].reason,
+              HasSubstr("no node has 16 GPUs of model A100 (the most on one node is 8)"));
   EXPECT_THAT(r.dropped_jobs[1].reason, HasSubstr("asks for GPU models H100"));
-  EXPECT_THAT(r.dropped_jobs[2].reason, HasSubstr("the cluster has 16 of 16 GPUs free"));
+  EXPECT_THAT(r.dropped_jobs[2].reason,
+              HasSubstr("the job's 3 tasks must start together, but 2 nodes with GPUs of model "
+                        "A100 can hold 2 such tasks at once"));
   EXPECT_DOUBLE_EQ(r.makespan_seconds, 15);
 }
 

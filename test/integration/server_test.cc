@@ -253,7 +253,8 @@ TEST_F(ServerTest, TenantsAreIsolated) {
 
 TEST_F(ServerTest, LifecycleTransitionsAreChecked) {
   auto alice = As("alice");
-  auto r = alice->Post("/api/v1/jobs", Job("vision-train", 64), "application/json");  // never fits
+  // Larger than every node (accepted: a node may join), so it stays pending.
+  auto r = alice->Post("/api/v1/jobs", Job("vision-dev", 64), "application/json");
   ASSERT_EQ(r->status, 201);
   const std::string path = fmt::format("/api/v1/jobs/{}", Parse(r)["id"].get<uint64_t>());
   auto bad = alice->Post(path + "/resume", "", "application/json");
@@ -279,7 +280,19 @@ TEST_F(ServerTest, SchedulerAdmitsAndExplains) {
   ASSERT_EQ(r->status, 201);
   const std::string path = fmt::format("/api/v1/jobs/{}", Parse(r)["id"].get<uint64_t>());
   auto huge = alice->Post("/api/v1/jobs", Job("vision-dev", 12), "application/json");
-  auto over = alice->Post("/api/v1/jobs", Job("vision-train", 16), "application/json");
+  json two_by_eight = json::parse(Job("vision-train", 8));  // 16 GPUs in all: the queue's max
+  two_by_eight["tasks"] = 2;
+  auto over = alice->Post("/api/v1/jobs", two_by_eight.dump(), "application/json");
+  // Beyond vision-train's max of 16: it could never start, and is refused naming the limit.
+  auto never = alice->Post("/api/v1/jobs", Job("vision-train", 17), "application/json");
+  ASSERT_TRUE(never);
+  EXPECT_EQ(never->status, 400) << never->body;
+  EXPECT_EQ(Parse(never)["error"]["code"], "invalid_argument") << never->body;
+  EXPECT_EQ(Parse(never)["error"]["field"], "resources.gpus") << never->body;
+  EXPECT_NE(Parse(never)["error"]["message"].get<std::string>().find(
+                "queue vision-train allows at most 16 GPUs (its max.gpu)"),
+            std::string::npos)
+      << never->body;
   const std::string over_path = fmt::format("/api/v1/jobs/{}", Parse(over)["id"].get<uint64_t>());
   const std::string huge_path = fmt::format("/api/v1/jobs/{}", Parse(huge)["id"].get<uint64_t>());
   json j;
@@ -300,9 +313,10 @@ TEST_F(ServerTest, SchedulerAdmitsAndExplains) {
   EXPECT_EQ(j["state"], "admitted");
   ASSERT_EQ(j["placement"].size(), 1u);
   EXPECT_EQ(j["placement"][0]["gpus"].size(), 4u);
-  EXPECT_EQ(why["code"], "NoFeasibleNode");
+  // No node there is has 12 GPUs: it can never start on them (it was accepted: one may join).
+  EXPECT_EQ(why["code"], "Inadmissible");
   EXPECT_NE(why["message"].get<std::string>().find(
-                "needs 12 GPUs of model A100-80G on one node: best node has 8 free"),
+                "no node has 12 GPUs of model A100-80G (the most on one node is 8)"),
             std::string::npos)
       << why.dump();
   EXPECT_EQ(over_why["code"], "QuotaExceeded");

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
+#include "core/cycle/admissible.h"
 #include "core/fairshare/fair_share.h"
 #include "core/snapshot.h"
 
@@ -34,6 +36,8 @@ std::string_view VerdictCodeName(VerdictCode c) {
       return "Backoff";
     case VerdictCode::kNotAllowed:
       return "NotAllowed";
+    case VerdictCode::kInadmissible:
+      return "Inadmissible";
   }
   return "Unknown";
 }
@@ -117,7 +121,8 @@ class CycleRunner {
         active_(tree_.size(), 0),
         queue_reserved_(tree_.size(), false),
         running_(in.running != nullptr ? *in.running : kNoRunning),
-        preemptor_(running_, tree_, in.preemption, in.now, in.usage_history) {}
+        preemptor_(running_, tree_, in.preemption, in.now, in.usage_history),
+        admissible_(tree_, in.cluster, ChecksOf(profile)) {}
 
   CycleResult Run() {
     LoadRunning();
@@ -135,6 +140,23 @@ class CycleRunner {
 
  private:
   static inline const std::vector<RunningJob> kNoRunning{};
+
+  // The node limits the profile's filters enforce (a custom profile may leave some out).
+  static NodeChecks ChecksOf(const Profile& profile) {
+    auto has = [&profile](std::string_view name) {
+      for (const auto& f : profile.filters()) {
+        if (f->name() == name) return true;
+      }
+      return false;
+    };
+    NodeChecks c;
+    c.gpus = has("gpu-model") && has("gpu");
+    c.gpu_memory = has("gpu-memory");
+    c.cpu = has("cpu");
+    c.memory = has("memory");
+    c.distinct_nodes = has("gang-distinct-nodes");
+    return c;
+  }
 
   // Step 1: the allocations and quota of running jobs.
   void LoadRunning() {
@@ -262,7 +284,7 @@ class CycleRunner {
                  tree_.num_dims());
   }
 
-  bool Considerable(const PendingJob& j, int32_t position) {
+  bool Considerable(const PendingJob& j, int32_t position, const std::vector<GpuModelId>& models) {
     if (j.suspended) {
       AddVerdict(j, VerdictCode::kSuspended, position, "suspended; resume it to queue it again");
       return false;
@@ -281,6 +303,14 @@ class CycleRunner {
                  fmt::format("queue {} does not take {} jobs", q.name, JobTypeName(j.type)));
       return false;
     }
+    // Before any quota or placement work: a job no wait can start neither places, nor preempts,
+    // nor holds a reservation that would keep capacity from others.
+    if (!models.empty()) {
+      if (std::optional<Inadmissibility> why = admissible_.Check(j, models)) {
+        AddVerdict(j, VerdictCode::kInadmissible, position, std::move(why->message));
+        return false;
+      }
+    }
     const TenantBudget* b = BudgetOf(j);
     if (b != nullptr && b->on_exhausted == BudgetPolicy::kBlock) {
       AddVerdict(j, VerdictCode::kBudgetExhausted, position,
@@ -293,15 +323,7 @@ class CycleRunner {
   }
 
   std::vector<GpuModelId> ModelsOf(const PendingJob& j) const {
-    std::vector<GpuModelId> models = j.models;
-    if (j.resources.gpus == 0) {
-      models.assign(1, kNoModel);
-    } else if (models.empty()) {
-      for (size_t m = 0; m < in_.cluster->models().size(); ++m) {
-        models.emplace_back(static_cast<uint16_t>(m));
-      }
-    }
-    return models;
+    return AllowedModels(j, *in_.cluster);
   }
 
   // The job as the cycle treats it: a spent best-effort budget runs at the lowest priority.
@@ -408,9 +430,9 @@ class CycleRunner {
   void TryJob(uint32_t idx) {
     const PendingJob j = Effective(idx);
     const int32_t position = position_[idx];
-    if (!Considerable(j, position)) return;
-    ++result_.stats.jobs_considered;
     const std::vector<GpuModelId> models = ModelsOf(j);
+    if (!Considerable(j, position, models)) return;
+    ++result_.stats.jobs_considered;
     const uint32_t lifted = Lift(ExpectedEnd(j.walltime, j.queue, in_.now));
     std::vector<ModelTry> tries;
     bool admitted = false;
@@ -794,6 +816,7 @@ class CycleRunner {
   std::vector<bool> queue_reserved_;
   const std::vector<RunningJob>& running_;
   Preemptor preemptor_;
+  AdmissibilityChecker admissible_;
   std::unordered_map<uint64_t, uint32_t> running_index_;
   std::unordered_map<uint64_t, uint32_t> pending_index_;
   std::vector<bool> taken_;     // running jobs already terminating or chosen as victims

@@ -204,11 +204,11 @@ TEST(QueueOrderTest, PriorityThenSubmitTimeThenId) {
 
 TEST(AdmissionTest, QuotaIsNeverChargedForAJobThatDoesNotPlace) {
   ClusterBuilder b;
-  b.Node("n0").Gpus(4, "A100").Node("n1").Gpus(4, "A100");
+  b.Node("n0").Gpus(4, "A100").Node("n1").Gpus(4, "A100").Node("n2").Gpus(8, "A100").Cordoned();
   World w(b, TreeBuilder().Tenant("t").Queue("a", "t").Max("gpu", 8000));
   const QueueId a = w.Queue("a");
-  w.Add(JobBuilder(1).Queue(a).Gpus(8));                           // within max, no node has 8
-  w.Add(JobBuilder(2).Queue(a).Gpus(2).Tasks(3).DistinctNodes());  // only 2 distinct nodes
+  w.Add(JobBuilder(1).Queue(a).Gpus(8));                           // within max, n2 is cordoned
+  w.Add(JobBuilder(2).Queue(a).Gpus(2).Tasks(3).DistinctNodes());  // only 2 distinct nodes ready
   w.Add(JobBuilder(3).Queue(a).Gpus(4));
   w.Add(JobBuilder(4).Queue(a).Gpus(4));
   const CycleResult r = w.Run(NamedProfile("binpack"));
@@ -369,21 +369,26 @@ TEST_F(VerdictTest, QuotaExceededNamesTheQueueAndTheNumbers) {
                  .Queue("vision-train", "vision")
                  .Queue("vision-eval", "vision")
                  .Max("gpu:A100", 2000));
-  w.running.push_back(MakeRunning(100, w.Queue("research"), w.Model("A100"), WholeGpus(8),
+  const GpuModelId a100 = w.Model("A100");
+  w.running.push_back(MakeRunning(100, w.Queue("research"), a100, WholeGpus(8, 2000),
                                   {{w.Node("n0"), {0, 1, 2, 3, 4, 5, 6, 7}}}));
+  w.running.push_back(
+      MakeRunning(101, w.Queue("vision-train"), a100, WholeGpus(1), {{w.Node("n1"), {0}}}));
+  w.running.push_back(
+      MakeRunning(102, w.Queue("vision-eval"), a100, WholeGpus(1), {{w.Node("n1"), {1}}}));
   w.Add(JobBuilder(1).Queue(w.Queue("research")).Gpus(1));
-  w.Add(JobBuilder(2).Queue(w.Queue("vision-train")).Gpus(6));
-  w.Add(JobBuilder(3).Queue(w.Queue("vision-eval")).Gpus(3));
-  w.Add(JobBuilder(4).Queue(w.Queue("research")).CpuMilli(8000).Priority(-1));
+  w.Add(JobBuilder(2).Queue(w.Queue("vision-train")).Gpus(4));
+  w.Add(JobBuilder(3).Queue(w.Queue("vision-eval")).Gpus(2));
+  w.Add(JobBuilder(4).Queue(w.Queue("research")).CpuMilli(3000).Priority(-1));
   const CycleResult r = w.Run(NamedProfile("binpack"));
   ExpectVerdict(r, 1, VerdictCode::kQuotaExceeded,
                 "queue research uses 8 of max 8 GPUs; this job needs 1 more");
   ExpectVerdict(r, 2, VerdictCode::kQuotaExceeded,
-                "tenant vision uses 0 of max 4 GPUs; this job needs 6 more");
+                "tenant vision uses 2 of max 4 GPUs; this job needs 4 more");
   ExpectVerdict(r, 3, VerdictCode::kQuotaExceeded,
-                "queue vision-eval uses 0 of max 2 GPUs of A100; this job needs 3 more");
+                "queue vision-eval uses 1 of max 2 GPUs of A100; this job needs 2 more");
   ExpectVerdict(r, 4, VerdictCode::kQuotaExceeded,
-                "queue research uses 0 of max 4 CPU; this job needs 8 more", 2);
+                "queue research uses 2 of max 4 CPU; this job needs 3 more", 2);
 }
 
 TEST_F(VerdictTest, BorrowLimitSaysWhatIsAvailable) {
@@ -432,45 +437,62 @@ TEST_F(VerdictTest, NoFeasibleNodeForSharesAndCpuOnlyTasks) {
   b.Node("n2").Gpus(1, "A100").Cpus(8);
   World w(b, TreeBuilder().Tenant("t").Queue("q", "t").Queue("other", "t"));
   const GpuModelId a100 = w.Model("A100");
-  w.running.push_back(MakeRunning(100, w.Queue("other"), a100, GpuFraction(750),
-                                  {{w.Node("n1"), {0}}, {w.Node("n2"), {0}}}));
+  TaskResources busy = GpuFraction(750);
+  busy.cpu_milli = 4000;
+  w.running.push_back(
+      MakeRunning(100, w.Queue("other"), a100, busy, {{w.Node("n1"), {0}}, {w.Node("n2"), {0}}}));
   w.Add(JobBuilder(1).Queue(w.Queue("q")).GpuShare(500, 1024).Model(a100));
-  w.Add(JobBuilder(2).Queue(w.Queue("q")).CpuMilli(12000).MemoryMib(2048).Priority(-1));
+  w.Add(JobBuilder(2).Queue(w.Queue("q")).CpuMilli(6000).MemoryMib(2048).Priority(-1));
   const CycleResult r = w.Run(NamedProfile("binpack"));
   ExpectVerdict(r, 1, VerdictCode::kNoFeasibleNode,
                 "needs 0.5 of a GPU of model A100 with 1024 MiB GPU memory on one node: best GPU "
                 "has 0.25 free; 2 nodes not enough free GPUs");
   ExpectVerdict(r, 2, VerdictCode::kNoFeasibleNode,
-                "needs 12 CPU and 2048 MiB RAM on one node; 2 nodes not enough CPU", 2);
+                "needs 6 CPU and 2048 MiB RAM on one node; 2 nodes not enough CPU", 2);
 }
 
 TEST_F(VerdictTest, GangIncompleteSaysHowManyFit) {
   ClusterBuilder b;
-  b.Node("n0").Gpus(8, "A100").Node("n1").Gpus(8, "A100").Node("n2").Gpus(4, "A100");
-  World w(b, TreeBuilder().Tenant("t").Queue("q", "t"));
+  b.Node("n0").Gpus(8, "A100").Node("n1").Gpus(8, "A100").Node("n2").Gpus(8, "A100");
+  b.Node("n3").Gpus(8, "A100");
+  World w(b, TreeBuilder().Tenant("t").Queue("q", "t").Queue("other", "t"));
   const QueueId q = w.Queue("q");
+  const QueueId other = w.Queue("other");
+  const GpuModelId a100 = w.Model("A100");
+  // Free: n0 7, n1 7, n2 4, n3 none. Every job could start on these nodes, just not now.
+  w.running.push_back(MakeRunning(100, other, a100, WholeGpus(1), {{w.Node("n0"), {0}}}));
+  w.running.push_back(MakeRunning(101, other, a100, WholeGpus(1), {{w.Node("n1"), {0}}}));
+  w.running.push_back(MakeRunning(102, other, a100, WholeGpus(4), {{w.Node("n2"), {0, 1, 2, 3}}}));
+  w.running.push_back(
+      MakeRunning(103, other, a100, WholeGpus(8), {{w.Node("n3"), {0, 1, 2, 3, 4, 5, 6, 7}}}));
   w.Add(JobBuilder(1).Queue(q).Gpus(6).Tasks(3));
   w.Add(JobBuilder(2).Queue(q).Gpus(1).Tasks(4).DistinctNodes());
-  w.Add(JobBuilder(3).Queue(q).Gpus(9).Tasks(2));
+  w.Add(JobBuilder(3).Queue(q).Gpus(8).Tasks(2));
   const CycleResult r = w.Run(NamedProfile("binpack"));
   ExpectVerdict(r, 1, VerdictCode::kGangIncomplete,
-                "gang of 3 tasks needs 6 GPUs of model A100 per task: only 2 fit at once; 1 node "
+                "gang of 3 tasks needs 6 GPUs of model A100 per task: only 2 fit at once; 2 nodes "
                 "not enough free GPUs");
   ExpectVerdict(r, 2, VerdictCode::kGangIncomplete,
                 "gang of 4 tasks needs 1 GPU of model A100 per task on distinct nodes: only 3 "
-                "fit at once",
+                "fit at once; 1 node not enough free GPUs",
                 2);
   // Not even one task fits: NoFeasibleNode, about each task.
   ExpectVerdict(r, 3, VerdictCode::kNoFeasibleNode,
-                "needs 9 GPUs of model A100 on one node for each of 2 tasks: best node has 8 "
-                "free; 3 nodes not enough free GPUs",
+                "needs 8 GPUs of model A100 on one node for each of 2 tasks: best node has 7 "
+                "free; 4 nodes not enough free GPUs",
                 3);
 }
 
 TEST_F(VerdictTest, EveryModelsReasonIsListedAndTheFirstSetsTheCode) {
   ClusterBuilder b;
-  b.Node("a0").Gpus(4, "A100").Node("a1").Gpus(4, "A100").Node("h100").Gpus(8, "H100");
-  World w(b, TreeBuilder().Tenant("t").Queue("q", "t").Max("gpu:H100", 0));
+  b.Node("a0").Gpus(8, "A100").Node("a1").Gpus(8, "A100").Node("h100").Gpus(8, "H100");
+  World w(b, TreeBuilder().Tenant("t").Queue("q", "t").Max("gpu:H100", 0).Queue("other", "t"));
+  // H100 is beyond the queue's max for good, A100 only busy: the job may still start.
+  const GpuModelId a100 = w.Model("A100");
+  for (uint64_t id : {100, 101}) {
+    w.running.push_back(MakeRunning(id, w.Queue("other"), a100, WholeGpus(4),
+                                    {{w.Node(id == 100 ? "a0" : "a1"), {0, 1, 2, 3}}}));
+  }
   w.Add(JobBuilder(1).Queue(w.Queue("q")).Gpus(8).Models({w.Model("H100"), w.Model("A100")}));
   const CycleResult r = w.Run(NamedProfile("binpack"));
   ExpectVerdict(r, 1, VerdictCode::kQuotaExceeded,
@@ -522,7 +544,9 @@ TEST_F(VerdictTest, EveryPendingJobGetsExactlyOneAnswer) {
 }
 
 TEST_F(VerdictTest, EqualShapesThatFailAreAnsweredFromTheCache) {
-  World w(OneNode(4), TreeBuilder().Tenant("t").Queue("q", "t"));
+  ClusterBuilder b;
+  b.Node("n0").Gpus(4, "A100").Node("n1").Gpus(4, "A100").Cordoned();
+  World w(b, TreeBuilder().Tenant("t").Queue("q", "t"));
   const QueueId q = w.Queue("q");
   w.Add(JobBuilder(1).Queue(q).Gpus(2).Tasks(2).DistinctNodes());
   w.Add(JobBuilder(2).Queue(q).Gpus(2).Tasks(2).DistinctNodes());
@@ -538,6 +562,115 @@ TEST_F(VerdictTest, EqualShapesThatFailAreAnsweredFromTheCache) {
   EXPECT_THAT(Admitted(r), ElementsAre(3));
 }
 
+// --- Inadmissible ----------------------------------------------------------------------------
+
+TEST_F(VerdictTest, InadmissibleBeyondAMaxNamesTheLimitPerTaskOrInAll) {
+  ClusterBuilder b;
+  b.Node("n0").Gpus(8, "A100").Node("n1").Gpus(8, "A100");
+  World w(b, TreeBuilder()
+                 .Tenant("vision")
+                 .Max("gpu", 12000)
+                 .Queue("train", "vision")
+                 .Max("gpu", 4000)
+                 .Max("memory", 1024)
+                 .Queue("eval", "vision"));
+  w.Add(JobBuilder(1).Queue(w.Queue("train")).Gpus(8));
+  w.Add(JobBuilder(2).Queue(w.Queue("train")).Gpus(2).Tasks(3));
+  w.Add(JobBuilder(3).Queue(w.Queue("eval")).Gpus(8).Tasks(2));  // the tenant's max of 12
+  w.Add(JobBuilder(4).Queue(w.Queue("train")).MemoryMib(2048));
+  w.Add(JobBuilder(5).Queue(w.Queue("eval")).Gpus(6).Tasks(2));  // 12: within every limit
+  const CycleResult r = w.Run(NamedProfile("binpack"));
+  ExpectVerdict(r, 1, VerdictCode::kInadmissible,
+                "queue train allows at most 4 GPUs (its max.gpu); this job asks for 8 GPUs: it "
+                "can never start unless the max is raised or the job asks for less");
+  ExpectVerdict(r, 2, VerdictCode::kInadmissible,
+                "queue train allows at most 4 GPUs (its max.gpu); its 3 tasks ask for 6 GPUs "
+                "together: it can never start unless the max is raised or the job asks for less",
+                2);
+  ExpectVerdict(r, 3, VerdictCode::kInadmissible,
+                "tenant vision allows at most 12 GPUs (its max.gpu); its 2 tasks ask for 16 GPUs "
+                "together: it can never start unless the max is raised or the job asks for less");
+  ExpectVerdict(r, 4, VerdictCode::kInadmissible,
+                "queue train allows at most 1024 MiB (its max.memory); this job asks for 2048 "
+                "MiB: it can never start unless the max is raised or the job asks for less",
+                3);
+  EXPECT_THAT(Admitted(r), ElementsAre(5));
+  // Neither placed nor tried: the check comes before any placement.
+  EXPECT_EQ(r.stats.placement_attempts, 1);
+}
+
+TEST_F(VerdictTest, InadmissibleOnTheNodesThereAre) {
+  ClusterBuilder b;
+  b.Node("n0").Gpus(4, "A100").Cpus(16).MemoryGib(64);
+  b.Node("n1").Gpus(4, "A100").Cpus(16).MemoryGib(64).State(NodeState::kDown);  // may come back
+  b.Node("n2").Gpus(2, "H100").Cpus(16).MemoryGib(64);
+  World w(b, TreeBuilder().Tenant("t").Queue("q", "t"));
+  const QueueId q = w.Queue("q");
+  const GpuModelId a100 = w.Model("A100");
+  w.Add(JobBuilder(1).Queue(q).Gpus(8).Model(a100));
+  w.Add(JobBuilder(2).Queue(q).Gpus(4).Model(a100).Tasks(3));
+  w.Add(JobBuilder(3).Queue(q).Gpus(1).Tasks(4).DistinctNodes());
+  w.Add(JobBuilder(4).Queue(q).CpuMilli(32000));
+  w.Add(JobBuilder(5).Queue(q).MemoryMib(128 * 1024));
+  w.Add(JobBuilder(6).Queue(q).GpuShare(500, 100 * 1024).Model(a100));
+  w.Add(JobBuilder(7).Queue(q).Gpus(3));  // any model: A100 on n0 or n1 could take it
+  w.Add(JobBuilder(8).Queue(q).Gpus(4).Model(a100).Tasks(2));  // needs n1 back: waits
+  const CycleResult r = w.Run(NamedProfile("binpack"));
+  const std::string tail =
+      ": it cannot start on the nodes there are, until a node that can take it joins";
+  ExpectVerdict(r, 1, VerdictCode::kInadmissible,
+                "no node has 8 GPUs of model A100 (the most on one node is 4)" + tail);
+  ExpectVerdict(r, 2, VerdictCode::kInadmissible,
+                "the job's 3 tasks must start together, but 2 nodes with GPUs of model A100 can "
+                "hold 2 such tasks at once" +
+                    tail,
+                2);
+  // Job 3 may use any model: each model's reason is listed.
+  ExpectVerdict(r, 3, VerdictCode::kInadmissible,
+                "the job's 4 tasks must start together, but 2 nodes with GPUs of model A100 can "
+                "hold 2 such tasks at once on distinct nodes" +
+                    tail +
+                    "; the job's 4 tasks must start together, but 1 node with GPUs of model H100 "
+                    "can hold 1 such task at once on distinct nodes" +
+                    tail,
+                3);
+  ExpectVerdict(r, 4, VerdictCode::kInadmissible, "no node has 32 CPU (the largest has 16)" + tail,
+                4);
+  ExpectVerdict(r, 5, VerdictCode::kInadmissible,
+                "no node has 131072 MiB of RAM (the largest has 65536 MiB)" + tail, 5);
+  ExpectVerdict(r, 6, VerdictCode::kInadmissible,
+                "no GPU of model A100 has 102400 MiB of memory (the largest has 81920 MiB)" + tail,
+                6);
+  EXPECT_THAT(Admitted(r), ElementsAre(7));
+  EXPECT_EQ(VerdictOf(r, 8)->code, VerdictCode::kNoFeasibleNode);
+}
+
+TEST_F(VerdictTest, AClusterWithoutNodesIsNotCalledInadmissible) {
+  // Nodes may still join (agents register): only the quota's maxima are final.
+  World w(ClusterBuilder().Model("A100"),
+          TreeBuilder().Tenant("t").Queue("q", "t").Queue("small", "t").Max("gpu", 2000));
+  w.Add(JobBuilder(1).Queue(w.Queue("q")).Gpus(8));
+  w.Add(JobBuilder(2).Queue(w.Queue("small")).Gpus(4));
+  const CycleResult r = w.Run(NamedProfile("binpack"));
+  ASSERT_NE(VerdictOf(r, 1), nullptr);
+  EXPECT_NE(VerdictOf(r, 1)->code, VerdictCode::kInadmissible);
+  ASSERT_NE(VerdictOf(r, 2), nullptr);
+  EXPECT_EQ(VerdictOf(r, 2)->code, VerdictCode::kInadmissible);
+}
+
+TEST_F(VerdictTest, AFilterTheProfileLeavesOutConcludesNothing) {
+  ClusterBuilder b;
+  b.Node("n0").Gpus(4, "A100").MemoryGib(64).Node("n1").Gpus(4, "A100").MemoryGib(64);
+  World w(b, TreeBuilder().Tenant("t").Queue("q", "t"));
+  w.Add(JobBuilder(1).Queue(w.Queue("q")).Gpus(1).MemoryMib(100 * 1024));
+  ProfileSpec spec = *Profile::Named("binpack");
+  spec.filters = {"node-state", "gpu-model", "gpu", "cpu"};  // RAM is not checked per node
+  const Result<Profile> profile = Profile::Build(spec);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  const CycleResult r = w.Run(*profile);
+  EXPECT_THAT(Admitted(r), ElementsAre(1));
+}
+
 TEST(VerdictCodeTest, NamesAreStable) {
   EXPECT_EQ(VerdictCodeName(VerdictCode::kQuotaExceeded), "QuotaExceeded");
   EXPECT_EQ(VerdictCodeName(VerdictCode::kBorrowLimit), "BorrowLimit");
@@ -549,6 +682,7 @@ TEST(VerdictCodeTest, NamesAreStable) {
   EXPECT_EQ(VerdictCodeName(VerdictCode::kSuspended), "Suspended");
   EXPECT_EQ(VerdictCodeName(VerdictCode::kBackoff), "Backoff");
   EXPECT_EQ(VerdictCodeName(VerdictCode::kNotAllowed), "NotAllowed");
+  EXPECT_EQ(VerdictCodeName(VerdictCode::kInadmissible), "Inadmissible");
 }
 
 }  // namespace

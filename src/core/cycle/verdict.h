@@ -24,6 +24,7 @@ enum class VerdictCode {
   kSuspended,              // suspended by its owner
   kBackoff,                // waiting out a retry backoff
   kNotAllowed,             // the queue does not take this job (type, unknown queue)
+  kInadmissible,           // can never start under the current maxima or nodes (admissible.h)
 };
 
 std::string_view VerdictCodeName(VerdictCode c);  // "QuotaExceeded", ...

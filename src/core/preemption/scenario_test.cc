@@ -379,7 +379,9 @@ TEST(BackfillScenario, JobThatFitsQuotaButNoNodeDoesNotBlockItsQueue) {
   ASSERT_EQ(r.admissions.size(), 1u);
   EXPECT_EQ(r.admissions[0].job, small);
   ASSERT_NE(w.VerdictOf(r, huge), nullptr);
-  EXPECT_EQ(w.VerdictOf(r, huge)->code, VerdictCode::kNoFeasibleNode);
+  // No node could ever take it: it holds no reservation that would keep the small one waiting.
+  EXPECT_EQ(w.VerdictOf(r, huge)->code, VerdictCode::kInadmissible);
+  EXPECT_TRUE(r.reservations.empty());
   EXPECT_EQ(w.running.size(), 1u);
 }
 
