@@ -207,7 +207,15 @@ Status ControlPlane::CompileLocked() {
   auto c = std::make_shared<Compiled>();
   std::vector<Node> nodes;
   nodes.reserve(nodes_.size());
-  for (const auto& [name, e] : nodes_) nodes.push_back(e.node);
+  for (const auto& [name, e] : nodes_) {
+    nodes.push_back(e.node);
+    auto reported = reported_resources_.find(name);
+    if (e.from_config && reported != reported_resources_.end()) {
+      Node& n = nodes.back();
+      if (n.cpu_milli == 0) n.cpu_milli = reported->second.first;
+      if (n.memory_mib == 0) n.memory_mib = reported->second.second;
+    }
+  }
   auto cluster = core::Cluster::Build(config_.gpu_models, nodes);
   if (!cluster.ok()) return cluster.status();
   c->cluster = std::move(cluster).value();
@@ -1901,6 +1909,15 @@ void ControlPlane::SetNodeStatus(const std::string& node, const std::string& key
   it->second.status[key] = value;
 }
 
+void ControlPlane::NoteReportedResourcesLocked(const Node& reported) {
+  auto& r = reported_resources_[reported.name];
+  const std::pair<int64_t, int64_t> now{reported.cpu_milli, reported.memory_mib};
+  if (r != now) {
+    r = now;
+    dirty_ = true;
+  }
+}
+
 void ControlPlane::SetTaskLimits(const TaskLimits& limits) {
   std::lock_guard<std::mutex> lock(mu_);
   task_limits_ = limits;
@@ -1933,6 +1950,7 @@ Status ControlPlane::RegisterNode(const Node& node, const std::string& address) 
     if (it != nodes_.end() && it->second.from_config) {
       it->second.last_heartbeat = now_();
       it->second.address = address;
+      NoteReportedResourcesLocked(node);
       return Status::Ok();  // configured statically: the config is the truth
     }
     NodeEntry e{node, false, now_()};

@@ -241,8 +241,6 @@ class ControlPlane : public ExecutionBackend {
     int64_t tenant_max_tasks = 10000;
   };
   void SetTaskLimits(const TaskLimits& limits);
-  // Raises the spec's per-task CPU and memory to the minimums.
-  void ApplyTaskMinimums(JobSpec* spec) const;
   // The built-in node's GPU telemetry, as a heartbeat brings an agent's (its status: what found
   // the GPUs, and per GPU utilisation and memory in use).
   void SetNodeTelemetry(const std::string& node, const std::string& discovery,
@@ -374,6 +372,10 @@ class ControlPlane : public ExecutionBackend {
                            const std::string& what) const;
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   void RefreshUserIndexLocked();
+  // Notes the CPU and memory a node's agent (or the built-in node) reported.
+  void NoteReportedResourcesLocked(const Node& reported);
+  // Raises the spec's per-task CPU and memory to the minimums.
+  void ApplyTaskMinimums(JobSpec* spec) const;
   // A token's tenant now: its user's current tenant (tokens follow their user), else the one it
   // was made with. Requires tokens_mu_.
   std::string TokenTenantLocked(const store::TokenRecord& r) const;
@@ -451,7 +453,11 @@ class ControlPlane : public ExecutionBackend {
   uint64_t event_seq_ = 0;
   TimeMs down_detection_since_ = 0;  // nodes loaded from the store count as heard of then
   DurationMs node_timeout_ms_ = 0;
-  TaskLimits task_limits_;    // set before serving; read without the lock
+  TaskLimits task_limits_;  // set before serving; read without the lock
+  // CPU and memory each node's agent (or the built-in node) reported at registration: a node in
+  // the configuration that leaves them 0 has these (every task counts at least the minimums, so
+  // a node of 0 CPUs could run nothing).
+  std::map<std::string, std::pair<int64_t, int64_t>> reported_resources_;
   std::string builtin_node_;  // --local-node ("": none)
   Stats stats_;
   ServerMetrics metrics_;

@@ -91,6 +91,7 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
     const NodeState old_state = existed ? e.node.state : NodeState::kReady;
     NodeState state = old_state;
     if (state == NodeState::kDown) state = e.state_before_down;  // ready again, unless cordoned
+    NoteReportedResourcesLocked(r.node);
     if (!e.from_config) e.node = std::move(r.node);  // configured nodes: the config is the truth
     e.node.state = state;
     if (e.agent_session && e.agent_instance != r.instance) {

@@ -65,6 +65,7 @@ namespace {
 std::string Unit(const QuotaTree& tree, int d) {
   if (d == kDimCpu) return " CPU";
   if (d == kDimMemory) return "";
+  if (d == kDimTasks) return " live tasks";
   if (d >= kFirstModelDim) return " GPUs of " + tree.DimName(d).substr(4);
   return " GPUs";
 }
@@ -72,6 +73,7 @@ std::string Unit(const QuotaTree& tree, int d) {
 std::string TaskField(const TaskResources& r, int d) {
   if (d == kDimCpu) return "resources.cpu_milli";
   if (d == kDimMemory) return "resources.memory_mib";
+  if (d == kDimTasks) return "tasks";
   return r.fractional() ? "resources.gpu_milli" : "resources.gpus";
 }
 
@@ -86,7 +88,7 @@ std::optional<Inadmissibility> AdmissibilityChecker::CheckQuota(const PendingJob
   const PathMax& p = PathOf(j.queue);
   const QuotaVec one = JobQuotaRequest(j.resources, 1, m);
   const QuotaVec all = JobQuotaRequest(j.resources, j.tasks, m);
-  int dims[4] = {kDimGpu, -1, kDimCpu, kDimMemory};
+  int dims[5] = {kDimGpu, -1, kDimTasks, kDimCpu, kDimMemory};
   if (m != kNoModel && j.resources.gpus > 0) dims[1] = ModelDim(m);
   for (int d : dims) {
     if (d < 0 || all[d] <= p.max[d]) continue;
