@@ -1,6 +1,6 @@
-// AgentClient: the node agent's link to the server, and the ExecutionBackend its LocalExecutor
-// runs against. One heartbeat thread registers the node, then every heartbeat sends telemetry and
-// the task reports not yet acknowledged, and receives the node's assignments.
+// AgentClient: the node agent's link to the server, and the node::ExecutionBackend its
+// node::LocalExecutor runs against. One heartbeat thread registers the node, then every heartbeat
+// sends telemetry and the task reports not yet acknowledged, and receives the node's assignments.
 //
 // Reports are queued with increasing sequence numbers and dropped only once a heartbeat answer
 // acknowledges them; a heartbeat that fails is retried with the same reports (the server applies
@@ -29,7 +29,7 @@
 
 #include "common/status.h"
 #include "model/execution.h"
-#include "server/execution_backend.h"
+#include "node/execution_backend.h"
 
 namespace httplib {
 class Client;
@@ -50,7 +50,7 @@ struct AgentClientOptions {
   DurationMs watch_ms = 10000;
 };
 
-class AgentClient : public server::ExecutionBackend {
+class AgentClient : public node::ExecutionBackend {
  public:
   // What to announce at each registration, and the telemetry of each heartbeat (both called on
   // the heartbeat thread).
@@ -71,7 +71,7 @@ class AgentClient : public server::ExecutionBackend {
   // At shutdown: one last heartbeat to deliver what is queued, within `timeout_ms`.
   void Flush(DurationMs timeout_ms);
 
-  // ExecutionBackend (the executor's thread).
+  // node::ExecutionBackend (the executor's thread).
   std::vector<TaskAssignment> AssignmentsFor(const std::string& node) override;
   bool AssignmentsKnown() override;
   void ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) override;

@@ -19,12 +19,12 @@
 
 #include "agent/agent_client.h"
 #include "agent/backoff.h"
-#include "agent/gpu/fake_gpus.h"
-#include "agent/gpu/nvml.h"
 #include "agent/log_server.h"
 #include "exec/task_cgroups.h"
 #include "model/node.h"
-#include "server/local_executor.h"
+#include "node/gpu/fake_gpus.h"
+#include "node/gpu/nvml.h"
+#include "node/local_executor.h"
 
 #ifndef ARBITER_VERSION
 #define ARBITER_VERSION "dev"
@@ -136,8 +136,8 @@ std::string CgroupScope(const std::string& node, const std::string& work_dir) {
 }
 
 // Who tasks run as when their assignment names nobody, their GPUs' devices, the limits.
-server::ExecutorOptions ConfinementOptions(const AgentOptions& o, GpuDiscovery* gpus) {
-  server::ExecutorOptions eo;
+node::ExecutorOptions ConfinementOptions(const AgentOptions& o, node::GpuDiscovery* gpus) {
+  node::ExecutorOptions eo;
   eo.shim_path = o.shim;
   eo.max_task_processes = o.max_task_processes;
   eo.orphan_timeout_ms = o.orphan_timeout_ms >= 0 ? o.orphan_timeout_ms : 10000;
@@ -150,7 +150,8 @@ server::ExecutorOptions ConfinementOptions(const AgentOptions& o, GpuDiscovery* 
         "(65534)",
         o.run_as_default);
   }
-  for (const DiscoveredGpu& g : gpus != nullptr ? gpus->Discover() : std::vector<DiscoveredGpu>{}) {
+  for (const node::DiscoveredGpu& g :
+       gpus != nullptr ? gpus->Discover() : std::vector<node::DiscoveredGpu>{}) {
     if (g.device_major >= 0 && g.device_minor >= 0) {
       eo.gpu_devices[g.index] = {static_cast<uint32_t>(g.device_major),
                                  static_cast<uint32_t>(g.device_minor)};
@@ -160,7 +161,7 @@ server::ExecutorOptions ConfinementOptions(const AgentOptions& o, GpuDiscovery* 
 }
 
 // Not root: every task runs as this user and can read what it can. Said loudly, at start.
-void WarnIfUnconfined(const server::LocalExecutor& executor) {
+void WarnIfUnconfined(const node::LocalExecutor& executor) {
   if (executor.switches_users()) return;
   for (int i = 0; i < 3; ++i) spdlog::warn("{}", std::string(72, '!'));
   spdlog::warn("{}", executor.Describe());
@@ -200,15 +201,15 @@ int RunAgent(const AgentOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // 1. GPUs: fake ones, else NVML; without NVML the node offers no GPUs, and says so.
-  std::unique_ptr<GpuDiscovery> gpus;
+  std::unique_ptr<node::GpuDiscovery> gpus;
   std::string gpu_status;
   if (o.fake_gpus > 0) {
-    auto fake = std::make_unique<FakeGpus>(o.fake_gpus, o.gpu_model, o.gpu_memory_mib,
-                                           o.work_dir + "/fake-gpu-faults");
+    auto fake = std::make_unique<node::FakeGpus>(o.fake_gpus, o.gpu_model, o.gpu_memory_mib,
+                                                 o.work_dir + "/fake-gpu-faults");
     if (o.fake_gpu_device_major >= 0) fake->SetDeviceMajor(o.fake_gpu_device_major);
     gpus = std::move(fake);
     gpu_status = gpus->Describe();
-  } else if (auto nvml = NvmlGpus::Load(o.nvml_library); nvml.ok()) {
+  } else if (auto nvml = node::NvmlGpus::Load(o.nvml_library); nvml.ok()) {
     gpus = std::move(nvml).value();
     gpu_status = gpus->Describe();
   } else {
@@ -218,7 +219,7 @@ int RunAgent(const AgentOptions& o) {
   spdlog::info("GPUs: {}", gpu_status);
 
   // 2. Confinement: cgroups per task where this machine offers them, the tasks' users.
-  server::ExecutorOptions eo = ConfinementOptions(o, gpus.get());
+  node::ExecutorOptions eo = ConfinementOptions(o, gpus.get());
   std::string cgroup_status = "disabled (--no-cgroups)";
   std::unique_ptr<exec::TaskCgroups> limits;
   if (o.cgroups) {
@@ -233,7 +234,7 @@ int RunAgent(const AgentOptions& o) {
   // 3. The link to the server, the executor, the log port.
   const std::string log_token = RandomToken();
   int log_port = 0;
-  server::LocalExecutor* executor_ptr = nullptr;
+  node::LocalExecutor* executor_ptr = nullptr;
   auto registration = [&]() {
     AgentRegistration r;
     r.node.name = o.name;
@@ -243,7 +244,8 @@ int RunAgent(const AgentOptions& o) {
     r.node.labels = labels;
     if (auto it = labels.find("rack"); it != labels.end()) r.node.rack = it->second;
     if (auto it = labels.find("block"); it != labels.end()) r.node.block = it->second;
-    for (const DiscoveredGpu& d : gpus ? gpus->Discover() : std::vector<DiscoveredGpu>{}) {
+    for (const node::DiscoveredGpu& d :
+         gpus ? gpus->Discover() : std::vector<node::DiscoveredGpu>{}) {
       r.node.gpus.push_back({d.index, o.gpu_model.empty() ? d.model : o.gpu_model, d.memory_mib,
                              d.healthy, d.nvlink_domain});
     }
@@ -268,7 +270,7 @@ int RunAgent(const AgentOptions& o) {
   co.heartbeat_ms = o.heartbeat_ms;
   co.backoff_max_ms = o.backoff_max_ms;
   AgentClient client(co, registration, telemetry);
-  server::LocalExecutor executor(&client, o.name, o.work_dir, WallClockMs, eo);
+  node::LocalExecutor executor(&client, o.name, o.work_dir, WallClockMs, eo);
   WarnIfUnconfined(executor);
   executor_ptr = &executor;
   client.SetOnAssignments([&executor] { executor.Wake(); });

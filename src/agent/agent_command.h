@@ -1,7 +1,7 @@
 // `arbiter agent`: the node agent, one per GPU node. It registers the node with the server
 // (CPUs and memory of the machine, its GPUs from NVML or --fake-gpus, labels, rack and block),
 // heartbeats telemetry and task reports, runs the tasks the server places on the node as
-// processes (LocalExecutor), and serves their logs on a small HTTP port.
+// processes (node::LocalExecutor), and serves their logs on a small HTTP port.
 #pragma once
 
 #include <cstdint>

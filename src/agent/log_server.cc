@@ -6,9 +6,9 @@
 
 #include "api/errors.h"
 #include "common/net.h"
-#include "server/http_params.h"
-#include "server/http_server.h"
-#include "server/task_logs.h"
+#include "net/http_params.h"
+#include "net/http_server.h"
+#include "node/task_logs.h"
 
 namespace arbiter::agent {
 
@@ -38,8 +38,8 @@ bool ParseUint(const std::string& s, uint64_t* out) {
   return true;
 }
 
-server::HttpLimits LogServerLimits() {
-  server::HttpLimits l;
+net::HttpLimits LogServerLimits() {
+  net::HttpLimits l;
   l.initial_threads = 2;
   l.max_threads = 256;
   // Its clients are the server's log proxies: every follower from the server's one address.
@@ -55,7 +55,7 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
     : work_dir_(std::move(work_dir)),
       token_(std::move(token)),
       running_(std::move(running)),
-      http_(std::make_unique<server::GuardedHttpServer>(LogServerLimits())) {
+      http_(std::make_unique<net::GuardedHttpServer>(LogServerLimits())) {
   // A follower (`arbiter logs -f`) holds its connection while the task runs: a thread each.
   http_->set_socket_options([](socket_t sock) { SetListenSocketOptions(sock); });
   http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
@@ -73,7 +73,7 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
         task > (1u << 20)) {
       return SendError(res, InvalidArgument("task", "must be a task index"));
     }
-    server::StreamLogOptions o;
+    node::StreamLogOptions o;
     const std::string stream = req.get_param_value("stream");
     if (!stream.empty() && stream != "stdout" && stream != "stderr") {
       return SendError(res, InvalidArgument("stream", "must be stdout or stderr"));
@@ -88,13 +88,13 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
       }
       o.max_idle_ms = static_cast<int64_t>(idle);
     }
-    auto follow = server::QueryBool(req, "follow");
+    auto follow = net::QueryBool(req, "follow");
     if (!follow.ok()) return SendError(res, follow.status());
     o.follow = *follow;
-    auto probe = server::QueryBool(req, "probe");
+    auto probe = net::QueryBool(req, "probe");
     if (!probe.ok()) return SendError(res, probe.status());
     const auto t = static_cast<int32_t>(task);
-    const std::string path = server::TaskLogPath(work_dir_, job, t, stream == "stderr");
+    const std::string path = node::TaskLogPath(work_dir_, job, t, stream == "stderr");
     const bool exists = ::access(path.c_str(), R_OK) == 0;
     if (!exists && !(o.follow && running_(job, t))) {
       return SendError(res, NotFound(fmt::format("job {} task {} has no {} log on this node", job,
@@ -107,10 +107,10 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
     res.set_chunked_content_provider(
         "text/plain; charset=utf-8", [this, path, o, job, t](size_t, httplib::DataSink& sink) {
           uint64_t sent = 0;
-          const server::StreamEnd end = server::StreamTaskLog(
+          const node::StreamEnd end = node::StreamTaskLog(
               path, o, [this, job, t] { return running_(job, t); }, sink.write, &stopping_, &sent,
               [&sink] { return !sink.is_writable(); });
-          if (end == server::StreamEnd::kWriteFailed || end == server::StreamEnd::kStopped) {
+          if (end == node::StreamEnd::kWriteFailed || end == node::StreamEnd::kStopped) {
             return false;
           }
           sink.done();

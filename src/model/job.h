@@ -72,9 +72,10 @@ struct JobSpec {
 // Checks every field; errors name the field ("resources.gpus", "tasks").
 Status ValidateJobSpec(const JobSpec& job);
 
-// The environment variables the executor sets for every task (LocalExecutor::Environment) and the
-// ones a job may not set for itself (docs/security.md, "What a job may ask for"): these names, and
-// every name that starts with kReservedEnvPrefix. PATH is not among them: a job may set its own.
+// The environment variables the executor sets for every task (node::LocalExecutor::Environment) and
+// the ones a job may not set for itself (docs/security.md, "What a job may ask for"): these names,
+// and every name that starts with kReservedEnvPrefix. PATH is not among them: a job may set its
+// own.
 inline constexpr std::string_view kReservedEnvNames[] = {"CUDA_VISIBLE_DEVICES",
                                                          "NVIDIA_VISIBLE_DEVICES",
                                                          "CUDA_DEVICE_ORDER",

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <functional>
 
-#include "agent/gpu/fake_gpus.h"
-#include "agent/gpu/nvml.h"
 #include "exec/task_cgroups.h"
+#include "node/gpu/fake_gpus.h"
+#include "node/gpu/nvml.h"
 
 namespace arbiter::server {
 
@@ -33,7 +33,8 @@ std::string BuiltinWorkDir(const std::string& data_dir, const std::string& confi
   return d + "-node";
 }
 
-BuiltinNode::BuiltinNode(ControlPlane* cp, const ServerOptions& options, LocalExecutor::NowFn now)
+BuiltinNode::BuiltinNode(ControlPlane* cp, const ServerOptions& options,
+                         node::LocalExecutor::NowFn now)
     : cp_(cp),
       o_(options),
       now_(std::move(now)),
@@ -69,7 +70,7 @@ Status BuiltinNode::Register() {
   // A configured node keeps the configuration's GPUs: only its address is noted.
   if (configured_) return cp_->RegisterNode(n, address_);
   const std::string model = cp_->FirstGpuModel();
-  for (const agent::DiscoveredGpu& g : gpus_->Discover()) {
+  for (const node::DiscoveredGpu& g : gpus_->Discover()) {
     if (model.empty()) break;  // counted once the configuration names a GPU model
     // A model the configuration does not know is counted as its first one, with a warning.
     std::string m = g.model;
@@ -109,8 +110,8 @@ Status BuiltinNode::Start() {
     configured_gpus = n["gpus"].size();
   }
   if (o_.fake_gpus < 0) {
-    auto nvml = agent::NvmlGpus::Load();
-    std::vector<agent::DiscoveredGpu> found;
+    auto nvml = node::NvmlGpus::Load();
+    std::vector<node::DiscoveredGpu> found;
     if (nvml.ok()) found = (*nvml)->Discover();
     if (!found.empty() && (!configured || found.size() == configured_gpus)) {
       gpus_ = std::move(nvml).value();
@@ -122,13 +123,13 @@ Status BuiltinNode::Start() {
   if (!gpus_) {
     const int count =
         configured ? static_cast<int>(configured_gpus) : (o_.fake_gpus < 0 ? 8 : o_.fake_gpus);
-    auto fake = std::make_unique<agent::FakeGpus>(count, cp_->FirstGpuModel(), 0);
+    auto fake = std::make_unique<node::FakeGpus>(count, cp_->FirstGpuModel(), 0);
     if (o_.fake_gpu_device_major >= 0) fake->SetDeviceMajor(o_.fake_gpu_device_major);
     gpus_ = std::move(fake);
   }
   ARBITER_RETURN_IF_ERROR(Register());
   // 2. Confinement, as on an agent.
-  ExecutorOptions eo;
+  node::ExecutorOptions eo;
   eo.shim_path = o_.shim;
   eo.max_task_processes = o_.max_task_processes;
   eo.orphan_timeout_ms = o_.local_orphan_timeout_ms;
@@ -136,7 +137,7 @@ Status BuiltinNode::Start() {
     eo.default_uid = pw->pw_uid;
     eo.default_gid = pw->pw_gid;
   }
-  for (const agent::DiscoveredGpu& g : gpus_->Discover()) {
+  for (const node::DiscoveredGpu& g : gpus_->Discover()) {
     if (g.device_major >= 0 && g.device_minor >= 0) {
       eo.gpu_devices[g.index] = {static_cast<uint32_t>(g.device_major),
                                  static_cast<uint32_t>(g.device_minor)};
@@ -154,7 +155,7 @@ Status BuiltinNode::Start() {
   }
   eo.limits = cgroups_.get();
   spdlog::info("built-in node {}: cgroups: {}", o_.local_node, cgroup_status_);
-  executor_ = std::make_unique<LocalExecutor>(cp_, o_.local_node, work_dir_, now_, eo);
+  executor_ = std::make_unique<node::LocalExecutor>(cp_, o_.local_node, work_dir_, now_, eo);
   if (!executor_->switches_users()) {
     for (int i = 0; i < 3; ++i) spdlog::warn("{}", std::string(72, '!'));
     spdlog::warn("built-in node {}: {}", o_.local_node, executor_->Describe());

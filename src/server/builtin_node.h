@@ -3,7 +3,7 @@
 // under arbiter-shim, confined as on an agent: docs/security.md) and its telemetry.
 //
 // Its work folder is apart from the data dir (tasks never reach the store or the tokens), and its
-// tasks outlive the server: a restart adopts them (LocalExecutor::Recover).
+// tasks outlive the server: a restart adopts them (node::LocalExecutor::Recover).
 //
 // Threads: Start() starts the executor's thread and a telemetry thread (every 2 s: GPU telemetry,
 // and the node registered again once the configuration names a GPU model it lacked); Stop() ends
@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "common/status.h"
+#include "node/local_executor.h"
 #include "server/control_plane.h"
-#include "server/local_executor.h"
 #include "server/server_command.h"
 
-namespace arbiter::agent {
+namespace arbiter::node {
 class GpuDiscovery;
 }
 namespace arbiter::exec {
@@ -32,7 +32,7 @@ namespace arbiter::server {
 
 class BuiltinNode {
  public:
-  BuiltinNode(ControlPlane* cp, const ServerOptions& options, LocalExecutor::NowFn now);
+  BuiltinNode(ControlPlane* cp, const ServerOptions& options, node::LocalExecutor::NowFn now);
   ~BuiltinNode();
 
   // Finds the GPUs, registers the node, adopts the tasks of the server's earlier run, starts.
@@ -51,13 +51,13 @@ class BuiltinNode {
 
   ControlPlane* cp_;
   ServerOptions o_;
-  LocalExecutor::NowFn now_;
+  node::LocalExecutor::NowFn now_;
   std::string work_dir_;
   std::string address_;
-  std::unique_ptr<agent::GpuDiscovery> gpus_;
+  std::unique_ptr<node::GpuDiscovery> gpus_;
   std::unique_ptr<exec::TaskCgroups> cgroups_;
   std::string cgroup_status_;
-  std::unique_ptr<LocalExecutor> executor_;
+  std::unique_ptr<node::LocalExecutor> executor_;
   bool configured_ = false;       // the configuration defines the node (its GPUs are the config's)
   std::string registered_model_;  // the model its GPUs were registered as ("": none yet)
 

@@ -29,8 +29,8 @@
 #include "core/cycle/cycle.h"
 #include "core/quota/quota_tree.h"
 #include "model/job.h"
+#include "node/execution_backend.h"
 #include "server/auth.h"
-#include "server/execution_backend.h"
 #include "server/lifecycle.h"
 #include "server/metrics.h"
 #include "server/reports.h"
@@ -133,7 +133,7 @@ struct ServerEvent {
   std::string data;    // the event's JSON object, as text
 };
 
-class ControlPlane : public ExecutionBackend {
+class ControlPlane : public node::ExecutionBackend {
  public:
   ControlPlane(store::Store* store, NowFn now);
 
@@ -247,7 +247,7 @@ class ControlPlane : public ExecutionBackend {
                         const std::vector<GpuTelemetry>& gpus);
   // Whether the configuration has this GPU model.
   bool HasGpuModel(const std::string& name) const;
-  // ExecutionBackend: reports about another attempt than the job's current one, and reports
+  // node::ExecutionBackend: reports about another attempt than the job's current one, and reports
   // already applied, change nothing.
   std::vector<TaskAssignment> AssignmentsFor(const std::string& node) override;
   void ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) override;

@@ -11,9 +11,9 @@
 
 #include "api/agent_codec.h"
 #include "api/errors.h"
+#include "net/http_params.h"
+#include "node/task_logs.h"
 #include "server/http_api.h"
-#include "server/http_params.h"
-#include "server/task_logs.h"
 
 namespace arbiter::server {
 
@@ -67,7 +67,7 @@ Result<HttpApi::LogQuery> ParseLogQuery(const httplib::Request& req) {
     return InvalidArgument("stream", fmt::format("must be stdout or stderr, got '{}'", stream));
   }
   q.stderr_log = stream == "stderr";
-  auto follow = QueryBool(req, "follow");
+  auto follow = net::QueryBool(req, "follow");
   if (!follow.ok()) return follow.status();
   q.follow = *follow;
   return q;
@@ -159,7 +159,7 @@ class FollowerCount {
 
 // The built-in node: the file itself, followed while the control plane says the task runs.
 void HttpApi::LocalLogs(const Principal& p, const LogQuery& q, httplib::Response& res) {
-  const std::string path = TaskLogPath(options_.local_work_dir, q.job, q.task, q.stderr_log);
+  const std::string path = node::TaskLogPath(options_.local_work_dir, q.job, q.task, q.stderr_log);
   auto running = [this, p, q] {
     auto s = cp_->JobLogSource(p, q.job, q.task);
     return s.ok() && s->running;
@@ -171,13 +171,14 @@ void HttpApi::LocalLogs(const Principal& p, const LogQuery& q, httplib::Response
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/plain; charset=utf-8", [this, path, q, running](size_t, httplib::DataSink& sink) {
-        StreamLogOptions o;
+        node::StreamLogOptions o;
         o.follow = q.follow;
         uint64_t sent = 0;
         FollowerCount counted(&log_followers_);
-        const StreamEnd end = StreamTaskLog(path, o, running, sink.write, &stopping_, &sent,
-                                            [&sink] { return !sink.is_writable(); });
-        if (end == StreamEnd::kWriteFailed || end == StreamEnd::kStopped) return false;
+        const node::StreamEnd end =
+            node::StreamTaskLog(path, o, running, sink.write, &stopping_, &sent,
+                                [&sink] { return !sink.is_writable(); });
+        if (end == node::StreamEnd::kWriteFailed || end == node::StreamEnd::kStopped) return false;
         sink.done();
         return true;
       });

@@ -12,8 +12,8 @@
 #include "api/errors.h"
 #include "api/job_codec.h"
 #include "common/net.h"
-#include "server/http_params.h"
-#include "server/http_server.h"
+#include "net/http_params.h"
+#include "net/http_server.h"
 
 namespace arbiter::server {
 
@@ -139,7 +139,7 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
 }
 
 HttpApi::HttpApi(ControlPlane* cp, HttpOptions options) : cp_(cp), options_(options) {
-  HttpLimits limits;
+  net::HttpLimits limits;
   limits.header_timeout_ms = options_.header_timeout_ms;
   limits.body_timeout_ms = options_.body_timeout_ms;
   limits.max_headers = options_.max_headers;
@@ -148,7 +148,7 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options) : cp_(cp), options_(opti
   limits.initial_threads = std::min<size_t>(options_.threads, 8);
   limits.max_threads = options_.threads;
   limits.idle_thread_ms = options_.idle_thread_ms;
-  http_ = std::make_unique<GuardedHttpServer>(limits);
+  http_ = std::make_unique<net::GuardedHttpServer>(limits);
   // cpp-httplib's own check of the Content-Length, at the largest route's cap; each route's own
   // cap (MaxBodyBytes) is applied as its body is read (Register).
   http_->set_payload_max_length(std::max(api::kMaxBodyBytes, api::kMaxConfigBytes));
@@ -270,11 +270,11 @@ void HttpApi::Register() {
           return observe();
         }
       }
-      // Booleans are exactly true or false on every route (QueryBool), checked before the handler
-      // so that no route can read a misspelt one as false.
+      // Booleans are exactly true or false on every route (net::QueryBool), checked before the
+      // handler so that no route can read a misspelt one as false.
       for (const QueryParam& q : params) {
         if (q.type != "boolean") continue;
-        if (auto b = QueryBool(req, q.name); !b.ok()) {
+        if (auto b = net::QueryBool(req, q.name); !b.ok()) {
           SendError(res, b.status());
           return observe();
         }
@@ -555,10 +555,10 @@ void HttpApi::Register() {
       [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
         auto c = api::ParseConfigYaml(req.body);
         if (!c.ok()) return SendError(res, c.status());
-        auto dry_run = QueryBool(req, "dry_run");
+        auto dry_run = net::QueryBool(req, "dry_run");
         if (!dry_run.ok()) return SendError(res, dry_run.status());
         const bool dry = *dry_run;
-        auto prune = QueryBool(req, "prune");
+        auto prune = net::QueryBool(req, "prune");
         if (!prune.ok()) return SendError(res, prune.status());
         auto applied = cp_->ApplyConfig(p, *c, dry, *prune);
         if (!applied.ok()) return SendError(res, applied.status());
@@ -708,7 +708,7 @@ void HttpApi::ServeMetrics(const httplib::Request& req, httplib::Response& res) 
 }
 
 std::string HttpApi::HttpMetricsText() const {
-  const HttpServerStats& s = http_->stats();
+  const net::HttpServerStats& s = http_->stats();
   std::string out;
   auto gauge = [&out](const char* name, const char* help, int64_t v) {
     out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name, help, v);

@@ -26,17 +26,19 @@ struct Request;
 struct Response;
 }  // namespace httplib
 
-namespace arbiter::server {
-
+namespace arbiter::net {
 class GuardedHttpServer;
+}  // namespace arbiter::net
+
+namespace arbiter::server {
 
 struct HttpOptions {
   // The most HTTP threads. Each open connection (a keep-alive client, an agent's long-poll watch)
-  // holds one while open; they start as connections arrive (ElasticThreadPool).
+  // holds one while open; they start as connections arrive (net::ElasticThreadPool).
   size_t threads = 2048;
-  // Slow and greedy clients (GuardedHttpServer): a request's line and headers must arrive within
-  // header_timeout_ms, its body within body_timeout_ms after them; at most max_headers headers
-  // of max_header_bytes in all; at most connections_per_address open connections per client
+  // Slow and greedy clients (net::GuardedHttpServer): a request's line and headers must arrive
+  // within header_timeout_ms, its body within body_timeout_ms after them; at most max_headers
+  // headers of max_header_bytes in all; at most connections_per_address open connections per client
   // address (0: no limit). Threads beyond the first few exit after idle_thread_ms idle.
   int64_t header_timeout_ms = 10000;
   int64_t body_timeout_ms = 120000;
@@ -113,7 +115,7 @@ class HttpApi {
 
   ControlPlane* cp_;
   HttpOptions options_;
-  std::unique_ptr<GuardedHttpServer> http_;
+  std::unique_ptr<net::GuardedHttpServer> http_;
   std::atomic<int64_t> log_followers_{0};  // log requests streaming now
   std::vector<RouteInfo> route_info_;
   int listen_fd_ = -1;  // the listening socket, once created

@@ -73,7 +73,8 @@ TEST_F(TaskLimitsTest, ATenantsLiveTasksHaveACeiling) {
             std::string::npos)
       << why.dump();
   // More tasks than the ceiling at all: refused at submission, naming the field.
-  auto spec = api::ParseJobSubmission(json{{"queue", "lab-q"}, {"command", {"true"}}, {"tasks", 13}}.dump());
+  auto spec = api::ParseJobSubmission(
+      json{{"queue", "lab-q"}, {"command", {"true"}}, {"tasks", 13}}.dump());
   ASSERT_TRUE(spec.ok());
   bool created = false;
   auto r = cp_->SubmitJob(admin_, std::move(spec).value(), "", &created);
@@ -103,7 +104,8 @@ TEST_F(TaskLimitsTest, TasksTakeAMaxOnly) {
 tenants:
   - name: lab
     queues:
-      - {name: lab-q, )") + kind + ": {tasks: 2}}\n";
+      - {name: lab-q, )") + kind +
+                             ": {tasks: 2}}\n";
     auto parsed = api::ParseConfigYaml(yaml);
     ASSERT_FALSE(parsed.ok()) << kind;
     EXPECT_EQ(parsed.status().field(), std::string("tenants[0].queues[0].") + kind + ".tasks");

@@ -1,4 +1,4 @@
-#include "server/task_logs.h"
+#include "node/task_logs.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-namespace arbiter::server {
+namespace arbiter::node {
 
 std::string TaskLogPath(const std::string& work_dir, uint64_t job, int32_t task, bool stderr_log) {
   return fmt::format("{}/jobs/{}/task-{}.{}", work_dir, job, task, stderr_log ? "err" : "out");
@@ -68,4 +68,4 @@ StreamEnd StreamTaskLog(const std::string& path, const StreamLogOptions& o,
   return end;
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::node

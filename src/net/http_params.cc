@@ -1,9 +1,9 @@
-#include "server/http_params.h"
+#include "net/http_params.h"
 
 #include <fmt/format.h>
 #include <httplib.h>
 
-namespace arbiter::server {
+namespace arbiter::net {
 
 Result<bool> QueryBool(const httplib::Request& req, const std::string& name) {
   const auto [first, last] = req.params.equal_range(name);
@@ -18,4 +18,4 @@ Result<bool> QueryBool(const httplib::Request& req, const std::string& name) {
   return InvalidArgument(name, fmt::format("must be true or false, got '{}'", shown));
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::net

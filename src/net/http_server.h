@@ -27,7 +27,7 @@
 #include <mutex>
 #include <string>
 
-namespace arbiter::server {
+namespace arbiter::net {
 
 struct HttpLimits {
   int64_t header_timeout_ms = 10000;
@@ -70,4 +70,4 @@ class GuardedHttpServer : public httplib::Server {
   std::map<std::string, size_t> per_address_;  // open connections by address; guarded by mu_
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::net

@@ -1,4 +1,4 @@
-#include "agent/gpu/fake_gpus.h"
+#include "node/gpu/fake_gpus.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace arbiter::agent {
+namespace arbiter::node {
 namespace {
 
 TEST(FakeGpus, DiscoverListsEveryGpuWithModelMemoryAndIslands) {
@@ -95,4 +95,4 @@ TEST(FakeGpus, FaultsFileIsReadOnEverySample) {
 }
 
 }  // namespace
-}  // namespace arbiter::agent
+}  // namespace arbiter::node

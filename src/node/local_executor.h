@@ -44,9 +44,9 @@
 #include "exec/shim_spec.h"
 #include "exec/task_cgroups.h"
 #include "model/execution.h"
-#include "server/execution_backend.h"
+#include "node/execution_backend.h"
 
-namespace arbiter::server {
+namespace arbiter::node {
 
 struct ExecutorOptions {
   exec::TaskLimits* limits = nullptr;  // not owned; null: the shim alone tracks the processes
@@ -155,4 +155,4 @@ class LocalExecutor {
   std::thread thread_;
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::node

@@ -12,7 +12,7 @@ namespace httplib {
 struct Request;
 }  // namespace httplib
 
-namespace arbiter::server {
+namespace arbiter::net {
 
 // A boolean query parameter: absent is false; present, it must be given once, as exactly `true`
 // or `false` (?dry_run=1, ?dry_run=yes, ?dry_run=True or ?dry_run= are refused, so that a
@@ -20,4 +20,4 @@ namespace arbiter::server {
 // InvalidArgument whose field is the parameter's name.
 Result<bool> QueryBool(const httplib::Request& req, const std::string& name);
 
-}  // namespace arbiter::server
+}  // namespace arbiter::net

@@ -1,11 +1,11 @@
-#include "agent/gpu/fake_gpus.h"
+#include "node/gpu/fake_gpus.h"
 
 #include <fmt/format.h>
 
 #include <fstream>
 #include <sstream>
 
-namespace arbiter::agent {
+namespace arbiter::node {
 
 namespace {
 
@@ -99,4 +99,4 @@ void FakeGpus::ReadFaults() {
   }
 }
 
-}  // namespace arbiter::agent
+}  // namespace arbiter::node

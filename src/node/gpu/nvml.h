@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
-#include "agent/gpu/gpu_discovery.h"
 #include "common/result.h"
+#include "node/gpu/gpu_discovery.h"
 
-namespace arbiter::agent {
+namespace arbiter::node {
 
 inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
 
@@ -46,4 +46,4 @@ class NvmlGpus : public GpuDiscovery {
   size_t count_ = 0;
 };
 
-}  // namespace arbiter::agent
+}  // namespace arbiter::node

@@ -14,7 +14,7 @@
 
 #include "model/execution.h"
 
-namespace arbiter::server {
+namespace arbiter::node {
 
 class ExecutionBackend {
  public:
@@ -36,4 +36,4 @@ class ExecutionBackend {
   virtual void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) = 0;
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::node

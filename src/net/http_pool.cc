@@ -1,4 +1,4 @@
-#include "server/http_pool.h"
+#include "net/http_pool.h"
 
 #include <malloc.h>
 
@@ -9,7 +9,7 @@
 // otherwise, and glibc's malloc_trim does the same there).
 extern "C" void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
 
-namespace arbiter::server {
+namespace arbiter::net {
 
 ElasticThreadPool::ElasticThreadPool(size_t initial, size_t max, int64_t idle_exit_ms,
                                      std::atomic<int64_t>* gauge)
@@ -119,4 +119,4 @@ void ElasticThreadPool::Work(std::list<std::thread>::iterator self) {
   }
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::net

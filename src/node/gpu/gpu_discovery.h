@@ -12,7 +12,7 @@
 
 #include "model/execution.h"
 
-namespace arbiter::agent {
+namespace arbiter::node {
 
 struct DiscoveredGpu {
   int32_t index = 0;  // as CUDA_VISIBLE_DEVICES names it (PCI bus order)
@@ -40,4 +40,4 @@ class GpuDiscovery {
   virtual std::string Describe() const = 0;
 };
 
-}  // namespace arbiter::agent
+}  // namespace arbiter::node

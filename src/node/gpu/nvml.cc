@@ -1,4 +1,4 @@
-#include "agent/gpu/nvml.h"
+#include "node/gpu/nvml.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
-namespace arbiter::agent {
+namespace arbiter::node {
 
 namespace {
 
@@ -257,4 +257,4 @@ std::vector<GpuTelemetry> NvmlGpus::Sample(const std::set<int32_t>&) {
   return out;
 }
 
-}  // namespace arbiter::agent
+}  // namespace arbiter::node

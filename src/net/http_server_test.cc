@@ -1,4 +1,4 @@
-#include "server/http_server.h"
+#include "net/http_server.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-namespace arbiter::server {
+namespace arbiter::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -224,4 +224,4 @@ TEST_F(GuardedServerTest, AnIdleNewConnectionIsClosedAfterTheHeaderDeadline) {
 }
 
 }  // namespace
-}  // namespace arbiter::server
+}  // namespace arbiter::net

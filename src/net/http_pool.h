@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-namespace arbiter::server {
+namespace arbiter::net {
 
 class ElasticThreadPool : public httplib::TaskQueue {
  public:
@@ -57,4 +57,4 @@ class ElasticThreadPool : public httplib::TaskQueue {
   size_t exits_since_release_ = 0;           // guarded by mu_
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::net

@@ -12,9 +12,9 @@
 #include <map>
 #include <string>
 
-#include "agent/gpu/gpu_discovery.h"
+#include "node/gpu/gpu_discovery.h"
 
-namespace arbiter::agent {
+namespace arbiter::node {
 
 class FakeGpus : public GpuDiscovery {
  public:
@@ -44,4 +44,4 @@ class FakeGpus : public GpuDiscovery {
   int32_t device_major_ = -1;
 };
 
-}  // namespace arbiter::agent
+}  // namespace arbiter::node

@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-namespace arbiter::server {
+namespace arbiter::node {
 
 // WORK_DIR/jobs/<job>/task-<task>.out (or .err).
 std::string TaskLogPath(const std::string& work_dir, uint64_t job, int32_t task, bool stderr_log);
@@ -39,4 +39,4 @@ StreamEnd StreamTaskLog(const std::string& path, const StreamLogOptions& options
                         const std::atomic<bool>* stop, uint64_t* sent,
                         const std::function<bool()>& reader_gone = {});
 
-}  // namespace arbiter::server
+}  // namespace arbiter::node

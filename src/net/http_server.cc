@@ -1,4 +1,4 @@
-#include "server/http_server.h"
+#include "net/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,9 +12,9 @@
 #include <cstring>
 #include <string_view>
 
-#include "server/http_pool.h"
+#include "net/http_pool.h"
 
-namespace arbiter::server {
+namespace arbiter::net {
 
 namespace {
 
@@ -396,4 +396,4 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   return ok;
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::net

@@ -1,4 +1,4 @@
-#include "server/local_executor.h"
+#include "node/local_executor.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include <sstream>
 #include <vector>
 
-namespace arbiter::server {
+namespace arbiter::node {
 
 namespace {
 
@@ -632,4 +632,4 @@ void LocalExecutor::Finish(const Key& key, const Proc& p, int shim_status) {
   }
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::node

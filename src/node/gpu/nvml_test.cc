@@ -1,8 +1,8 @@
-#include "agent/gpu/nvml.h"
+#include "node/gpu/nvml.h"
 
 #include <gtest/gtest.h>
 
-namespace arbiter::agent {
+namespace arbiter::node {
 namespace {
 
 // Without the driver's library the loader says so, and the agent runs without GPUs.
@@ -41,4 +41,4 @@ TEST(Nvml, DefaultLibraryLoadsOrFailsCleanly) {
 }
 
 }  // namespace
-}  // namespace arbiter::agent
+}  // namespace arbiter::node

@@ -1,4 +1,4 @@
-#include "server/http_pool.h"
+#include "net/http_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 
-namespace arbiter::server {
+namespace arbiter::net {
 namespace {
 
 // Tasks that stand for open connections: each holds its thread until released.
@@ -103,4 +103,4 @@ TEST(ElasticThreadPool, ThreadsOfABurstExitOnceIdleAndTheFloorStays) {
 }
 
 }  // namespace
-}  // namespace arbiter::server
+}  // namespace arbiter::net
