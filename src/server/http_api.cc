@@ -21,18 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-void SendJson(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-// A body that is JSON text already (the job routes write theirs without a tree).
-void SendJsonText(httplib::Response& res, int status, std::string body) {
-  res.status = status;
-  res.body = std::move(body);
-  res.set_header("Content-Type", "application/json");
-}
-
 std::string Bearer(const httplib::Request& req) {
   const std::string h = req.get_header_value("Authorization");
   if (h.rfind("Bearer ", 0) == 0) return h.substr(7);
@@ -66,7 +54,20 @@ Status ReadBody(const httplib::Request& req, const httplib::Response& res,
   return Status::Ok();
 }
 
-Result<uint64_t> ParseId(const std::string& s, const char* field) {
+}  // namespace
+
+void HttpApi::SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void HttpApi::SendJsonText(httplib::Response& res, int status, std::string body) {
+  res.status = status;
+  res.body = std::move(body);
+  res.set_header("Content-Type", "application/json");
+}
+
+Result<uint64_t> HttpApi::ParseId(const std::string& s, const char* field) {
   if (s.empty() || s.size() > 19) return InvalidArgument(field, "must be a job id");
   uint64_t v = 0;
   for (char c : s) {
@@ -75,8 +76,6 @@ Result<uint64_t> ParseId(const std::string& s, const char* field) {
   }
   return v;
 }
-
-}  // namespace
 
 void HttpApi::SendError(httplib::Response& res, const Status& st) {
   res.status = api::HttpStatusFor(st.code());
@@ -222,105 +221,107 @@ bool HttpApi::AllowRate(const std::string& token_id) {
   return true;
 }
 
-void HttpApi::Register() {
-  using Handler =
-      std::function<void(const Principal&, const httplib::Request&, httplib::Response&)>;
-  // Every authenticated route: token check, rate limit, then the handler.
-  auto route = [this](const char* method, std::string path, std::string regex, std::string summary,
-                      Handler h) {
-    std::vector<QueryParam> params = QueryParamsOf(method, path);
-    route_info_.push_back({method, path, summary, params});
-    // The latency histogram is labelled with the route's template, never the raw path.
-    ServerMetrics::Route* latency = cp_->metrics().RouteHandle(method, path);
-    // Only an admin may send a configuration, and its body (8 MiB of YAML to parse) is worth
-    // reading for nobody else: other callers are refused before a byte of it is read.
-    const bool admin_body = std::string_view(method) == "PUT" && path == "/api/v1/config";
-    // `read` is the body's reader (POST, PUT) or null. The order is the point: the token, the
-    // rate limit, the query parameters and any role the body needs are checked before the body
-    // is read, so an unauthorised caller never costs a body's worth of memory or parsing.
-    auto serve = [this, h, method, latency, params = std::move(params), path, admin_body,
-                  max_body = MaxBodyBytes(path)](const httplib::Request& req,
-                                                 httplib::Response& res,
-                                                 const httplib::ContentReader* read) {
-      const auto t0 = std::chrono::steady_clock::now();
-      auto observe = [&] {
-        latency->Observe(
-            res.status,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      };
-      auto p = cp_->Authenticate(Bearer(req));
-      if (!p.ok()) {
-        SendError(res, p.status());
-        return observe();
-      }
-      if (!AllowRate(p->token_id)) {
-        SendError(res, Status(StatusCode::kResourceExhausted,
-                              "rate limit exceeded for this token; retry shortly"));
-        res.set_header("Retry-After", "1");
-        return observe();
-      }
-      for (const auto& [name, value] : req.params) {
-        if (std::none_of(params.begin(), params.end(),
-                         [&](const QueryParam& q) { return q.name == name; })) {
-          std::string known;
-          for (const QueryParam& q : params) known += (known.empty() ? "" : ", ") + q.name;
-          SendError(res, InvalidArgument(
-                             name, fmt::format("unknown query parameter; {} {} takes {}", method,
-                                               path, known.empty() ? "none" : known)));
-          return observe();
-        }
-      }
-      // Booleans are exactly true or false on every route (net::QueryBool), checked before the
-      // handler so that no route can read a misspelt one as false.
-      for (const QueryParam& q : params) {
-        if (q.type != "boolean") continue;
-        if (auto b = net::QueryBool(req, q.name); !b.ok()) {
-          SendError(res, b.status());
-          return observe();
-        }
-      }
-      auto audit_denied = [&] {
-        if (std::string_view(method) != "GET" && res.status == 403) {
-          cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
-        }
-      };
-      if (read != nullptr) {
-        if (admin_body && p->role != Role::kAdmin) {
-          SendError(res, Status(StatusCode::kPermissionDenied,
-                                "only admins may change the configuration"));
-          res.set_header("Connection", "close");  // the unread body is not worth draining
-          audit_denied();
-          return observe();
-        }
-        bool too_large = false;
-        if (Status st = ReadBody(req, res, *read, max_body, &too_large); !st.ok()) {
-          SendError(res, st);
-          res.status = too_large ? 413 : 400;
-          res.set_header("Connection", "close");
-          return observe();
-        }
-      }
-      h(*p, req, res);
-      audit_denied();
-      observe();
+// Every authenticated route: token check, rate limit, query parameters, then the handler.
+void HttpApi::AddRoute(const char* method, std::string path, std::string regex, std::string summary,
+                       RouteHandler h) {
+  std::vector<QueryParam> params = QueryParamsOf(method, path);
+  route_info_.push_back({method, path, summary, params});
+  // The latency histogram is labelled with the route's template, never the raw path.
+  ServerMetrics::Route* latency = cp_->metrics().RouteHandle(method, path);
+  // Only an admin may send a configuration, and its body (8 MiB of YAML to parse) is worth
+  // reading for nobody else: other callers are refused before a byte of it is read.
+  const bool admin_body = std::string_view(method) == "PUT" && path == "/api/v1/config";
+  // `read` is the body's reader (POST, PUT) or null. The order is the point: the token, the
+  // rate limit, the query parameters and any role the body needs are checked before the body
+  // is read, so an unauthorised caller never costs a body's worth of memory or parsing.
+  auto serve = [this, h, method, latency, params = std::move(params), path, admin_body,
+                max_body = MaxBodyBytes(path)](const httplib::Request& req, httplib::Response& res,
+                                               const httplib::ContentReader* read) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto observe = [&] {
+      latency->Observe(
+          res.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
-    auto wrapped = [serve](const httplib::Request& req, httplib::Response& res) {
-      serve(req, res, nullptr);
-    };
-    auto with_body = [serve](const httplib::Request& req, httplib::Response& res,
-                             const httplib::ContentReader& read) { serve(req, res, &read); };
-    const std::string m = method;
-    if (m == "GET") http_->Get(regex, wrapped);
-    if (m == "POST") http_->Post(regex, with_body);
-    if (m == "PUT") http_->Put(regex, with_body);
-    if (m == "DELETE") http_->Delete(regex, wrapped);
-  };
-  auto reply = [](httplib::Response& res, const Result<json>& r, int ok_status = 200) {
-    if (!r.ok()) {
-      SendError(res, r.status());
-    } else {
-      SendJson(res, ok_status, *r);
+    auto p = cp_->Authenticate(Bearer(req));
+    if (!p.ok()) {
+      SendError(res, p.status());
+      return observe();
     }
+    if (!AllowRate(p->token_id)) {
+      SendError(res, Status(StatusCode::kResourceExhausted,
+                            "rate limit exceeded for this token; retry shortly"));
+      res.set_header("Retry-After", "1");
+      return observe();
+    }
+    for (const auto& [name, value] : req.params) {
+      if (std::none_of(params.begin(), params.end(),
+                       [&](const QueryParam& q) { return q.name == name; })) {
+        std::string known;
+        for (const QueryParam& q : params) known += (known.empty() ? "" : ", ") + q.name;
+        SendError(res,
+                  InvalidArgument(name, fmt::format("unknown query parameter; {} {} takes {}",
+                                                    method, path, known.empty() ? "none" : known)));
+        return observe();
+      }
+    }
+    // Booleans are exactly true or false on every route (net::QueryBool), checked before the
+    // handler so that no route can read a misspelt one as false.
+    for (const QueryParam& q : params) {
+      if (q.type != "boolean") continue;
+      if (auto b = net::QueryBool(req, q.name); !b.ok()) {
+        SendError(res, b.status());
+        return observe();
+      }
+    }
+    auto audit_denied = [&] {
+      if (std::string_view(method) != "GET" && res.status == 403) {
+        cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied");
+      }
+    };
+    if (read != nullptr) {
+      if (admin_body && p->role != Role::kAdmin) {
+        SendError(
+            res, Status(StatusCode::kPermissionDenied, "only admins may change the configuration"));
+        res.set_header("Connection", "close");  // the unread body is not worth draining
+        audit_denied();
+        return observe();
+      }
+      bool too_large = false;
+      if (Status st = ReadBody(req, res, *read, max_body, &too_large); !st.ok()) {
+        SendError(res, st);
+        res.status = too_large ? 413 : 400;
+        res.set_header("Connection", "close");
+        return observe();
+      }
+    }
+    h(*p, req, res);
+    audit_denied();
+    observe();
+  };
+  auto wrapped = [serve](const httplib::Request& req, httplib::Response& res) {
+    serve(req, res, nullptr);
+  };
+  auto with_body = [serve](const httplib::Request& req, httplib::Response& res,
+                           const httplib::ContentReader& read) { serve(req, res, &read); };
+  const std::string m = method;
+  if (m == "GET") http_->Get(regex, wrapped);
+  if (m == "POST") http_->Post(regex, with_body);
+  if (m == "PUT") http_->Put(regex, with_body);
+  if (m == "DELETE") http_->Delete(regex, wrapped);
+}
+
+void HttpApi::Reply(httplib::Response& res, const Result<json>& r, int ok_status) {
+  if (!r.ok()) {
+    SendError(res, r.status());
+  } else {
+    SendJson(res, ok_status, *r);
+  }
+}
+
+void HttpApi::Register() {
+  const RouteFn route = [this](const char* method, std::string path, std::string regex,
+                               std::string summary, RouteHandler h) {
+    AddRoute(method, std::move(path), std::move(regex), std::move(summary), std::move(h));
   };
 
   route_info_.push_back({"GET", "/healthz", "Liveness: the process serves requests"});
@@ -344,311 +345,11 @@ void HttpApi::Register() {
     ServeMetrics(req, res);
   });
 
-  route("GET", "/api/v1/whoami", "/api/v1/whoami", "The caller's user, tenant and role",
-        [](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          SendJson(
-              res, 200,
-              {{"user", p.user}, {"tenant", p.tenant}, {"role", std::string(RoleName(p.role))}});
-        });
-
-  // Jobs.
-  route("POST", "/api/v1/jobs", "/api/v1/jobs", "Submit a job (Idempotency-Key header honoured)",
-        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto spec = api::ParseJobSubmission(req.body);
-          if (!spec.ok()) return SendError(res, spec.status());
-          bool created = false;
-          auto r = cp_->SubmitJob(p, std::move(spec).value(),
-                                  req.get_header_value("Idempotency-Key"), &created);
-          if (!r.ok()) return SendError(res, r.status());
-          res.set_header("Location", fmt::format("/api/v1/jobs/{}", r->id));
-          SendJsonText(res, created ? 201 : 200, std::move(r->body));
-        });
-  route("POST", "/api/v1/jobs/batch", "/api/v1/jobs/batch",
-        "Submit up to 1000 jobs in one durable batch, all or nothing: {\"jobs\": [job, ...]} "
-        "answers {\"items\": [job, ...]} (Idempotency-Key header honoured: job i gets KEY#i)",
-        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto specs = api::ParseJobBatch(req.body);
-          if (!specs.ok()) return SendError(res, specs.status());
-          bool created = false;
-          auto r = cp_->SubmitJobs(p, std::move(specs).value(),
-                                   req.get_header_value("Idempotency-Key"), &created);
-          if (!r.ok()) return SendError(res, r.status());
-          SendJsonText(res, created ? 201 : 200, std::move(r).value());
-        });
-  route("GET", "/api/v1/jobs", "/api/v1/jobs",
-        "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",
-        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          JobFilter f;
-          f.tenant = req.get_param_value("tenant");
-          f.queue = req.get_param_value("queue");
-          f.state = req.get_param_value("state");
-          f.user = req.get_param_value("user");
-          f.type = req.get_param_value("type");
-          if (!f.state.empty() && !ParseJobState(f.state)) {
-            return SendError(res,
-                             InvalidArgument("state", fmt::format("unknown state '{}'", f.state)));
-          }
-          if (req.has_param("cursor")) {
-            auto c = ParseId(req.get_param_value("cursor"), "cursor");
-            if (!c.ok()) return SendError(res, c.status());
-            f.after_id = *c;
-          }
-          if (req.has_param("limit")) {
-            auto l = ParseId(req.get_param_value("limit"), "limit");
-            if (!l.ok() || *l < 1 || *l > 1000) {
-              return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
-            }
-            f.limit = *l;
-          }
-          auto r = cp_->ListJobs(p, f);
-          if (!r.ok()) return SendError(res, r.status());
-          SendJsonText(res, 200, std::move(r).value());
-        });
-  route("GET", "/api/v1/jobs/{id}", R"(/api/v1/jobs/(\d+))", "Get a job",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto id = ParseId(req.matches[1], "id");
-          if (!id.ok()) return SendError(res, id.status());
-          reply(res, cp_->GetJob(p, *id));
-        });
-  route("GET", "/api/v1/jobs/{id}/events", R"(/api/v1/jobs/(\d+)/events)",
-        "A job's history of state changes with reasons",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto id = ParseId(req.matches[1], "id");
-          if (!id.ok()) return SendError(res, id.status());
-          reply(res, cp_->JobEvents(p, *id));
-        });
-  route("GET", "/api/v1/jobs/{id}/why", R"(/api/v1/jobs/(\d+)/why)",
-        "Why a job is pending: verdict code, message, position, estimated start",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto id = ParseId(req.matches[1], "id");
-          if (!id.ok()) return SendError(res, id.status());
-          reply(res, cp_->WhyPending(p, *id));
-        });
-  for (const char* action : {"cancel", "suspend", "resume", "retry"}) {
-    route("POST", fmt::format("/api/v1/jobs/{{id}}/{}", action),
-          fmt::format(R"(/api/v1/jobs/(\d+)/{})", action), fmt::format("{} a job", action),
-          [this, reply, action](const Principal& p, const httplib::Request& req,
-                                httplib::Response& res) {
-            auto id = ParseId(req.matches[1], "id");
-            if (!id.ok()) return SendError(res, id.status());
-            reply(res, cp_->JobAction(p, *id, action));
-          });
-  }
-
-  // Tenants, queues, users, tokens, priority classes.
-  route("GET", "/api/v1/tenants", "/api/v1/tenants", "List tenants",
-        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          reply(res, cp_->ListTenants(p));
-        });
-  route("GET", "/api/v1/queues", "/api/v1/queues",
-        "List queues with live usage: guaranteed, max, usage, borrowed, pending and running",
-        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          reply(res, cp_->ListQueues(p));
-        });
-  route("GET", "/api/v1/queues/{name}", R"(/api/v1/queues/([a-z0-9][a-z0-9-]*))", "Get a queue",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          reply(res, cp_->GetQueue(p, req.matches[1]));
-        });
-  route("GET", "/api/v1/users", "/api/v1/users", "List users",
-        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          reply(res, cp_->ListUsers(p));
-        });
-  route("POST", "/api/v1/users", "/api/v1/users", "Create a user {name, tenant, role}",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto body = ParseJsonBody(req);
-          if (!body.ok()) return SendError(res, body.status());
-          if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
-          api::UserConfig u;
-          for (auto& [k, v] : body->items()) {
-            if (k != "name" && k != "tenant" && k != "role") {
-              return SendError(res,
-                               InvalidArgument(k, "unknown field; allowed: name, tenant, role"));
-            }
-            if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
-          }
-          u.name = body->value("name", "");
-          u.tenant = body->value("tenant", p.tenant);
-          u.role = body->value("role", "member");
-          reply(res, cp_->CreateUser(p, u), 201);
-        });
-  route("POST", "/api/v1/tokens", "/api/v1/tokens",
-        "Create a token {user, role?, node?, expires_in_seconds?}; node tokens name their node; "
-        "the plain token is in the response only",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto body = ParseJsonBody(req);
-          if (!body.ok()) return SendError(res, body.status());
-          if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
-          ControlPlane::TokenRequest t;
-          for (auto& [k, v] : body->items()) {
-            if (k == "expires_in_seconds") {
-              // From a minute to ten years.
-              if (!v.is_number_integer() || v.get<int64_t>() < 60 ||
-                  v.get<int64_t>() > int64_t{10} * 366 * 86400) {
-                return SendError(res, InvalidArgument(k,
-                                                      "must be a whole number of seconds from "
-                                                      "60 to 316224000 (ten years)"));
-              }
-              t.expires_in_ms = v.get<int64_t>() * 1000;
-              continue;
-            }
-            if (k != "user" && k != "role" && k != "node") {
-              return SendError(res, InvalidArgument(k,
-                                                    "unknown field; allowed: user, role, node, "
-                                                    "expires_in_seconds"));
-            }
-            if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
-          }
-          std::optional<Role> role;
-          if (body->contains("role")) {
-            role = ParseRole((*body)["role"].get<std::string>());
-            if (!role) return SendError(res, InvalidArgument("role", "unknown role"));
-          }
-          t.user = body->value("user", p.user);
-          t.role = role;
-          t.node = body->value("node", "");
-          reply(res, cp_->CreateToken(p, t), 201);
-        });
-  route("GET", "/api/v1/tokens", "/api/v1/tokens",
-        "List tokens (never their secrets): a member or viewer its own, a tenant admin its "
-        "tenant's, an admin all",
-        [reply, this](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          reply(res, cp_->ListTokens(p), 200);
-        });
-  route("DELETE", "/api/v1/tokens/{id}", R"(/api/v1/tokens/([0-9a-f]+))",
-        "Revoke a token: it stops working at once (one's own; a tenant admin its tenant's; an "
-        "admin any)",
-        [reply, this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          reply(res, cp_->RevokeToken(p, req.matches[1]), 200);
-        });
-  route("GET", "/api/v1/priority-classes", "/api/v1/priority-classes", "List priority classes",
-        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          reply(res, cp_->ListPriorityClasses(p));
-        });
-
-  // Nodes.
-  route("GET", "/api/v1/nodes", "/api/v1/nodes", "List nodes",
-        [this, reply](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          reply(res, cp_->ListNodes(p));
-        });
-  route("GET", "/api/v1/nodes/{name}", R"(/api/v1/nodes/([A-Za-z0-9._-]+))",
-        "Get a node and the jobs on it",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          reply(res, cp_->GetNode(p, req.matches[1]));
-        });
-  for (const char* action : {"cordon", "drain", "uncordon"}) {
-    route("POST", fmt::format("/api/v1/nodes/{{name}}/{}", action),
-          fmt::format(R"(/api/v1/nodes/([A-Za-z0-9._-]+)/{})", action),
-          fmt::format("{} a node", action),
-          [this, reply, action](const Principal& p, const httplib::Request& req,
-                                httplib::Response& res) {
-            reply(res, cp_->NodeAction(p, req.matches[1], action));
-          });
-  }
-
+  RegisterJobRoutes(route);
+  RegisterAccessRoutes(route);
+  RegisterClusterRoutes(route);
   RegisterAgentRoutes(route);
   RegisterReportRoutes(route);
-
-  // Configuration.
-  route(
-      "PUT", "/api/v1/config", "/api/v1/config",
-      "Make the server match a YAML configuration; ?dry_run=true returns the diff only",
-      [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-        auto c = api::ParseConfigYaml(req.body);
-        if (!c.ok()) return SendError(res, c.status());
-        auto dry_run = net::QueryBool(req, "dry_run");
-        if (!dry_run.ok()) return SendError(res, dry_run.status());
-        const bool dry = *dry_run;
-        auto prune = net::QueryBool(req, "prune");
-        if (!prune.ok()) return SendError(res, prune.status());
-        auto applied = cp_->ApplyConfig(p, *c, dry, *prune);
-        if (!applied.ok()) return SendError(res, applied.status());
-        json changes = json::array();
-        for (const api::ConfigChange& ch : applied->changes) {
-          changes.push_back(
-              {{"kind", ch.kind}, {"name", ch.name}, {"action", ch.action}, {"detail", ch.detail}});
-        }
-        json affected = json::array();
-        for (const ControlPlane::AffectedJob& a : applied->affected) {
-          affected.push_back({{"id", a.id},
-                              {"tenant", a.tenant},
-                              {"queue", a.queue},
-                              {"user", a.user},
-                              {"state", a.state},
-                              {"because", a.because}});
-        }
-        SendJson(res, 200,
-                 {{"dry_run", dry},
-                  {"changes", changes},
-                  {"affected_jobs", affected},
-                  {"affected_total", applied->affected_total},
-                  {"needs_prune", applied->affected_total > 0 && !*prune},
-                  {"cancelled", applied->cancelled}});
-      });
-  route("GET", "/api/v1/config", "/api/v1/config", "The configuration as YAML",
-        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
-          if (p.role != Role::kAdmin) {
-            return SendError(res, Status(StatusCode::kPermissionDenied,
-                                         "only admins may read the configuration"));
-          }
-          res.set_content(cp_->ConfigYaml(), "application/yaml");
-        });
-
-  // The audit log.
-  route("GET", "/api/v1/audit", "/api/v1/audit",
-        "The audit log (admins): records after=SEQ, at most limit (1-1000, default 100); "
-        "next_after resumes",
-        [this, reply](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          uint64_t after = 0;
-          size_t limit = 100;
-          if (req.has_param("after")) {
-            auto a = ParseId(req.get_param_value("after"), "after");
-            if (!a.ok())
-              return SendError(res, InvalidArgument("after", "must be a sequence number"));
-            after = *a;
-          }
-          if (req.has_param("limit")) {
-            auto l = ParseId(req.get_param_value("limit"), "limit");
-            if (!l.ok() || *l < 1 || *l > 1000) {
-              return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
-            }
-            limit = *l;
-          }
-          reply(res, cp_->ListAudit(p, after, limit));
-        });
-
-  // Server-sent events.
-  route("GET", "/api/v1/events", "/api/v1/events",
-        "Server-sent events of job and node changes (since=SEQ to resume)",
-        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          if (p.role == Role::kNode) {
-            return SendError(
-                res, Status(StatusCode::kPermissionDenied, "nodes may not read the event stream"));
-          }
-          uint64_t since = cp_->last_event_seq();
-          if (req.has_param("since")) {
-            auto s = ParseId(req.get_param_value("since"), "since");
-            if (!s.ok()) return SendError(res, s.status());
-            since = *s;
-          }
-          auto seq = std::make_shared<uint64_t>(since);
-          const Principal who = p;
-          res.set_header("Cache-Control", "no-cache");
-          res.set_chunked_content_provider(
-              "text/event-stream", [this, seq, who](size_t, httplib::DataSink& sink) {
-                if (stopping_) return false;
-                for (const ServerEvent& e : cp_->EventsAfter(*seq, 1000)) {
-                  *seq = e.seq;
-                  if (who.role != Role::kAdmin && !e.tenant.empty() && e.tenant != who.tenant) {
-                    continue;
-                  }
-                  const std::string msg =
-                      fmt::format("id: {}\nevent: {}\ndata: {}\n\n", e.seq, e.kind, e.data);
-                  if (!sink.write(msg.data(), msg.size())) return false;
-                }
-                const std::string ping = ": keep-alive\n\n";
-                return sink.write(ping.data(), ping.size()) && !stopping_;
-              });
-        });
 
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

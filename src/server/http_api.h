@@ -93,6 +93,14 @@ class HttpApi {
   using RouteFn = std::function<void(const char* method, std::string path, std::string regex,
                                      std::string summary, RouteHandler handler)>;
   void Register();
+  // One authenticated route: the token, the rate limit, the query parameters and any role the
+  // body needs are checked before the body is read, then `handler` runs.
+  void AddRoute(const char* method, std::string path, std::string regex, std::string summary,
+                RouteHandler handler);
+  // Route tables by resource, each in its own file.
+  void RegisterJobRoutes(const RouteFn& route);      // http_jobs_api.cc: jobs, the event stream
+  void RegisterAccessRoutes(const RouteFn& route);   // http_access_api.cc: users, tokens, audit
+  void RegisterClusterRoutes(const RouteFn& route);  // http_cluster_api.cc: nodes, configuration
   // The node agents' routes and the logs route (http_agent_api.cc).
   void RegisterAgentRoutes(const RouteFn& route);
   // The reports' routes (http_reports_api.cc).
@@ -109,6 +117,12 @@ class HttpApi {
   // Shared by the route files: the error body and status of `st`; a JSON body or a 400.
   static void SendError(httplib::Response& res, const Status& st);
   static Result<nlohmann::json> ParseJsonBody(const httplib::Request& req);
+  static void SendJson(httplib::Response& res, int status, const nlohmann::json& body);
+  // A body that is JSON text already (the job routes write theirs without a tree).
+  static void SendJsonText(httplib::Response& res, int status, std::string body);
+  // The answer of a control-plane call: its JSON with ok_status, or its error.
+  static void Reply(httplib::Response& res, const Result<nlohmann::json>& r, int ok_status = 200);
+  static Result<uint64_t> ParseId(const std::string& s, const char* field);
   void ServeMetrics(const httplib::Request& req, httplib::Response& res);
   // The HTTP server's own gauges and counters, in the text exposition format.
   std::string HttpMetricsText() const;

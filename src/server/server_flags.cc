@@ -124,7 +124,6 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1000, 3600000))
       ->capture_default_str();
   srv->callback([=] { *exit_code = arbiter::server::RunServer(server); });
-
 }
 
 }  // namespace arbiter::server

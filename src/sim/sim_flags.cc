@@ -105,7 +105,6 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1.0, 1e9))
       ->capture_default_str();
   conv->callback([=] { *exit_code = arbiter::sim::RunConvertCommand(convert); });
-
 }
 
 }  // namespace arbiter::sim

@@ -1,5 +1,5 @@
-// Registers `arbiter simulate` on the binary's CLI11 app (src/app/main.cc): its flags live here, next
-// to the code they configure. Call once per process (the options are static).
+// Registers `arbiter simulate` on the binary's CLI11 app (src/app/main.cc): its flags live here,
+// next to the code they configure. Call once per process (the options are static).
 #pragma once
 
 namespace CLI {

@@ -1,0 +1,140 @@
+// Who and what: whoami, tenants, queues, users, tokens, priority classes, the audit log.
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <string>
+
+#include "api/config_codec.h"
+#include "api/errors.h"
+#include "api/job_codec.h"
+#include "net/http_params.h"
+#include "server/http_api.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+
+void HttpApi::RegisterAccessRoutes(const RouteFn& route) {
+  route("GET", "/api/v1/whoami", "/api/v1/whoami", "The caller's user, tenant and role",
+        [](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          SendJson(
+              res, 200,
+              {{"user", p.user}, {"tenant", p.tenant}, {"role", std::string(RoleName(p.role))}});
+        });
+
+  // Tenants, queues, users, tokens, priority classes.
+  route("GET", "/api/v1/tenants", "/api/v1/tenants", "List tenants",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          Reply(res, cp_->ListTenants(p));
+        });
+  route("GET", "/api/v1/queues", "/api/v1/queues",
+        "List queues with live usage: guaranteed, max, usage, borrowed, pending and running",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          Reply(res, cp_->ListQueues(p));
+        });
+  route("GET", "/api/v1/queues/{name}", R"(/api/v1/queues/([a-z0-9][a-z0-9-]*))", "Get a queue",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          Reply(res, cp_->GetQueue(p, req.matches[1]));
+        });
+  route("GET", "/api/v1/users", "/api/v1/users", "List users",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          Reply(res, cp_->ListUsers(p));
+        });
+  route("POST", "/api/v1/users", "/api/v1/users", "Create a user {name, tenant, role}",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto body = ParseJsonBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
+          api::UserConfig u;
+          for (auto& [k, v] : body->items()) {
+            if (k != "name" && k != "tenant" && k != "role") {
+              return SendError(res,
+                               InvalidArgument(k, "unknown field; allowed: name, tenant, role"));
+            }
+            if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
+          }
+          u.name = body->value("name", "");
+          u.tenant = body->value("tenant", p.tenant);
+          u.role = body->value("role", "member");
+          Reply(res, cp_->CreateUser(p, u), 201);
+        });
+  route("POST", "/api/v1/tokens", "/api/v1/tokens",
+        "Create a token {user, role?, node?, expires_in_seconds?}; node tokens name their node; "
+        "the plain token is in the response only",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto body = ParseJsonBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
+          ControlPlane::TokenRequest t;
+          for (auto& [k, v] : body->items()) {
+            if (k == "expires_in_seconds") {
+              // From a minute to ten years.
+              if (!v.is_number_integer() || v.get<int64_t>() < 60 ||
+                  v.get<int64_t>() > int64_t{10} * 366 * 86400) {
+                return SendError(res, InvalidArgument(k,
+                                                      "must be a whole number of seconds from "
+                                                      "60 to 316224000 (ten years)"));
+              }
+              t.expires_in_ms = v.get<int64_t>() * 1000;
+              continue;
+            }
+            if (k != "user" && k != "role" && k != "node") {
+              return SendError(res, InvalidArgument(k,
+                                                    "unknown field; allowed: user, role, node, "
+                                                    "expires_in_seconds"));
+            }
+            if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
+          }
+          std::optional<Role> role;
+          if (body->contains("role")) {
+            role = ParseRole((*body)["role"].get<std::string>());
+            if (!role) return SendError(res, InvalidArgument("role", "unknown role"));
+          }
+          t.user = body->value("user", p.user);
+          t.role = role;
+          t.node = body->value("node", "");
+          Reply(res, cp_->CreateToken(p, t), 201);
+        });
+  route("GET", "/api/v1/tokens", "/api/v1/tokens",
+        "List tokens (never their secrets): a member or viewer its own, a tenant admin its "
+        "tenant's, an admin all",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          Reply(res, cp_->ListTokens(p), 200);
+        });
+  route("DELETE", "/api/v1/tokens/{id}", R"(/api/v1/tokens/([0-9a-f]+))",
+        "Revoke a token: it stops working at once (one's own; a tenant admin its tenant's; an "
+        "admin any)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          Reply(res, cp_->RevokeToken(p, req.matches[1]), 200);
+        });
+  route("GET", "/api/v1/priority-classes", "/api/v1/priority-classes", "List priority classes",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          Reply(res, cp_->ListPriorityClasses(p));
+        });
+
+  // The audit log.
+  route("GET", "/api/v1/audit", "/api/v1/audit",
+        "The audit log (admins): records after=SEQ, at most limit (1-1000, default 100); "
+        "next_after resumes",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          uint64_t after = 0;
+          size_t limit = 100;
+          if (req.has_param("after")) {
+            auto a = ParseId(req.get_param_value("after"), "after");
+            if (!a.ok())
+              return SendError(res, InvalidArgument("after", "must be a sequence number"));
+            after = *a;
+          }
+          if (req.has_param("limit")) {
+            auto l = ParseId(req.get_param_value("limit"), "limit");
+            if (!l.ok() || *l < 1 || *l > 1000) {
+              return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
+            }
+            limit = *l;
+          }
+          Reply(res, cp_->ListAudit(p, after, limit));
+        });
+
+}
+
+}  // namespace arbiter::server

@@ -1,0 +1,138 @@
+// The jobs' routes: submission, listing, one job, its events and why, actions; the event stream.
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <string>
+
+#include "api/config_codec.h"
+#include "api/errors.h"
+#include "api/job_codec.h"
+#include "net/http_params.h"
+#include "server/http_api.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+
+void HttpApi::RegisterJobRoutes(const RouteFn& route) {
+  // Jobs.
+  route("POST", "/api/v1/jobs", "/api/v1/jobs", "Submit a job (Idempotency-Key header honoured)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto spec = api::ParseJobSubmission(req.body);
+          if (!spec.ok()) return SendError(res, spec.status());
+          bool created = false;
+          auto r = cp_->SubmitJob(p, std::move(spec).value(),
+                                  req.get_header_value("Idempotency-Key"), &created);
+          if (!r.ok()) return SendError(res, r.status());
+          res.set_header("Location", fmt::format("/api/v1/jobs/{}", r->id));
+          SendJsonText(res, created ? 201 : 200, std::move(r->body));
+        });
+  route("POST", "/api/v1/jobs/batch", "/api/v1/jobs/batch",
+        "Submit up to 1000 jobs in one durable batch, all or nothing: {\"jobs\": [job, ...]} "
+        "answers {\"items\": [job, ...]} (Idempotency-Key header honoured: job i gets KEY#i)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto specs = api::ParseJobBatch(req.body);
+          if (!specs.ok()) return SendError(res, specs.status());
+          bool created = false;
+          auto r = cp_->SubmitJobs(p, std::move(specs).value(),
+                                   req.get_header_value("Idempotency-Key"), &created);
+          if (!r.ok()) return SendError(res, r.status());
+          SendJsonText(res, created ? 201 : 200, std::move(r).value());
+        });
+  route("GET", "/api/v1/jobs", "/api/v1/jobs",
+        "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          JobFilter f;
+          f.tenant = req.get_param_value("tenant");
+          f.queue = req.get_param_value("queue");
+          f.state = req.get_param_value("state");
+          f.user = req.get_param_value("user");
+          f.type = req.get_param_value("type");
+          if (!f.state.empty() && !ParseJobState(f.state)) {
+            return SendError(res,
+                             InvalidArgument("state", fmt::format("unknown state '{}'", f.state)));
+          }
+          if (req.has_param("cursor")) {
+            auto c = ParseId(req.get_param_value("cursor"), "cursor");
+            if (!c.ok()) return SendError(res, c.status());
+            f.after_id = *c;
+          }
+          if (req.has_param("limit")) {
+            auto l = ParseId(req.get_param_value("limit"), "limit");
+            if (!l.ok() || *l < 1 || *l > 1000) {
+              return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
+            }
+            f.limit = *l;
+          }
+          auto r = cp_->ListJobs(p, f);
+          if (!r.ok()) return SendError(res, r.status());
+          SendJsonText(res, 200, std::move(r).value());
+        });
+  route("GET", "/api/v1/jobs/{id}", R"(/api/v1/jobs/(\d+))", "Get a job",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          Reply(res, cp_->GetJob(p, *id));
+        });
+  route("GET", "/api/v1/jobs/{id}/events", R"(/api/v1/jobs/(\d+)/events)",
+        "A job's history of state changes with reasons",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          Reply(res, cp_->JobEvents(p, *id));
+        });
+  route("GET", "/api/v1/jobs/{id}/why", R"(/api/v1/jobs/(\d+)/why)",
+        "Why a job is pending: verdict code, message, position, estimated start",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          Reply(res, cp_->WhyPending(p, *id));
+        });
+  for (const char* action : {"cancel", "suspend", "resume", "retry"}) {
+    route("POST", fmt::format("/api/v1/jobs/{{id}}/{}", action),
+          fmt::format(R"(/api/v1/jobs/(\d+)/{})", action), fmt::format("{} a job", action),
+          [this, action](const Principal& p, const httplib::Request& req,
+                                httplib::Response& res) {
+            auto id = ParseId(req.matches[1], "id");
+            if (!id.ok()) return SendError(res, id.status());
+            Reply(res, cp_->JobAction(p, *id, action));
+          });
+  }
+
+  // Server-sent events.
+  route("GET", "/api/v1/events", "/api/v1/events",
+        "Server-sent events of job and node changes (since=SEQ to resume)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          if (p.role == Role::kNode) {
+            return SendError(
+                res, Status(StatusCode::kPermissionDenied, "nodes may not read the event stream"));
+          }
+          uint64_t since = cp_->last_event_seq();
+          if (req.has_param("since")) {
+            auto s = ParseId(req.get_param_value("since"), "since");
+            if (!s.ok()) return SendError(res, s.status());
+            since = *s;
+          }
+          auto seq = std::make_shared<uint64_t>(since);
+          const Principal who = p;
+          res.set_header("Cache-Control", "no-cache");
+          res.set_chunked_content_provider(
+              "text/event-stream", [this, seq, who](size_t, httplib::DataSink& sink) {
+                if (stopping_) return false;
+                for (const ServerEvent& e : cp_->EventsAfter(*seq, 1000)) {
+                  *seq = e.seq;
+                  if (who.role != Role::kAdmin && !e.tenant.empty() && e.tenant != who.tenant) {
+                    continue;
+                  }
+                  const std::string msg =
+                      fmt::format("id: {}\nevent: {}\ndata: {}\n\n", e.seq, e.kind, e.data);
+                  if (!sink.write(msg.data(), msg.size())) return false;
+                }
+                const std::string ping = ": keep-alive\n\n";
+                return sink.write(ping.data(), ping.size()) && !stopping_;
+              });
+        });
+
+}
+
+}  // namespace arbiter::server
