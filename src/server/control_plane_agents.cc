@@ -7,14 +7,13 @@
 
 #include "api/agent_codec.h"
 #include "server/control_plane.h"
+#include "server/control_plane_helpers.h"
 
 namespace arbiter::server {
 
 using nlohmann::json;
 
 namespace {
-
-Status Forbidden(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
 
 // host:port for a URL (IPv6 addresses in brackets).
 std::string HostPort(const std::string& host, int32_t port) {

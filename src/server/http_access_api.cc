@@ -134,7 +134,6 @@ void HttpApi::RegisterAccessRoutes(const RouteFn& route) {
           }
           Reply(res, cp_->ListAudit(p, after, limit));
         });
-
 }
 
 }  // namespace arbiter::server

@@ -29,12 +29,10 @@ void HttpApi::RegisterClusterRoutes(const RouteFn& route) {
     route("POST", fmt::format("/api/v1/nodes/{{name}}/{}", action),
           fmt::format(R"(/api/v1/nodes/([A-Za-z0-9._-]+)/{})", action),
           fmt::format("{} a node", action),
-          [this, action](const Principal& p, const httplib::Request& req,
-                                httplib::Response& res) {
+          [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {
             Reply(res, cp_->NodeAction(p, req.matches[1], action));
           });
   }
-
 
   // Configuration.
   route(
@@ -80,7 +78,6 @@ void HttpApi::RegisterClusterRoutes(const RouteFn& route) {
           }
           res.set_content(cp_->ConfigYaml(), "application/yaml");
         });
-
 }
 
 }  // namespace arbiter::server

@@ -91,8 +91,7 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
   for (const char* action : {"cancel", "suspend", "resume", "retry"}) {
     route("POST", fmt::format("/api/v1/jobs/{{id}}/{}", action),
           fmt::format(R"(/api/v1/jobs/(\d+)/{})", action), fmt::format("{} a job", action),
-          [this, action](const Principal& p, const httplib::Request& req,
-                                httplib::Response& res) {
+          [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {
             auto id = ParseId(req.matches[1], "id");
             if (!id.ok()) return SendError(res, id.status());
             Reply(res, cp_->JobAction(p, *id, action));
@@ -132,7 +131,6 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
                 return sink.write(ping.data(), ping.size()) && !stopping_;
               });
         });
-
 }
 
 }  // namespace arbiter::server

@@ -1,0 +1,537 @@
+// ControlPlane: authentication and access; tenants, queues, users, tokens, priority classes and nodes as the API shows them.
+#include "server/control_plane.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "api/agent_codec.h"
+#include "api/job_codec.h"
+#include "api/json_writer.h"
+#include "core/budget/budget.h"
+#include "server/admissibility.h"
+#include "server/control_plane_compiled.h"
+#include "server/reports.h"
+
+#include "server/control_plane_helpers.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+// --- Authentication and access --------------------------------------------------------------
+
+Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
+  std::string id;
+  std::string secret;
+  if (!ParseToken(bearer, &id, &secret)) {
+    return Status(StatusCode::kUnauthenticated, "missing or malformed bearer token");
+  }
+  const std::string hash = HashSecret(secret);
+  std::shared_lock<std::shared_mutex> lock(tokens_mu_);
+  auto it = tokens_.find(id);
+  if (it == tokens_.end() || it->second.revoked || !SecureEquals(it->second.hash_hex, hash) ||
+      (it->second.expires_at_ms > 0 && it->second.expires_at_ms < now_())) {
+    return Status(StatusCode::kUnauthenticated, "invalid, revoked or expired token");
+  }
+  Principal p;
+  p.user = it->second.user;
+  p.tenant = it->second.tenant;
+  p.role = ParseRole(it->second.role).value_or(Role::kViewer);
+  p.token_id = id;
+  p.node = it->second.node;
+  if (it->second.kind != "node" && p.user != "admin") {
+    // A user's token speaks for the user as the user is now: deleted, it stops working; moved to
+    // another tenant or given another role, it follows (never above the role it was made with).
+    auto u = user_index_.find(p.user);
+    if (u == user_index_.end()) {
+      return Status(StatusCode::kUnauthenticated,
+                    fmt::format("the user {} of this token no longer exists", p.user));
+    }
+    p.tenant = u->second.first;
+    p.role =
+        static_cast<Role>(std::max(static_cast<int>(p.role), static_cast<int>(u->second.second)));
+  }
+  return p;
+}
+
+std::string ControlPlane::TokenTenantLocked(const store::TokenRecord& r) const {
+  if (r.kind == "node") return r.tenant;
+  auto u = user_index_.find(r.user);
+  return u != user_index_.end() ? u->second.first : r.tenant;
+}
+
+void ControlPlane::RefreshUserIndexLocked() {
+  std::unordered_map<std::string, std::pair<std::string, Role>> index;
+  for (const api::UserConfig& u : config_.users) {
+    index[u.name] = {u.tenant, ParseRole(u.role).value_or(Role::kViewer)};
+  }
+  std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
+  user_index_ = std::move(index);
+}
+
+bool ControlPlane::CanReadTenantLocked(const Principal& p, const std::string& tenant) const {
+  return p.role == Role::kAdmin || (p.role != Role::kNode && p.tenant == tenant);
+}
+
+const api::UserConfig* ControlPlane::FindUserLocked(const std::string& name) const {
+  for (const api::UserConfig& u : config_.users) {
+    if (u.name == name) return &u;
+  }
+  return nullptr;
+}
+
+Status ControlPlane::CanActOnJobLocked(const Principal& p, const JobEntry& j) const {
+  if (p.role == Role::kAdmin) return Status::Ok();
+  if (p.tenant != j.spec.tenant)
+    return NotFoundError(fmt::format("job {} not found", j.spec.id.value()));
+  if (p.role == Role::kTenantAdmin) return Status::Ok();
+  if (p.role == Role::kMember && p.user == j.spec.user) return Status::Ok();
+  return Forbidden(fmt::format("{} {} may read job {} but not act on it (owned by {})",
+                               RoleName(p.role), p.user, j.spec.id.value(), j.spec.user));
+}
+
+void ControlPlane::Audit(const Principal& p, std::string action, std::string target,
+                         std::string result) {
+  store::WriteBatch b;
+  b.AppendAudit({0, now_(), p.user.empty() ? "anonymous" : p.user, std::move(action),
+                 std::move(target), std::move(result), "{}", p.token_id});
+  store_->WriteAsync(std::move(b));  // audit of the call; not waited for
+}
+
+Result<json> ControlPlane::ListAudit(const Principal& p, uint64_t after, size_t limit) {
+  if (p.role != Role::kAdmin) return Forbidden("only admins may read the audit log");
+  // An empty batch is a barrier: every audit record enqueued before it is committed.
+  ARBITER_RETURN_IF_ERROR(store_->Write(store::WriteBatch()));
+  auto records = store_->Audit(after, limit + 1);
+  if (!records.ok()) return records.status();
+  json items = json::array();
+  for (const store::AuditRecord& r : *records) {
+    if (items.size() == limit) break;
+    json detail = json::parse(r.detail_json, nullptr, /*allow_exceptions=*/false);
+    items.push_back({{"seq", r.seq},
+                     {"at", Iso8601(r.at_ms)},
+                     {"actor", r.actor},
+                     {"action", r.action},
+                     {"target", r.target},
+                     {"result", r.result},
+                     {"token_id", r.token_id.empty() ? json(nullptr) : json(r.token_id)},
+                     {"detail", detail.is_discarded() ? json(r.detail_json) : detail}});
+  }
+  json out = {{"items", items}};
+  out["next_after"] =
+      records->size() > limit && !items.empty() ? json(items.back()["seq"]) : json(nullptr);
+  return out;
+}
+
+// --- Tenants, queues, users, tokens, classes, nodes ----------------------------------------------
+
+namespace {
+
+// A quota vector in API units: GPUs and CPUs as (decimal) counts, memory in MiB; unlimited omitted.
+json QuotaJson(const core::QuotaTree& tree, const core::QuotaVec& v, bool skip_unlimited) {
+  json out = json::object();
+  for (int d = 0; d < tree.num_dims(); ++d) {
+    if (skip_unlimited && v[d] >= core::kUnlimited) continue;
+    if (d == core::kDimMemory) {
+      out["memory_mib"] = v[d];
+    } else if (d == core::kDimTasks) {
+      out["tasks"] = v[d];
+    } else {
+      out[tree.DimName(d)] = static_cast<double>(v[d]) / 1000.0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<json> ControlPlane::ListTenants(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list tenants");
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const api::TenantConfig& t : config_.tenants) {
+    if (!CanReadTenantLocked(p, t.name)) continue;
+    json item = {{"name", t.name}};
+    const RunAs r = RunAsLocked(t.name, "");
+    item["run_as"] = r.user.empty() ? json{{"uid", r.uid}, {"gid", r.gid}} : json{{"user", r.user}};
+    item["allow_root"] = t.allow_root;
+    json queues = json::array();
+    for (const QueueSpec& q : t.queues) {
+      if (!q.is_tenant) queues.push_back(q.name);
+    }
+    item["queues"] = queues;
+    if (t.budget) {
+      item["budget"] = {{"gpu_hours", t.budget->gpu_hours},
+                        {"period", t.budget->period},
+                        {"on_exhausted", t.budget->on_exhausted}};
+    }
+    items.push_back(item);
+  }
+  return json{{"items", items}};
+}
+
+json ControlPlane::QueueJsonLocked(size_t index) const {
+  const core::QuotaTree& tree = compiled_->tree;
+  const core::QuotaNode& n = tree.nodes()[index];
+  core::QuotaState usage(tree, compiled_->cluster.capacity());
+  size_t pending = 0;
+  size_t running = 0;
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
+    if (!j.holds_capacity() && j.state != JobState::kPending) continue;
+    QueueId q;
+    if (!tree.Find(j.spec.queue, &q)) continue;
+    bool below = false;
+    for (QueueId a = q;; a = tree.node(a).parent) {
+      if (a.value() == index) below = true;
+      if (a == core::QuotaTree::kRoot) break;
+    }
+    if (j.holds_capacity()) {
+      const GpuModelId m = compiled_->cluster.FindModel(j.gpu_model);
+      usage.Add(q, core::JobQuotaRequest(j.spec.resources, j.spec.tasks, m));
+      running += below ? 1 : 0;
+    } else if (j.state == JobState::kPending && below) {
+      ++pending;
+    }
+  }
+  const QueueId id(static_cast<uint32_t>(index));
+  core::QuotaVec borrowed;
+  for (int d = 0; d < tree.num_dims(); ++d) borrowed[d] = usage.Borrowed(id, d);
+  json out = {{"name", n.name},
+              {"tenant", tree.node(n.tenant).name},
+              {"parent", n.parent == core::QuotaTree::kRoot ? "" : tree.node(n.parent).name},
+              {"is_tenant", n.is_tenant},
+              {"weight", n.weight},
+              {"guaranteed", QuotaJson(tree, n.guaranteed, true)},
+              {"max", QuotaJson(tree, n.max, true)},
+              {"lending_limit", QuotaJson(tree, n.lending_limit, true)},
+              {"usage", QuotaJson(tree, usage.usage(id), false)},
+              {"borrowed", QuotaJson(tree, borrowed, false)},
+              {"pending", pending},
+              {"running", running},
+              {"default_walltime_seconds", n.default_walltime_seconds}};
+  return out;
+}
+
+Result<json> ControlPlane::ListQueues(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read queues");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+  json items = json::array();
+  const core::QuotaTree& tree = compiled_->tree;
+  for (size_t i = 1; i < tree.size(); ++i) {
+    const core::QuotaNode& n = tree.nodes()[i];
+    if (n.is_tenant || !CanReadTenantLocked(p, tree.node(n.tenant).name)) continue;
+    items.push_back(QueueJsonLocked(i));
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::GetQueue(const Principal& p, const std::string& name) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read queues");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+  QueueId q;
+  const core::QuotaTree& tree = compiled_->tree;
+  if (!tree.Find(name, &q) || tree.node(q).is_tenant ||
+      !CanReadTenantLocked(p, tree.node(tree.node(q).tenant).name)) {
+    return NotFoundError(fmt::format("queue {} not found", name));
+  }
+  return QueueJsonLocked(q.value());
+}
+
+Result<json> ControlPlane::ListUsers(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list users");
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const api::UserConfig& u : config_.users) {
+    if (!CanReadTenantLocked(p, u.tenant)) continue;
+    items.push_back({{"name", u.name}, {"tenant", u.tenant}, {"role", u.role}});
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig& u) {
+  if (p.role != Role::kAdmin && !(p.role == Role::kTenantAdmin && p.tenant == u.tenant)) {
+    return Forbidden("only admins, or tenant admins of the user's tenant, may create users");
+  }
+  if (!IsValidName(u.name)) {
+    return InvalidArgument("name", fmt::format("'{}' is not a valid user name", u.name));
+  }
+  if (api::IsReservedUserName(u.name)) {
+    return InvalidArgument("name",
+                           fmt::format("'{}' is reserved for the server's own identities", u.name));
+  }
+  const auto role = ParseRole(u.role);
+  if (!role || *role == Role::kNode || (*role == Role::kAdmin && p.role != Role::kAdmin)) {
+    return InvalidArgument("role", fmt::format("role '{}' is not allowed here; use tenant-admin, "
+                                               "member or viewer",
+                                               u.role));
+  }
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool tenant_found = false;
+    for (const api::TenantConfig& t : config_.tenants) tenant_found |= t.name == u.tenant;
+    if (!tenant_found && *role != Role::kAdmin) {
+      return InvalidArgument("tenant", fmt::format("tenant {} not found", u.tenant));
+    }
+    if (FindUserLocked(u.name) != nullptr) {
+      return Status(StatusCode::kAlreadyExists, fmt::format("user {} already exists", u.name));
+    }
+    config_.users.push_back(u);
+    RefreshUserIndexLocked();
+    store::WriteBatch b;
+    ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, nullptr));
+    b.PutUser({u.name, u.tenant, u.role, now_()});
+    b.AppendAudit({0, now_(), p.user, "user.create", "user/" + u.name, "ok", "{}", p.token_id});
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return json{{"name", u.name}, {"tenant", u.tenant}, {"role", u.role}};
+}
+
+Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& req) {
+  const std::string& user = req.user;
+  const std::optional<Role>& role = req.role;
+  if (p.role == Role::kViewer || p.role == Role::kNode) {
+    return Forbidden(fmt::format("{}s may not create tokens", RoleName(p.role)));
+  }
+  NewToken t = GenerateToken();
+  std::shared_future<Status> done;
+  store::TokenRecord rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const api::UserConfig* u = FindUserLocked(user);
+    const bool self = user == p.user;
+    if (u == nullptr && !(self && p.role == Role::kAdmin)) {
+      return NotFoundError(fmt::format("user {} not found", user));
+    }
+    // Another tenant's users do not exist for the caller (the same answer as for unknown ones).
+    if (u != nullptr && p.role != Role::kAdmin && u->tenant != p.tenant) {
+      Audit(p, "token.create", "user/" + user, "denied: another tenant's user");
+      return NotFoundError(fmt::format("user {} not found", user));
+    }
+    const std::string tenant = u != nullptr ? u->tenant : "";
+    Role user_role = u != nullptr ? ParseRole(u->role).value_or(Role::kViewer) : Role::kAdmin;
+    const bool allowed =
+        p.role == Role::kAdmin || self ||
+        (p.role == Role::kTenantAdmin && p.tenant == tenant && user_role != Role::kAdmin);
+    if (!allowed) return Forbidden(fmt::format("{} may not create tokens for {}", p.user, user));
+    if (role) {
+      // Node tokens (agents) are made by admins only; other tokens never exceed the user's role.
+      if (*role == Role::kNode && p.role != Role::kAdmin) {
+        return Forbidden("only admins may create node tokens");
+      }
+      if (*role != Role::kNode && static_cast<int>(*role) < static_cast<int>(user_role)) {
+        return InvalidArgument(
+            "role", fmt::format("a token cannot exceed its user's role ({})", RoleName(user_role)));
+      }
+      user_role = *role;
+    }
+    if (user_role == Role::kNode) {
+      if (req.node.empty()) {
+        return InvalidArgument("node",
+                               "a node token is good for one node only: name it (arbiter token "
+                               "create --role node --node NAME, the agent's --name)");
+      }
+      if (!IsValidHostName(req.node)) {
+        return InvalidArgument("node", fmt::format("'{}' is not a valid node name", req.node));
+      }
+      if (req.node == builtin_node_) {
+        return InvalidArgument("node", fmt::format("{} is the server's built-in node "
+                                                   "(--local-node); no agent may register it",
+                                                   req.node));
+      }
+    } else if (!req.node.empty()) {
+      return InvalidArgument("node", "only node tokens (role node) name a node");
+    }
+    // Nor the caller's own: a tenant admin's member token cannot mint tenant-admin tokens.
+    if (p.role != Role::kAdmin && static_cast<int>(user_role) < static_cast<int>(p.role)) {
+      return Forbidden(fmt::format("a {} token cannot create a {} token; ask for role {} or lower",
+                                   RoleName(p.role), RoleName(user_role), RoleName(p.role)));
+    }
+    rec.id = t.id;
+    rec.hash_hex = t.hash_hex;
+    rec.user = user;
+    rec.tenant = tenant;
+    rec.role = std::string(RoleName(user_role));
+    rec.kind = user_role == Role::kNode ? "node" : "user";
+    rec.node = req.node;
+    rec.created_at_ms = now_();
+    if (req.expires_in_ms > 0) rec.expires_at_ms = rec.created_at_ms + req.expires_in_ms;
+    {
+      std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
+      tokens_[rec.id] = rec;
+    }
+    store::WriteBatch b;
+    b.PutToken(rec);
+    b.AppendAudit({0, now_(), p.user, "token.create", "user/" + user, "ok", "{}", p.token_id});
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  json out = {{"token", t.token},
+              {"id", rec.id},
+              {"user", rec.user},
+              {"role", rec.role},
+              {"tenant", rec.tenant}};
+  if (!rec.node.empty()) out["node"] = rec.node;
+  if (rec.expires_at_ms > 0) out["expires_at"] = Iso8601(rec.expires_at_ms);
+  return out;
+}
+
+namespace {
+
+// `tenant`: the token's tenant now (ControlPlane::TokenTenantLocked).
+json TokenToJson(const store::TokenRecord& r, const std::string& tenant, TimeMs now) {
+  json j = {{"id", r.id},
+            {"user", r.user},
+            {"tenant", tenant},
+            {"role", r.role},
+            {"node", r.node.empty() ? json(nullptr) : json(r.node)},
+            {"created_at", Iso8601(r.created_at_ms)},
+            {"expires_at", r.expires_at_ms > 0 ? json(Iso8601(r.expires_at_ms)) : json(nullptr)},
+            {"state", r.revoked                                      ? "revoked"
+                      : r.expires_at_ms > 0 && r.expires_at_ms < now ? "expired"
+                                                                     : "active"}};
+  return j;
+}
+
+// Whether `p` may see (and revoke) the token `r`, whose tenant is now `tenant`.
+bool MaySeeToken(const Principal& p, const store::TokenRecord& r, const std::string& tenant) {
+  if (p.role == Role::kAdmin) return true;
+  if (p.role == Role::kTenantAdmin) return r.kind != "node" && tenant == p.tenant;
+  return p.role != Role::kNode && r.user == p.user && tenant == p.tenant;
+}
+
+}  // namespace
+
+Result<json> ControlPlane::ListTokens(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list tokens");
+  const TimeMs now = now_();
+  std::shared_lock<std::shared_mutex> lock(tokens_mu_);
+  json items = json::array();
+  for (const auto& [id, r] : tokens_) {
+    const std::string tenant = TokenTenantLocked(r);
+    if (MaySeeToken(p, r, tenant)) items.push_back(TokenToJson(r, tenant, now));
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::RevokeToken(const Principal& p, const std::string& id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not revoke tokens");
+  std::shared_future<Status> done;
+  store::TokenRecord rec;
+  std::string tenant;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
+    auto it = tokens_.find(id);
+    if (it != tokens_.end()) tenant = TokenTenantLocked(it->second);
+    // Tokens the caller may not see do not exist for it (the same answer as for unknown ones).
+    if (it == tokens_.end() || !MaySeeToken(p, it->second, tenant)) {
+      if (it != tokens_.end()) Audit(p, "token.revoke", "token/" + id, "denied: not the caller's");
+      return NotFoundError(fmt::format("token {} not found", id));
+    }
+    it->second.revoked = true;
+    rec = it->second;
+    store::WriteBatch b;
+    b.PutToken(rec);
+    b.AppendAudit({0, now_(), p.user, "token.revoke", "token/" + id, "ok", "{}", p.token_id});
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return TokenToJson(rec, tenant, now_());
+}
+
+Result<json> ControlPlane::ListPriorityClasses(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list priority classes");
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const PriorityClass& pc : config_.priority_classes) {
+    items.push_back({{"name", pc.name},
+                     {"value", pc.value},
+                     {"preemptible", pc.preemptible},
+                     {"min_runtime_seconds", pc.min_runtime_seconds},
+                     {"grace_period_seconds", pc.grace_period_seconds},
+                     {"preempts_anywhere", pc.preempts_anywhere},
+                     {"allowed_tenants", pc.allowed_tenants},
+                     {"allowed_queues", pc.allowed_queues}});
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::ListNodes(const Principal& p) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list nodes");
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (const auto& [name, e] : nodes_) {
+    json n = NodeToJson(e.node);
+    n["source"] = e.from_config ? "config" : "agent";
+    n["last_heartbeat"] = TimeJson(e.last_heartbeat);
+    if (!e.status.is_null()) n["status"] = e.status;
+    items.push_back(n);
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read nodes");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
+  json n = NodeToJson(it->second.node);
+  n["source"] = it->second.from_config ? "config" : "agent";
+  if (!it->second.status.is_null()) n["status"] = it->second.status;
+  json jobs = json::array();
+  for (const auto& [id, entry] : active_) {
+    const JobEntry& j = *entry;
+    if (!HoldsResources(j.state)) continue;
+    for (const PlacedTask& t : j.placement) {
+      if (t.node == name && CanReadTenantLocked(p, j.spec.tenant)) jobs.push_back(id);
+    }
+  }
+  n["jobs"] = jobs;
+  return n;
+}
+
+Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& name,
+                                      std::string_view action) {
+  if (p.role != Role::kAdmin) return Forbidden("only admins may cordon, drain or uncordon nodes");
+  std::shared_future<Status> done;
+  json out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
+    NodeState to;
+    if (action == "cordon") {
+      to = NodeState::kCordoned;
+    } else if (action == "drain") {
+      to = NodeState::kDraining;
+    } else if (action == "uncordon") {
+      to = NodeState::kReady;
+    } else {
+      return NotFoundError(fmt::format("unknown node action '{}'", action));
+    }
+    if (it->second.node.state == NodeState::kDown && to == NodeState::kReady) {
+      return Status(StatusCode::kConflict,
+                    fmt::format("node {} is down; it becomes ready when its agent reports", name));
+    }
+    it->second.node.state = to;
+    dirty_ = true;
+    store::WriteBatch b;
+    b.PutNode({name, NodeToJson(it->second.node).dump(), std::string(NodeStateName(to)), now_()});
+    b.AppendAudit({0, now_(), p.user, fmt::format("node.{}", action), "node/" + name, "ok", "{}",
+                   p.token_id});
+    PushEventLocked("node", {{"name", name}, {"state", NodeStateName(to)}});
+    out = NodeToJson(it->second.node);
+    done = store_->WriteAsync(std::move(b));
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  return out;
+}
+
+}  // namespace arbiter::server

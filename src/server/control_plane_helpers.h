@@ -1,0 +1,26 @@
+// Helpers the control plane's files share (control_plane*.cc); not part of its interface.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/result.h"
+#include "model/node.h"
+#include "model/time.h"
+
+namespace arbiter::server {
+
+inline constexpr size_t kMaxEvents = 10000;  // kept in memory for the SSE stream
+inline constexpr const char* kConfigKey = "config.yaml";
+
+inline Status Forbidden(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
+inline Status NotFoundError(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
+nlohmann::json NodeToJson(const Node& n);
+Result<Node> NodeFromJson(const std::string& text);
+// RFC 3339 in UTC with milliseconds; "" for 0.
+std::string Iso8601(TimeMs ms);
+// Iso8601, or null for 0.
+nlohmann::json TimeJson(TimeMs ms);
+
+}  // namespace arbiter::server

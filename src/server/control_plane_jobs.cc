@@ -1,0 +1,559 @@
+// ControlPlane: the job lifecycle: submission, records, listing, actions, events, why.
+#include "server/control_plane.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "api/agent_codec.h"
+#include "api/job_codec.h"
+#include "api/json_writer.h"
+#include "core/budget/budget.h"
+#include "server/admissibility.h"
+#include "server/control_plane_compiled.h"
+#include "server/reports.h"
+
+#include "server/control_plane_helpers.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+// --- Jobs ------------------------------------------------------------------------------------
+
+namespace {
+
+// "placement": [...]. The stored form (the status column) keeps what a restart needs, each GPU's
+// memory share included, under the loader's names; the API's names a task's GPUs "gpus".
+void WritePlacement(api::JsonWriter& w, const std::vector<PlacedTask>& placement, bool stored) {
+  w.Key("placement").BeginArray();
+  for (const PlacedTask& t : placement) {
+    w.BeginObject().Field("node", t.node).Field(stored ? "gpu_indices" : "gpus", t.gpu_indices);
+    w.Field("gpu_milli", t.gpu_milli);
+    if (stored) w.Field("gpu_memory_mib", t.gpu_memory_mib);
+    w.Field("cpu_milli", t.cpu_milli).Field("memory_mib", t.memory_mib).EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
+store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
+  store::JobRecord r;
+  r.id = j.spec.id.value();
+  r.tenant = j.spec.tenant;
+  r.queue = j.spec.queue;
+  r.user = j.spec.user;
+  r.name = j.spec.name;
+  r.type = std::string(JobTypeName(j.spec.type));
+  r.state = std::string(JobStateName(j.state));
+  r.spec_json = j.spec_json ? *j.spec_json : api::JobSpecJsonText(j.spec);
+  // Fields at their zero value are left out (the loader defaults them): a pending job's status
+  // is three fields, not twenty, at each submission.
+  r.status_json.reserve(128);
+  api::JsonWriter w(&r.status_json);
+  w.BeginObject()
+      .Field("state", r.state)
+      .Field("reason", j.reason)
+      .Field("updated_at", j.updated_at);
+  auto put = [&w](const char* key, const auto& v) {
+    if (v != std::decay_t<decltype(v)>{}) w.Field(key, v);
+  };
+  put("started_at", j.started_at);
+  put("finished_at", j.finished_at);
+  if (j.exit_code) w.Field("exit_code", *j.exit_code);
+  put("restarts", j.restarts);
+  put("preemptions", j.preemptions);
+  put("not_before", j.not_before);
+  put("gpu_model", j.gpu_model);
+  put("preempted_queues", j.preempted_queues);
+  put("stopping", j.stopping);
+  put("stop_cause", j.stop_cause);
+  put("task_state", j.task_state);
+  put("task_exit", j.task_exit);
+  put("attempt", j.attempt);
+  put("held_since", j.held_since);
+  put("task_nodes", j.task_nodes);
+  if (!j.placement.empty()) WritePlacement(w, j.placement, /*stored=*/true);
+  w.EndObject();
+  r.idempotency_key = j.idempotency_key;
+  r.submitted_at_ms = j.spec.submit_time;
+  r.updated_at_ms = j.updated_at;
+  r.secret_env_json = api::SecretEnvJsonText(j.spec);
+  r.request_digest = j.request_digest;
+  return r;
+}
+
+json ControlPlane::JobJsonLocked(const JobEntry& j, const Principal& p) const {
+  return json::parse(JobTextLocked(j, p));
+}
+
+bool ControlPlane::MaySeeEnvValuesLocked(const Principal& p, const JobEntry& j) const {
+  if (p.role == Role::kAdmin) return true;
+  if (p.tenant != j.spec.tenant) return false;
+  return p.role == Role::kTenantAdmin || (p.role == Role::kMember && p.user == j.spec.user);
+}
+
+// The spec's stored text with the status fields written in before its closing brace: the two
+// share no key (JobSpecJsonText never writes id, tenant, state and the rest).
+std::string ControlPlane::JobTextLocked(const JobEntry& j, const Principal& p) const {
+  std::string out = j.spec.env.empty() || MaySeeEnvValuesLocked(p, j)
+                        ? (j.spec_json ? *j.spec_json : api::JobSpecJsonText(j.spec))
+                        : api::JobSpecJsonText(j.spec, /*env_values=*/false);
+  out.pop_back();  // '}'
+  out.reserve(out.size() + 320);
+  if (out.size() > 1) out += ',';
+  auto time = [](api::JsonWriter& w, const char* key, TimeMs ms) {
+    w.Key(key);
+    if (ms > 0) {
+      w.String(Iso8601(ms));
+    } else {
+      w.Null();
+    }
+  };
+  // Written as the members of an object whose braces are the spec's.
+  std::string fields;
+  api::JsonWriter w(&fields);
+  w.BeginObject();
+  w.Field("id", j.spec.id.value()).Field("tenant", j.spec.tenant).Field("user", j.spec.user);
+  w.Field("state", JobStateName(j.state)).Field("reason", j.reason);
+  time(w, "submitted_at", j.spec.submit_time);
+  time(w, "started_at", j.started_at);
+  time(w, "finished_at", j.finished_at);
+  w.Key("exit_code");
+  if (j.exit_code) {
+    w.Int(*j.exit_code);
+  } else {
+    w.Null();
+  }
+  w.Field("restarts", j.restarts).Field("preemptions", j.preemptions);
+  if (!j.spec.secret_env.empty()) {  // the names only, to everyone
+    w.Key("secret_env").BeginArray();
+    for (const auto& [name, value] : j.spec.secret_env) w.String(name);
+    w.EndArray();
+  }
+  if (j.stopping) w.Field("stopping", j.stop_cause);
+  WritePlacement(w, j.placement, /*stored=*/false);
+  if (!j.gpu_model.empty()) w.Field("gpu_model", j.gpu_model);
+  if (j.verdict && j.state == JobState::kPending) {
+    w.Key("pending")
+        .BeginObject()
+        .Field("code", core::VerdictCodeName(j.verdict->code))
+        .Field("message", j.verdict->message)
+        .Field("position", j.verdict->position);
+    time(w, "estimated_start", j.verdict->estimated_start.value_or(0));
+    w.EndObject();
+  }
+  w.EndObject();
+  out.append(fields, 1, std::string::npos);
+  return out;
+}
+
+void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string reason,
+                                          store::WriteBatch* b) {
+  const JobState from = j.state;
+  CountTransitionLocked(j, from, to, j.updated_at);
+  j.state = to;
+  j.reason = reason;
+  active_.emplace(j.spec.id.value(), &j);
+  j.updated_at = now_();
+  b->PutJob(JobRecordLocked(j));
+  b->AppendJobEvent({0, j.spec.id.value(), j.updated_at, std::string(JobStateName(from)),
+                     std::string(JobStateName(to)), reason, "{}"});
+  TouchNodesLocked(j);
+  // Work for the scheduler: a job to place, or capacity given back.
+  const bool takes = to == JobState::kAdmitted || to == JobState::kStarting ||
+                     to == JobState::kRunning || to == JobState::kPreempting;
+  if (!takes && wake_scheduler_) wake_scheduler_();
+  PushJobEventLocked(j, JobStateName(from), JobStateName(to), reason);
+}
+
+namespace {
+
+// What identifies a submission for Idempotency-Key replays: its canonical spec (the same job
+// written with other spacing or key order is the same submission) and its secret values.
+std::string RequestDigest(const std::string& spec_json, const JobSpec& spec) {
+  return HashSecret(spec_json + '\n' + api::SecretEnvJsonText(spec));
+}
+
+Status MaySubmit(const Principal& p) {
+  if (p.role == Role::kViewer || p.role == Role::kNode) {
+    return Forbidden(fmt::format("{}s may not submit jobs", RoleName(p.role)));
+  }
+  return Status::Ok();
+}
+
+// Whether a job in queue `q` may use priority class `pc` (its allowed_tenants and
+// allowed_queues); the rule is about the job, whoever submits it.
+Status CheckClassAllowed(const PriorityClass& pc, const core::QuotaTree& tree, QueueId q) {
+  if (pc.allowed_tenants.empty() && pc.allowed_queues.empty()) return Status::Ok();
+  auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const std::string& tenant = tree.node(tree.node(q).tenant).name;
+  if (listed(pc.allowed_tenants, tenant)) return Status::Ok();
+  for (QueueId n = q; !tree.node(n).is_tenant && n != core::QuotaTree::kRoot;
+       n = tree.node(n).parent) {
+    if (listed(pc.allowed_queues, tree.node(n).name)) return Status::Ok();
+  }
+  std::vector<std::string> allowed;
+  for (const std::string& t : pc.allowed_tenants) allowed.push_back("tenant " + t);
+  for (const std::string& name : pc.allowed_queues) allowed.push_back("queue " + name);
+  return Status(StatusCode::kPermissionDenied,
+                fmt::format("priority class '{}' is not allowed for queue {} of tenant {}; it is "
+                            "allowed for: {}",
+                            pc.name, tree.node(q).name, tenant, fmt::join(allowed, ", ")),
+                "priority_class");
+}
+
+}  // namespace
+
+Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) const {
+  ARBITER_RETURN_IF_ERROR(CheckSubmittedEnv(spec));
+  const core::QuotaTree& tree = compiled_->tree;
+  QueueId q;
+  const bool found = tree.Find(spec.queue, &q) && !tree.node(q).is_tenant;
+  const std::string tenant = found ? tree.node(tree.node(q).tenant).name : "";
+  if (!found || (p.role != Role::kAdmin && tenant != p.tenant)) {
+    std::string usable;
+    for (size_t i = 1; i < tree.size(); ++i) {
+      const core::QuotaNode& n = tree.nodes()[i];
+      if (!n.is_leaf() || n.is_tenant) continue;
+      if (p.role != Role::kAdmin && tree.node(n.tenant).name != p.tenant) continue;
+      usable += (usable.empty() ? "" : ", ") + n.name;
+    }
+    return InvalidArgument("queue", fmt::format("queue {} not found; queues you can use: {}",
+                                                spec.queue, usable.empty() ? "none" : usable));
+  }
+  if (!tree.node(q).is_leaf()) {
+    return InvalidArgument(
+        "queue", fmt::format("queue {} has child queues; submit to one of them", spec.queue));
+  }
+  if (!spec.priority_class.empty()) {
+    auto pc = compiled_->classes.find(spec.priority_class);
+    if (pc == compiled_->classes.end()) {
+      std::string known;
+      for (const auto& [name, c] : compiled_->classes) known += (known.empty() ? "" : ", ") + name;
+      return InvalidArgument("priority_class",
+                             fmt::format("unknown priority class '{}'; known: {}",
+                                         spec.priority_class, known.empty() ? "none" : known));
+    }
+    ARBITER_RETURN_IF_ERROR(CheckClassAllowed(pc->second, tree, q));
+  }
+  for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
+    if (compiled_->cluster.FindModel(spec.gpu_models[i]) == core::kNoModel) {
+      return InvalidArgument(fmt::format("gpu_models[{}]", i),
+                             fmt::format("unknown GPU model '{}'", spec.gpu_models[i]));
+    }
+  }
+  // Beyond a max of its queue or tenant: it could never start (nodes are no reason here).
+  ARBITER_RETURN_IF_ERROR(CheckQuotaAdmissible(tree, compiled_->cluster, spec, q));
+  spec.tenant = tenant;
+  spec.user = p.user;
+  return Status::Ok();
+}
+
+void ControlPlane::ApplyTaskMinimums(JobSpec* spec) const {
+  TaskResources& r = spec->resources;
+  r.cpu_milli = std::max(r.cpu_milli, task_limits_.min_cpu_milli);
+  r.memory_mib = std::max(r.memory_mib, task_limits_.min_memory_mib);
+}
+
+Status ControlPlane::CheckReplayLocked(const std::string& tenant, const std::string& user,
+                                       const std::string& idem_key, const std::string& digest,
+                                       const std::string& what) const {
+  if (idem_key.empty()) return Status::Ok();
+  auto it = idempotency_.find(tenant + "/" + user + "/" + idem_key);
+  if (it == idempotency_.end()) return Status::Ok();
+  const JobEntry& j = jobs_.at(it->second);
+  if (j.request_digest.empty() || j.request_digest == digest) return Status::Ok();
+  return Status(StatusCode::kUnprocessable,
+                fmt::format("Idempotency-Key {} already made job {} from a different submission{}; "
+                            "a retry must send the same body, a new job needs a new key",
+                            idem_key, it->second, what),
+                "Idempotency-Key");
+}
+
+uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
+                                    std::shared_ptr<const std::string> spec_json,
+                                    const std::string& idem_key, const std::string& digest,
+                                    store::WriteBatch* b, bool* created) {
+  const std::string tenant = spec.tenant;
+  if (!idem_key.empty()) {
+    auto it = idempotency_.find(tenant + "/" + p.user + "/" + idem_key);
+    if (it != idempotency_.end()) return it->second;
+  }
+  spec.id = JobId(next_job_id_++);
+  spec.submit_time = now_();
+  JobEntry j;
+  j.spec = std::move(spec);
+  j.spec_json = std::move(spec_json);
+  j.idempotency_key = idem_key;
+  if (!idem_key.empty()) j.request_digest = digest;
+  j.updated_at = j.spec.submit_time;
+  j.reason = "submitted";
+  const uint64_t id = j.spec.id.value();
+  if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
+  auto& entry = jobs_.emplace(id, std::move(j)).first->second;
+  active_.emplace(id, &entry);
+  metrics_.JobSubmitted(tenant, entry.spec.queue);
+  b->PutJob(JobRecordLocked(entry));
+  b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
+  b->AppendAudit({0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}",
+                  p.token_id});
+  PushJobEventLocked(entry, "", "pending", "submitted");
+  *created = true;
+  return id;
+}
+
+Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobSpec spec,
+                                                        const std::string& idem_key,
+                                                        bool* created) {
+  *created = false;
+  ARBITER_RETURN_IF_ERROR(MaySubmit(p));
+  ApplyTaskMinimums(&spec);
+  auto spec_json = std::make_shared<const std::string>(api::JobSpecJsonText(spec));
+  const std::string digest = idem_key.empty() ? "" : RequestDigest(*spec_json, spec);
+  std::shared_future<Status> done;
+  Submitted out;
+  bool added = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    ARBITER_RETURN_IF_ERROR(CheckSubmissionLocked(p, spec));
+    ARBITER_RETURN_IF_ERROR(CheckReplayLocked(spec.tenant, p.user, idem_key, digest, ""));
+    store::WriteBatch b;
+    b.Reserve(3);  // the job, its first event, the audit record
+    out.id = AddJobLocked(p, std::move(spec), std::move(spec_json), idem_key, digest, &b, &added);
+    out.body = JobTextLocked(jobs_.at(out.id), p);
+    done = store_->WriteAsync(std::move(b));  // empty (a barrier) for a repeated key
+    if (added && wake_scheduler_) wake_scheduler_();
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  *created = added;
+  return out;
+}
+
+Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
+                                             const std::string& idem_key, bool* created) {
+  *created = false;
+  ARBITER_RETURN_IF_ERROR(MaySubmit(p));
+  std::vector<std::shared_ptr<const std::string>> texts;
+  std::vector<std::string> digests(specs.size());
+  texts.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ApplyTaskMinimums(&specs[i]);
+    texts.push_back(std::make_shared<const std::string>(api::JobSpecJsonText(specs[i])));
+    if (!idem_key.empty()) digests[i] = RequestDigest(*texts[i], specs[i]);
+  }
+  // A repeated batch finds each of its jobs by its own key: KEY#INDEX.
+  auto key_of = [&idem_key](size_t i) {
+    return idem_key.empty() ? std::string() : fmt::format("{}#{}", idem_key, i);
+  };
+  std::shared_future<Status> done;
+  std::string items = "{\"items\":[";
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    // All or nothing: every job is checked before any is recorded.
+    for (size_t i = 0; i < specs.size(); ++i) {
+      ARBITER_RETURN_IF_ERROR(api::ForBatchJob(CheckSubmissionLocked(p, specs[i]), i));
+      ARBITER_RETURN_IF_ERROR(CheckReplayLocked(specs[i].tenant, p.user, key_of(i), digests[i],
+                                                fmt::format(" (job {} of the batch)", i)));
+    }
+    store::WriteBatch b;
+    b.Reserve(3 * specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      bool added = false;
+      const uint64_t id = AddJobLocked(p, std::move(specs[i]), std::move(texts[i]), key_of(i),
+                                       digests[i], &b, &added);
+      if (i > 0) items += ',';
+      items += JobTextLocked(jobs_.at(id), p);
+      any = any || added;
+    }
+    done = store_->WriteAsync(std::move(b));
+    if (any && wake_scheduler_) wake_scheduler_();
+  }
+  ARBITER_RETURN_IF_ERROR(done.get());
+  *created = any;
+  items += "]}";
+  return items;
+}
+
+Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    return NotFoundError(fmt::format("job {} not found", id));
+  }
+  return JobJsonLocked(it->second, p);
+}
+
+Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not list jobs");
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out = "{\"items\":[";
+  size_t items = 0;
+  uint64_t last = 0;
+  bool more = false;
+  for (auto it = jobs_.upper_bound(f.after_id); it != jobs_.end(); ++it) {
+    const JobEntry& j = it->second;
+    if (!CanReadTenantLocked(p, j.spec.tenant)) continue;
+    if (!f.tenant.empty() && j.spec.tenant != f.tenant) continue;
+    if (!f.queue.empty() && j.spec.queue != f.queue) continue;
+    if (!f.user.empty() && j.spec.user != f.user) continue;
+    if (!f.state.empty() && JobStateName(j.state) != f.state) continue;
+    if (!f.type.empty() && JobTypeName(j.spec.type) != f.type) continue;
+    if (items == f.limit) {
+      more = true;
+      break;
+    }
+    if (items++ > 0) out += ',';
+    out += JobTextLocked(j, p);
+    last = it->first;
+  }
+  out += more ? fmt::format("],\"next_cursor\":\"{}\"}}", last) : "],\"next_cursor\":null}";
+  return out;
+}
+
+Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::string_view action) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not act on jobs");
+  std::shared_future<Status> done;
+  json out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+      // Another tenant's job looks missing to the caller; the audit log says what it was.
+      if (it != jobs_.end()) {
+        Audit(p, fmt::format("job.{}", action), fmt::format("job/{}", id),
+              "denied: another tenant's job");
+      }
+      return NotFoundError(fmt::format("job {} not found", id));
+    }
+    JobEntry& j = it->second;
+    ARBITER_RETURN_IF_ERROR(CanActOnJobLocked(p, j));
+    store::WriteBatch b;
+    JobState to;
+    std::string reason = fmt::format("{} by {}", action, p.user);
+    if (action == "cancel") {
+      to = JobState::kCancelled;
+    } else if (action == "suspend") {
+      to = JobState::kSuspended;
+    } else if (action == "resume") {
+      if (j.state != JobState::kSuspended) {
+        return Status(StatusCode::kConflict,
+                      fmt::format("job {} is {}, not suspended", id, JobStateName(j.state)));
+      }
+      to = JobState::kPending;
+    } else if (action == "retry") {
+      if (j.state != JobState::kFailed && j.state != JobState::kCancelled &&
+          j.state != JobState::kTimedOut) {
+        return Status(StatusCode::kConflict,
+                      fmt::format("job {} is {}; only failed, cancelled or timed-out jobs can be "
+                                  "retried",
+                                  id, JobStateName(j.state)));
+      }
+      to = JobState::kRetryWait;
+    } else {
+      return NotFoundError(fmt::format("unknown action '{}'", action));
+    }
+    ARBITER_RETURN_IF_ERROR(CheckTransition(j.state, to));
+    if (to == JobState::kCancelled || to == JobState::kSuspended) {
+      StopJobLocked(j, to, reason, &b);
+    } else {
+      if (to == JobState::kRetryWait) {
+        j.not_before = now_();
+        j.exit_code.reset();
+        j.finished_at = 0;
+      }
+      RecordTransitionLocked(j, to, reason, &b);
+    }
+    b.AppendAudit({0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id),
+                   "ok", "{}", p.token_id});
+    out = JobJsonLocked(j, p);
+    done = store_->WriteAsync(std::move(b));
+  }
+  const Status committed = done.get();
+  PublishStops({id});  // even after a failed write: memory, which the nodes follow, has the stop
+  ARBITER_RETURN_IF_ERROR(committed);
+  return out;
+}
+
+bool ControlPlane::StopJobLocked(JobEntry& j, JobState to, std::string reason,
+                                 store::WriteBatch* b) {
+  const bool started =
+      std::any_of(j.task_state.begin(), j.task_state.end(), [](int32_t t) { return t == 1; });
+  if (started) {
+    j.stopping = true;  // the node stops the processes; the placement stays until it has
+    j.stop_cause = to == JobState::kCancelled ? "cancel" : "suspend";
+    j.stop_unpublished = true;
+  }
+  j.finished_at = to == JobState::kCancelled ? now_() : 0;
+  RecordTransitionLocked(j, to, std::move(reason), b);
+  // Nothing runs: the GPUs are released (and metered) now.
+  if (!started) FinishExecutionLocked(j, b);
+  return started;
+}
+
+void ControlPlane::PublishStops(const std::vector<uint64_t>& ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !it->second.stop_unpublished) continue;
+    it->second.stop_unpublished = false;
+    TouchNodesLocked(it->second);
+  }
+}
+
+Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+      return NotFoundError(fmt::format("job {} not found", id));
+    }
+  }
+  // Every change already visible in memory is in the history: wait for the writes enqueued so
+  // far (an empty batch is a barrier) before reading it.
+  ARBITER_RETURN_IF_ERROR(store_->Write(store::WriteBatch{}));
+  auto events = store_->JobEvents(id);
+  if (!events.ok()) return events.status();
+  json items = json::array();
+  for (const store::JobEventRecord& e : *events) {
+    items.push_back({{"at", Iso8601(e.at_ms)},
+                     {"from", e.from_state},
+                     {"to", e.to_state},
+                     {"reason", e.reason}});
+  }
+  return json{{"items", items}};
+}
+
+Result<json> ControlPlane::WhyPending(const Principal& p, uint64_t id) {
+  if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    return NotFoundError(fmt::format("job {} not found", id));
+  }
+  const JobEntry& j = it->second;
+  json out = {{"id", id}, {"state", std::string(JobStateName(j.state))}};
+  if (j.state != JobState::kPending) {
+    out["message"] = fmt::format("job {} is {}: {}", id, JobStateName(j.state), j.reason);
+  } else if (!j.verdict) {
+    out["message"] = "waiting for the next scheduling cycle";
+  } else {
+    out["code"] = std::string(core::VerdictCodeName(j.verdict->code));
+    out["message"] = j.verdict->message;
+    out["position"] = j.verdict->position;
+    out["estimated_start"] =
+        j.verdict->estimated_start ? TimeJson(*j.verdict->estimated_start) : json(nullptr);
+  }
+  return out;
+}
+
+}  // namespace arbiter::server

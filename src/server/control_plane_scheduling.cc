@@ -1,0 +1,638 @@
+// ControlPlane: the scheduler driver (copy inputs, run the core, apply decisions) and the execution reports of the nodes.
+#include "server/control_plane.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "api/agent_codec.h"
+#include "api/job_codec.h"
+#include "api/json_writer.h"
+#include "core/budget/budget.h"
+#include "server/admissibility.h"
+#include "server/control_plane_compiled.h"
+#include "server/reports.h"
+
+#include "server/control_plane_helpers.h"
+
+namespace arbiter::server {
+
+using nlohmann::json;
+// --- Scheduling -------------------------------------------------------------------------------
+
+Result<size_t> ControlPlane::RunSchedulingCycle() {
+  const auto t0 = std::chrono::steady_clock::now();
+  core::CycleInput in;
+  std::vector<core::PendingJob> pending;
+  std::vector<uint64_t> pending_ids;
+  std::vector<JobEntry*> pending_entries;
+  std::vector<core::RunningJob> running;
+  std::vector<core::Constraints> constraints(1);
+  std::vector<core::Nomination> nominations;
+  std::vector<core::TenantBudget> budgets;
+  std::shared_ptr<Compiled> compiled;
+  std::shared_future<Status> promoted;
+  const TimeMs now = now_();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    compiled = compiled_;
+    const core::Cluster& cluster = compiled->cluster;
+    const core::QuotaTree& tree = compiled->tree;
+    store::WriteBatch b;
+    for (auto at = active_.begin(); at != active_.end();) {
+      const uint64_t id = at->first;
+      JobEntry& j = *at->second;
+      if (IsFinal(j.state) && !j.stopping) {
+        at = active_.erase(at);  // finished for good: later cycles pass it by
+        continue;
+      }
+      ++at;
+      if (j.state == JobState::kRetryWait && j.not_before <= now) {
+        RecordTransitionLocked(j, JobState::kPending, "retry backoff over", &b);
+      }
+      // Finished jobs (most of a long-lived server's) are passed over before any lookup.
+      const bool is_pending = j.state == JobState::kPending || j.state == JobState::kRetryWait;
+      if (!is_pending && !(j.holds_capacity() && !j.placement.empty())) continue;
+      if (j.resolved_generation != compiled->generation) {
+        auto pit = compiled->classes.find(j.spec.priority_class);
+        j.priority_class = pit != compiled->classes.end() ? &pit->second : nullptr;
+        j.queue_found = tree.Find(j.spec.queue, &j.queue_id);
+        j.resolved_generation = compiled->generation;
+      }
+      const PriorityClass* pc = j.priority_class;
+      // A job whose queue the configuration deleted (pruned: cancelled, its tasks still stopping)
+      // keeps its GPUs until its node reports them free: counted against the root, so nothing
+      // else is placed on them, and never a preemption victim.
+      const bool orphan = !j.queue_found;
+      if (orphan && is_pending) continue;
+      const QueueId q = orphan ? core::QuotaTree::kRoot : j.queue_id;
+      if (is_pending) {
+        core::PendingJob p;
+        p.id = j.spec.id;
+        p.queue = q;
+        p.priority = pc != nullptr ? pc->value : 0;
+        p.preemptible = j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
+        p.preempts_anywhere = pc != nullptr && pc->preempts_anywhere;
+        p.distinct_nodes = j.spec.distinct_nodes;
+        p.type = j.spec.type;
+        p.tasks = j.spec.tasks;
+        p.resources = j.spec.resources;
+        for (const std::string& m : j.spec.gpu_models) p.models.push_back(cluster.FindModel(m));
+        if (!j.spec.node_selector.empty() || !j.spec.tolerations.empty()) {
+          constraints.push_back(cluster.MakeConstraints(j.spec.node_selector, j.spec.tolerations));
+          p.constraints = static_cast<uint32_t>(constraints.size() - 1);
+        }
+        p.walltime = SecondsToMs(j.spec.walltime_seconds);
+        p.submit_time = j.spec.submit_time;
+        p.not_before = j.not_before;
+        pending.push_back(std::move(p));
+        pending_ids.push_back(id);
+        pending_entries.push_back(&j);
+      } else if (j.holds_capacity() && !j.placement.empty()) {
+        core::RunningJob r;
+        r.id = j.spec.id;
+        r.queue = q;
+        r.priority = pc != nullptr ? pc->value : 0;
+        r.preemptible = !orphan && j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
+        r.model = cluster.FindModel(j.gpu_model);
+        r.resources = j.spec.resources;
+        r.start_time = j.started_at > 0 ? j.started_at : j.updated_at;
+        r.walltime = SecondsToMs(j.spec.walltime_seconds);
+        if (pc != nullptr) {
+          r.min_runtime = SecondsToMs(pc->min_runtime_seconds);
+          r.grace_period = SecondsToMs(pc->grace_period_seconds);
+        }
+        if (j.spec.grace_period_seconds) r.grace_period = SecondsToMs(*j.spec.grace_period_seconds);
+        r.terminating = j.state == JobState::kPreempting || j.stopping;
+        for (const std::string& name : j.preempted_queues) {
+          QueueId pq;
+          if (tree.Find(name, &pq)) r.preempted_queues.push_back(pq);
+        }
+        bool mapped = true;
+        for (const PlacedTask& t : j.placement) {
+          core::TaskPlacement tp;
+          if (!cluster.FindNode(t.node, &tp.node)) {
+            mapped = false;
+            break;
+          }
+          const core::NodeInfo& info = cluster.node(tp.node);
+          for (size_t g = 0; g < t.gpu_indices.size(); ++g) {
+            for (uint16_t s = 0; s < info.gpu_count; ++s) {
+              if (cluster.gpus()[info.gpu_begin + s].index != t.gpu_indices[g]) continue;
+              tp.gpus.push_back({s, static_cast<int16_t>(t.gpu_milli[g]),
+                                 g < t.gpu_memory_mib.size() ? t.gpu_memory_mib[g] : 0});
+            }
+          }
+          tp.cpu_milli = t.cpu_milli;
+          tp.memory_mib = t.memory_mib;
+          r.tasks.push_back(std::move(tp));
+        }
+        if (mapped && !r.tasks.empty()) running.push_back(std::move(r));
+      }
+    }
+    nominations = nominations_;
+    budgets = BudgetsLocked(now);
+    if (!b.empty()) promoted = store_->WriteAsync(std::move(b));
+  }
+  if (promoted.valid()) ARBITER_RETURN_IF_ERROR(promoted.get());
+
+  in.cluster = &compiled->cluster;
+  in.tree = &compiled->tree;
+  in.running = &running;
+  in.pending = &pending;
+  in.constraints = &constraints;
+  in.nominations = &nominations;
+  in.budgets = budgets.empty() ? nullptr : &budgets;
+  in.now = now;
+  core::CycleResult result = core::RunCycle(in, *compiled->profile);
+
+  std::shared_future<Status> done;
+  size_t admitted = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.cycles;
+    stats_.last_cycle_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    metrics_.SchedulingCycle(stats_.last_cycle_seconds);
+    if (compiled != compiled_) return size_t{0};  // configuration changed meanwhile: next cycle
+    store::WriteBatch b;
+    ApplyCycleLocked(in, result, pending_ids, pending_entries, &b);
+    admitted = result.admissions.size();
+    stats_.admissions += admitted;
+    if (!b.empty()) done = store_->WriteAsync(std::move(b));
+  }
+  const Status committed = done.valid() ? done.get() : Status::Ok();
+  // The admissions are durable: their nodes may start them now (AssignmentsFor skipped them), so
+  // a crash before the commit never leaves a task running for a job the store still has pending.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const core::Admission& a : result.admissions) {
+      auto it = jobs_.find(a.job.value());
+      if (it == jobs_.end() || it->second.dispatchable) continue;
+      it->second.dispatchable = true;
+      TouchNodesLocked(it->second);
+    }
+    // Likewise the preemptions: victims stop only once their preemption is durable.
+    for (const core::PreemptionDecision& d : result.preemptions) {
+      for (JobId v : d.victims) {
+        auto it = jobs_.find(v.value());
+        if (it == jobs_.end() || !it->second.stop_unpublished) continue;
+        it->second.stop_unpublished = false;
+        TouchNodesLocked(it->second);
+      }
+    }
+  }
+  ARBITER_RETURN_IF_ERROR(committed);
+  return admitted;
+}
+
+void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResult& r,
+                                    const std::vector<uint64_t>& pending_ids,
+                                    const std::vector<JobEntry*>& pending_entries,
+                                    store::WriteBatch* b) {
+  const core::Cluster& cluster = *in.cluster;
+  const core::QuotaTree& tree = *in.tree;
+  for (const core::Admission& a : r.admissions) {
+    auto it = jobs_.find(a.job.value());
+    if (it == jobs_.end() || it->second.state != JobState::kPending) continue;
+    JobEntry& j = it->second;
+    j.placement.clear();
+    for (const core::TaskPlacement& t : a.tasks) {
+      const core::NodeInfo& info = cluster.node(t.node);
+      PlacedTask p;
+      p.node = info.name;
+      for (const core::GpuShare& g : t.gpus) {
+        p.gpu_indices.push_back(cluster.gpus()[info.gpu_begin + g.slot].index);
+        p.gpu_milli.push_back(g.milli);
+        p.gpu_memory_mib.push_back(g.memory_mib);
+      }
+      p.cpu_milli = t.cpu_milli;
+      p.memory_mib = t.memory_mib;
+      j.placement.push_back(std::move(p));
+    }
+    j.gpu_model = a.model == core::kNoModel ? "" : cluster.models()[a.model.value()].name;
+    j.verdict.reset();
+    j.task_state.assign(j.placement.size(), 0);
+    j.task_exit.assign(j.placement.size(), 0);
+    j.stopping = false;
+    j.stop_cause.clear();
+    ++j.attempt;
+    j.dispatchable = false;  // until the admission is committed (RunSchedulingCycle)
+    j.held_since = now_();
+    j.task_nodes.clear();
+    for (const PlacedTask& t : j.placement) j.task_nodes.push_back(t.node);
+    std::string reason = a.borrowing() ? "admitted on borrowed capacity" : "admitted";
+    if (a.best_effort) reason += " at best-effort priority (budget spent)";
+    RecordTransitionLocked(j, JobState::kAdmitted, reason, b);
+    std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == a.job; });
+  }
+  for (const core::PreemptionDecision& d : r.preemptions) {
+    std::vector<std::string> victim_queues;
+    for (QueueId q : d.victim_queues) victim_queues.push_back(tree.node(q).name);
+    for (JobId v : d.victims) {
+      auto it = jobs_.find(v.value());
+      if (it == jobs_.end() || !HoldsResources(it->second.state)) continue;
+      it->second.stopping = true;
+      it->second.stop_cause = "preempt";
+      it->second.stop_unpublished = true;
+      RecordTransitionLocked(it->second, JobState::kPreempting,
+                             fmt::format("preempted by job {} ({})", d.preemptor.value(),
+                                         core::PreemptionReasonName(d.reason)),
+                             b);
+      metrics_.JobPreempted(it->second.spec.tenant, it->second.spec.queue,
+                            core::PreemptionReasonName(d.reason));
+    }
+    auto p = jobs_.find(d.preemptor.value());
+    if (p != jobs_.end()) {
+      for (const std::string& q : victim_queues) {
+        if (std::find(p->second.preempted_queues.begin(), p->second.preempted_queues.end(), q) ==
+            p->second.preempted_queues.end()) {
+          p->second.preempted_queues.push_back(q);
+        }
+      }
+    }
+    nominations_.push_back({d.preemptor, d.victims});
+  }
+  for (JobId id : r.finished_nominations) {
+    std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == id; });
+  }
+  // A verdict for each pending job: found by binary search in the input's ids, not in jobs_.
+  for (core::Verdict& v : r.verdicts) {
+    const auto at = std::lower_bound(pending_ids.begin(), pending_ids.end(), v.job.value());
+    if (at != pending_ids.end() && *at == v.job.value()) {
+      pending_entries[static_cast<size_t>(at - pending_ids.begin())]->verdict = std::move(v);
+    } else if (auto it = jobs_.find(v.job.value()); it != jobs_.end()) {
+      it->second.verdict = std::move(v);
+    }
+  }
+}
+
+// --- Execution --------------------------------------------------------------------------------
+
+void ControlPlane::SetNodeTelemetry(const std::string& node, const std::string& discovery,
+                                    const std::vector<GpuTelemetry>& gpus) {
+  json telemetry = json::array();
+  for (const GpuTelemetry& g : gpus) telemetry.push_back(api::GpuTelemetryToJson(g));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  NodeEntry& e = it->second;
+  if (!e.status.is_object()) e.status = json::object();
+  e.status["gpu_discovery"] = discovery;
+  e.status["gpus"] = std::move(telemetry);
+  e.last_heartbeat = now_();
+  e.status["last_heartbeat"] = e.last_heartbeat;
+}
+
+void ControlPlane::SetNodeStatus(const std::string& node, const std::string& key,
+                                 const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  if (!it->second.status.is_object()) it->second.status = json::object();
+  it->second.status[key] = value;
+}
+
+void ControlPlane::NoteReportedResourcesLocked(const Node& reported) {
+  auto& r = reported_resources_[reported.name];
+  const std::pair<int64_t, int64_t> now{reported.cpu_milli, reported.memory_mib};
+  if (r != now) {
+    r = now;
+    dirty_ = true;
+  }
+}
+
+void ControlPlane::SetTaskLimits(const TaskLimits& limits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  task_limits_ = limits;
+  dirty_ = true;  // the tenants' default ceilings are compiled into the quota tree
+}
+
+void ControlPlane::SetNodeTimeout(DurationMs ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  node_timeout_ms_ = ms;
+}
+
+bool ControlPlane::HasGpuModel(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::any_of(config_.gpu_models.begin(), config_.gpu_models.end(),
+                     [&](const GpuModel& m) { return m.name == name; });
+}
+
+void ControlPlane::SetBuiltinNode(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  builtin_node_ = name;
+}
+
+Status ControlPlane::RegisterNode(const Node& node, const std::string& address) {
+  ARBITER_RETURN_IF_ERROR(ValidateNode(node, "node"));
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    builtin_node_ = node.name;
+    auto it = nodes_.find(node.name);
+    if (it != nodes_.end() && it->second.from_config) {
+      it->second.last_heartbeat = now_();
+      it->second.address = address;
+      NoteReportedResourcesLocked(node);
+      return Status::Ok();  // configured statically: the config is the truth
+    }
+    NodeEntry e{node, false, now_()};
+    e.address = address;
+    if (it != nodes_.end()) e.status = it->second.status;
+    if (it != nodes_.end() && it->second.node.state != NodeState::kDown) {
+      e.node.state = it->second.node.state;  // keep cordoned/draining
+    }
+    nodes_[node.name] = e;
+    dirty_ = true;
+    store::WriteBatch b;
+    b.PutNode(
+        {node.name, NodeToJson(e.node).dump(), std::string(NodeStateName(e.node.state)), now_()});
+    PushEventLocked("node", {{"name", node.name}, {"state", NodeStateName(e.node.state)}});
+    done = store_->WriteAsync(std::move(b));
+  }
+  return done.get();
+}
+
+std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TaskAssignment> out;
+  for (auto at = placed_.begin(); at != placed_.end();) {
+    const uint64_t id = at->first;
+    const JobEntry& j = *at->second;
+    if (!j.holds_capacity() || j.placement.empty()) {
+      at = placed_.erase(at);  // released: no node has work for it any more
+      continue;
+    }
+    ++at;
+    if (!j.dispatchable) continue;
+    const bool stop = (j.stopping || j.state == JobState::kPreempting) && !j.stop_unpublished;
+    bool here = false;
+    for (const PlacedTask& p : j.placement) here |= p.node == node;
+    if (!here) continue;
+    const RunAs run_as = RunAsLocked(j.spec.tenant, j.spec.user);
+    for (size_t t = 0; t < j.placement.size(); ++t) {
+      if (j.placement[t].node != node) continue;
+      if (t < j.task_state.size() && j.task_state[t] == 2) continue;  // already exited
+      TaskAssignment a;
+      a.job = id;
+      a.task = static_cast<int32_t>(t);
+      a.attempt = j.attempt;
+      a.run = !stop;
+      auto pc = compiled_->classes.find(j.spec.priority_class);
+      a.grace_ms = SecondsToMs(j.spec.grace_period_seconds.value_or(
+          pc != compiled_->classes.end() ? pc->second.grace_period_seconds : 30));
+      a.deadline = j.spec.walltime_seconds > 0 && j.started_at > 0
+                       ? j.started_at + SecondsToMs(j.spec.walltime_seconds)
+                       : 0;
+      a.spec = j.spec;
+      a.run_as = run_as;
+      a.gpus = j.placement[t].gpu_indices;
+      a.restarts = j.restarts + j.preemptions;
+      a.master_node = j.placement[0].node;
+      // One MASTER_ADDR for every rank: the address of the first task's node as its agent (or
+      // the built-in node) gave it, else its name.
+      if (auto m = nodes_.find(a.master_node); m != nodes_.end() && !m->second.address.empty()) {
+        a.master_addr = m->second.address;
+      }
+      a.started = t < j.task_state.size() && j.task_state[t] == 1;
+      out.push_back(std::move(a));
+    }
+  }
+  return out;
+}
+
+void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attempt) {
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return;
+    JobEntry& j = it->second;
+    if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] != 0) return;  // applied
+    j.task_state[static_cast<size_t>(task)] = 1;
+    store::WriteBatch b;
+    if (j.state == JobState::kAdmitted)
+      RecordTransitionLocked(j, JobState::kStarting, "dispatched", &b);
+    const bool all =
+        std::all_of(j.task_state.begin(), j.task_state.end(), [](int32_t s) { return s >= 1; });
+    if (all && j.state == JobState::kStarting) {
+      j.started_at = now_();
+      RecordTransitionLocked(j, JobState::kRunning, "all tasks started", &b);
+    } else {
+      b.PutJob(JobRecordLocked(j));
+    }
+    done = store_->WriteAsync(std::move(b));
+  }
+  done.get();
+  PublishStops({job});
+}
+
+void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                                    bool timed_out) {
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return;
+    JobEntry& j = it->second;
+    if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied
+    j.task_state[static_cast<size_t>(task)] = 2;
+    j.task_exit[static_cast<size_t>(task)] = exit_code;
+    store::WriteBatch b;
+    if (!j.stopping && timed_out) {
+      j.stopping = true;
+      j.stop_cause = "timeout";
+      j.stop_unpublished = true;
+    } else if (!j.stopping && exit_code != 0) {
+      // One failed task fails its gang: the others are stopped.
+      j.stopping = true;
+      j.stop_cause = "failed";
+      j.exit_code = exit_code;
+      j.stop_unpublished = true;
+    }
+    // The job ends once every task has exited. A task that never started counts only when the
+    // job is being stopped: its node then reports it exited before start, or is lost.
+    const bool all = std::all_of(j.task_state.begin(), j.task_state.end(),
+                                 [&](int32_t s) { return s == 2 || (s == 0 && j.stopping); });
+    if (all) {
+      FinishExecutionLocked(j, &b);
+    } else {
+      b.PutJob(JobRecordLocked(j));
+    }
+    done = store_->WriteAsync(std::move(b));
+  }
+  done.get();
+}
+
+std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
+  const core::QuotaTree& tree = compiled_->tree;
+  std::vector<core::TenantBudget> out(tree.size());
+  bool any = false;
+  for (const api::TenantConfig& t : config_.tenants) {
+    if (!t.budget || t.budget->gpu_hours <= 0) continue;
+    QueueId id;
+    if (!tree.Find(t.name, &id)) continue;
+    any = true;
+    const TimeMs start = reports::BudgetPeriod(t.budget->period, now).first;
+    auto& closed = closed_usage_[t.name];
+    if (closed.first != start) {
+      // A new period (or the first look since start): recount from the stored records.
+      closed = {start, 0};
+      auto records = store_->Usage(start, now);
+      if (records.ok()) {
+        for (const store::UsageRecord& u : *records) {
+          if (u.tenant == t.name) {
+            closed.second += u.gpu_milli * (u.end_ms - std::max(u.start_ms, start));
+          }
+        }
+      }
+    }
+    // Plus what running jobs have held so far in this period.
+    int64_t used = closed.second;
+    for (const auto& [jid, entry] : active_) {
+      const JobEntry& j = *entry;
+      if (j.spec.tenant != t.name || !j.holds_capacity()) continue;
+      const TimeMs held = j.held_since > 0   ? j.held_since
+                          : j.started_at > 0 ? j.started_at
+                                             : j.updated_at;
+      const TimeMs since = std::max(start, held);
+      for (const PlacedTask& p : j.placement) {
+        for (int32_t m : p.gpu_milli) used += m * std::max<TimeMs>(0, now - since);
+      }
+    }
+    core::TenantUsage u;
+    u.gpu_milli_ms = used;
+    core::TenantBudget& b = out[id.value()];
+    b.exhausted = core::BudgetSpent(u, t.budget->gpu_hours);
+    b.on_exhausted = t.budget->on_exhausted == "best-effort" ? core::BudgetPolicy::kBestEffort
+                                                             : core::BudgetPolicy::kBlock;
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return;
+    JobEntry& j = it->second;
+    if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
+    if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied
+    if (!j.stopping) {
+      j.stopping = true;
+      j.stop_cause = "lost";
+      j.stop_unpublished = true;  // published once ReportTaskExited has committed the loss
+    }
+  }
+  ReportTaskExited(job, task, attempt, 137, false);
+}
+
+// Every task is gone: decide the job's next state from why it stopped.
+void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
+  const std::string cause = j.stop_cause;
+  // Metering: the interval during which each task held its resources, from the admission of this
+  // run to their release, recorded exactly once: here, in the batch that clears the placement
+  // (cost from the model's price per GPU-hour). Jobs stored before held_since existed fall back
+  // to the start of the run.
+  const TimeMs held_since = j.held_since > 0   ? j.held_since
+                            : j.started_at > 0 ? j.started_at
+                                               : j.updated_at;
+  int64_t price = 0;
+  for (const GpuModel& m : config_.gpu_models) {
+    if (m.name == j.gpu_model) price = m.price_milli_per_hour;
+  }
+  for (size_t t = 0; t < j.placement.size(); ++t) {
+    const PlacedTask& p = j.placement[t];
+    store::UsageRecord u;
+    u.job_id = j.spec.id.value();
+    u.task = static_cast<int32_t>(t);
+    u.tenant = j.spec.tenant;
+    u.queue = j.spec.queue;
+    u.user = j.spec.user;
+    u.job_type = std::string(JobTypeName(j.spec.type));
+    u.gpu_model = j.gpu_model;
+    for (int32_t m : p.gpu_milli) u.gpu_milli += m;
+    for (int64_t m : p.gpu_memory_mib) u.gpu_memory_mib += m;
+    u.start_ms = held_since;
+    u.end_ms = std::max(held_since, now_());
+    // cost (millionths) = milli-GPU x ms x price (milli per GPU-hour) x 1000 / (1000 x 3.6e6)
+    __extension__ using I128 = __int128;
+    u.cost_micro = static_cast<int64_t>(static_cast<I128>(u.gpu_milli) * (u.end_ms - u.start_ms) *
+                                        price / 3600000);
+    auto& closed = closed_usage_[u.tenant];
+    if (u.end_ms >= closed.first)
+      closed.second += u.gpu_milli * (u.end_ms - std::max(u.start_ms, closed.first));
+    b->AppendUsage(std::move(u));
+  }
+  j.placement.clear();
+  j.task_state.clear();
+  j.held_since = 0;
+  j.stopping = false;
+  j.stop_cause.clear();
+  const TimeMs now = now_();
+  if (j.state == JobState::kCancelled || j.state == JobState::kSuspended) {
+    b->PutJob(JobRecordLocked(j));  // already in its final or held state; resources now free
+    return;
+  }
+  if (cause == "preempt" || j.state == JobState::kPreempting) {
+    ++j.preemptions;
+    RecordTransitionLocked(j, JobState::kPreempted, "stopped for a preemption", b);
+    RecordTransitionLocked(j, JobState::kPending, "requeued after preemption", b);
+    return;
+  }
+  if (j.state == JobState::kAdmitted)
+    RecordTransitionLocked(j, JobState::kStarting, "dispatched", b);
+  j.finished_at = now;
+  if (cause == "lost") {
+    RecordTransitionLocked(j, JobState::kLost, "its processes are gone (node restarted or down)",
+                           b);
+    if (j.restarts < j.spec.retry.max_retries) {
+      ++j.restarts;
+      const int64_t backoff = RetryBackoffSeconds(j.spec.retry, j.restarts);
+      j.not_before = now + SecondsToMs(backoff);
+      j.finished_at = 0;
+      RecordTransitionLocked(
+          j, JobState::kRetryWait,
+          fmt::format("retry {} of {} in {} s", j.restarts, j.spec.retry.max_retries, backoff), b);
+    } else {
+      RecordTransitionLocked(j, JobState::kFailed, "lost, and no retries left", b);
+    }
+    return;
+  }
+  if (cause == "timeout") {
+    RecordTransitionLocked(j, JobState::kTimedOut,
+                           fmt::format("walltime of {} s reached", j.spec.walltime_seconds), b);
+    return;
+  }
+  int32_t code = 0;
+  for (int32_t c : j.task_exit) {
+    if (c != 0) {
+      code = c;
+      break;
+    }
+  }
+  if (!j.exit_code || code != 0) j.exit_code = code;
+  if (code == 0 && cause.empty()) {
+    RecordTransitionLocked(j, JobState::kSucceeded, "all tasks exited 0", b);
+    return;
+  }
+  RecordTransitionLocked(j, JobState::kFailed, fmt::format("a task exited with code {}", code), b);
+  if (ShouldRetry(j.spec.retry, j.restarts, code)) {
+    ++j.restarts;
+    const int64_t backoff = RetryBackoffSeconds(j.spec.retry, j.restarts);
+    j.not_before = now + SecondsToMs(backoff);
+    j.finished_at = 0;
+    RecordTransitionLocked(
+        j, JobState::kRetryWait,
+        fmt::format("retry {} of {} in {} s", j.restarts, j.spec.retry.max_retries, backoff), b);
+  }
+}
+
+}  // namespace arbiter::server
