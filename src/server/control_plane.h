@@ -373,6 +373,8 @@ class ControlPlane : public node::ExecutionBackend {
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   void RefreshUserIndexLocked();
   // Notes the CPU and memory a node's agent (or the built-in node) reported.
+  // After a cycle's decisions are committed: its admitted jobs may start and its victims stop.
+  void MarkDecisionsDurable(const core::CycleResult& result);
   void NoteReportedResourcesLocked(const Node& reported);
   // Raises the spec's per-task CPU and memory to the minimums.
   void ApplyTaskMinimums(JobSpec* spec) const;

@@ -1,6 +1,5 @@
-// ControlPlane: authentication and access; tenants, queues, users, tokens, priority classes and nodes as the API shows them.
-#include "server/control_plane.h"
-
+// ControlPlane: authentication and access; tenants, queues, users, tokens, priority classes and
+// nodes as the API shows them.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,10 +11,10 @@
 #include "api/json_writer.h"
 #include "core/budget/budget.h"
 #include "server/admissibility.h"
+#include "server/control_plane.h"
 #include "server/control_plane_compiled.h"
-#include "server/reports.h"
-
 #include "server/control_plane_helpers.h"
+#include "server/reports.h"
 
 namespace arbiter::server {
 

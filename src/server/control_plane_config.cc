@@ -1,6 +1,4 @@
 // ControlPlane: applying a configuration (dry runs, what it would delete, pruning).
-#include "server/control_plane.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,10 +10,10 @@
 #include "api/json_writer.h"
 #include "core/budget/budget.h"
 #include "server/admissibility.h"
+#include "server/control_plane.h"
 #include "server/control_plane_compiled.h"
-#include "server/reports.h"
-
 #include "server/control_plane_helpers.h"
+#include "server/reports.h"
 
 namespace arbiter::server {
 

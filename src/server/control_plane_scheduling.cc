@@ -1,6 +1,5 @@
-// ControlPlane: the scheduler driver (copy inputs, run the core, apply decisions) and the execution reports of the nodes.
-#include "server/control_plane.h"
-
+// ControlPlane: the scheduler driver (copy inputs, run the core, apply decisions) and the execution
+// reports of the nodes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,15 +11,113 @@
 #include "api/json_writer.h"
 #include "core/budget/budget.h"
 #include "server/admissibility.h"
+#include "server/control_plane.h"
 #include "server/control_plane_compiled.h"
-#include "server/reports.h"
-
 #include "server/control_plane_helpers.h"
+#include "server/reports.h"
 
 namespace arbiter::server {
 
 using nlohmann::json;
 // --- Scheduling -------------------------------------------------------------------------------
+
+namespace {
+
+// The core's view of a pending job (its node constraints interned into `constraints`).
+core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster& cluster,
+                              std::vector<core::Constraints>* constraints_out) {
+  std::vector<core::Constraints>& constraints = *constraints_out;
+  const PriorityClass* pc = j.priority_class;
+  core::PendingJob p;
+  p.id = j.spec.id;
+  p.queue = q;
+  p.priority = pc != nullptr ? pc->value : 0;
+  p.preemptible = j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
+  p.preempts_anywhere = pc != nullptr && pc->preempts_anywhere;
+  p.distinct_nodes = j.spec.distinct_nodes;
+  p.type = j.spec.type;
+  p.tasks = j.spec.tasks;
+  p.resources = j.spec.resources;
+  for (const std::string& m : j.spec.gpu_models) p.models.push_back(cluster.FindModel(m));
+  if (!j.spec.node_selector.empty() || !j.spec.tolerations.empty()) {
+    constraints.push_back(cluster.MakeConstraints(j.spec.node_selector, j.spec.tolerations));
+    p.constraints = static_cast<uint32_t>(constraints.size() - 1);
+  }
+  p.walltime = SecondsToMs(j.spec.walltime_seconds);
+  p.submit_time = j.spec.submit_time;
+  p.not_before = j.not_before;
+  return p;
+}
+
+// The core's view of a job holding capacity; false when a node of its placement is gone.
+bool RunningJobOf(const JobEntry& j, QueueId q, bool orphan, const core::Cluster& cluster,
+                  const core::QuotaTree& tree, core::RunningJob* out) {
+  const PriorityClass* pc = j.priority_class;
+  core::RunningJob& r = *out;
+  r.id = j.spec.id;
+  r.queue = q;
+  r.priority = pc != nullptr ? pc->value : 0;
+  r.preemptible = !orphan && j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
+  r.model = cluster.FindModel(j.gpu_model);
+  r.resources = j.spec.resources;
+  r.start_time = j.started_at > 0 ? j.started_at : j.updated_at;
+  r.walltime = SecondsToMs(j.spec.walltime_seconds);
+  if (pc != nullptr) {
+    r.min_runtime = SecondsToMs(pc->min_runtime_seconds);
+    r.grace_period = SecondsToMs(pc->grace_period_seconds);
+  }
+  if (j.spec.grace_period_seconds) r.grace_period = SecondsToMs(*j.spec.grace_period_seconds);
+  r.terminating = j.state == JobState::kPreempting || j.stopping;
+  for (const std::string& name : j.preempted_queues) {
+    QueueId pq;
+    if (tree.Find(name, &pq)) r.preempted_queues.push_back(pq);
+  }
+  bool mapped = true;
+  for (const PlacedTask& t : j.placement) {
+    core::TaskPlacement tp;
+    if (!cluster.FindNode(t.node, &tp.node)) {
+      mapped = false;
+      break;
+    }
+    const core::NodeInfo& info = cluster.node(tp.node);
+    for (size_t g = 0; g < t.gpu_indices.size(); ++g) {
+      for (uint16_t s = 0; s < info.gpu_count; ++s) {
+        if (cluster.gpus()[info.gpu_begin + s].index != t.gpu_indices[g]) continue;
+        tp.gpus.push_back({s, static_cast<int16_t>(t.gpu_milli[g]),
+                           g < t.gpu_memory_mib.size() ? t.gpu_memory_mib[g] : 0});
+      }
+    }
+    tp.cpu_milli = t.cpu_milli;
+    tp.memory_mib = t.memory_mib;
+    r.tasks.push_back(std::move(tp));
+  }
+  return mapped && !r.tasks.empty();
+}
+
+}  // namespace
+
+// The admissions are durable: their nodes may start them now (AssignmentsFor skipped them), so
+// a crash before the commit never leaves a task running for a job the store still has pending.
+void ControlPlane::MarkDecisionsDurable(const core::CycleResult& result) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const core::Admission& a : result.admissions) {
+      auto it = jobs_.find(a.job.value());
+      if (it == jobs_.end() || it->second.dispatchable) continue;
+      it->second.dispatchable = true;
+      TouchNodesLocked(it->second);
+    }
+    // Likewise the preemptions: victims stop only once their preemption is durable.
+    for (const core::PreemptionDecision& d : result.preemptions) {
+      for (JobId v : d.victims) {
+        auto it = jobs_.find(v.value());
+        if (it == jobs_.end() || !it->second.stop_unpublished) continue;
+        it->second.stop_unpublished = false;
+        TouchNodesLocked(it->second);
+      }
+    }
+  }
+}
 
 Result<size_t> ControlPlane::RunSchedulingCycle() {
   const auto t0 = std::chrono::steady_clock::now();
@@ -62,7 +159,6 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
         j.queue_found = tree.Find(j.spec.queue, &j.queue_id);
         j.resolved_generation = compiled->generation;
       }
-      const PriorityClass* pc = j.priority_class;
       // A job whose queue the configuration deleted (pruned: cancelled, its tasks still stopping)
       // keeps its GPUs until its node reports them free: counted against the root, so nothing
       // else is placed on them, and never a preemption victim.
@@ -70,67 +166,12 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
       if (orphan && is_pending) continue;
       const QueueId q = orphan ? core::QuotaTree::kRoot : j.queue_id;
       if (is_pending) {
-        core::PendingJob p;
-        p.id = j.spec.id;
-        p.queue = q;
-        p.priority = pc != nullptr ? pc->value : 0;
-        p.preemptible = j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
-        p.preempts_anywhere = pc != nullptr && pc->preempts_anywhere;
-        p.distinct_nodes = j.spec.distinct_nodes;
-        p.type = j.spec.type;
-        p.tasks = j.spec.tasks;
-        p.resources = j.spec.resources;
-        for (const std::string& m : j.spec.gpu_models) p.models.push_back(cluster.FindModel(m));
-        if (!j.spec.node_selector.empty() || !j.spec.tolerations.empty()) {
-          constraints.push_back(cluster.MakeConstraints(j.spec.node_selector, j.spec.tolerations));
-          p.constraints = static_cast<uint32_t>(constraints.size() - 1);
-        }
-        p.walltime = SecondsToMs(j.spec.walltime_seconds);
-        p.submit_time = j.spec.submit_time;
-        p.not_before = j.not_before;
-        pending.push_back(std::move(p));
+        pending.push_back(PendingJobOf(j, q, cluster, &constraints));
         pending_ids.push_back(id);
         pending_entries.push_back(&j);
       } else if (j.holds_capacity() && !j.placement.empty()) {
         core::RunningJob r;
-        r.id = j.spec.id;
-        r.queue = q;
-        r.priority = pc != nullptr ? pc->value : 0;
-        r.preemptible = !orphan && j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
-        r.model = cluster.FindModel(j.gpu_model);
-        r.resources = j.spec.resources;
-        r.start_time = j.started_at > 0 ? j.started_at : j.updated_at;
-        r.walltime = SecondsToMs(j.spec.walltime_seconds);
-        if (pc != nullptr) {
-          r.min_runtime = SecondsToMs(pc->min_runtime_seconds);
-          r.grace_period = SecondsToMs(pc->grace_period_seconds);
-        }
-        if (j.spec.grace_period_seconds) r.grace_period = SecondsToMs(*j.spec.grace_period_seconds);
-        r.terminating = j.state == JobState::kPreempting || j.stopping;
-        for (const std::string& name : j.preempted_queues) {
-          QueueId pq;
-          if (tree.Find(name, &pq)) r.preempted_queues.push_back(pq);
-        }
-        bool mapped = true;
-        for (const PlacedTask& t : j.placement) {
-          core::TaskPlacement tp;
-          if (!cluster.FindNode(t.node, &tp.node)) {
-            mapped = false;
-            break;
-          }
-          const core::NodeInfo& info = cluster.node(tp.node);
-          for (size_t g = 0; g < t.gpu_indices.size(); ++g) {
-            for (uint16_t s = 0; s < info.gpu_count; ++s) {
-              if (cluster.gpus()[info.gpu_begin + s].index != t.gpu_indices[g]) continue;
-              tp.gpus.push_back({s, static_cast<int16_t>(t.gpu_milli[g]),
-                                 g < t.gpu_memory_mib.size() ? t.gpu_memory_mib[g] : 0});
-            }
-          }
-          tp.cpu_milli = t.cpu_milli;
-          tp.memory_mib = t.memory_mib;
-          r.tasks.push_back(std::move(tp));
-        }
-        if (mapped && !r.tasks.empty()) running.push_back(std::move(r));
+        if (RunningJobOf(j, q, orphan, cluster, tree, &r)) running.push_back(std::move(r));
       }
     }
     nominations = nominations_;
@@ -165,26 +206,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     if (!b.empty()) done = store_->WriteAsync(std::move(b));
   }
   const Status committed = done.valid() ? done.get() : Status::Ok();
-  // The admissions are durable: their nodes may start them now (AssignmentsFor skipped them), so
-  // a crash before the commit never leaves a task running for a job the store still has pending.
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const core::Admission& a : result.admissions) {
-      auto it = jobs_.find(a.job.value());
-      if (it == jobs_.end() || it->second.dispatchable) continue;
-      it->second.dispatchable = true;
-      TouchNodesLocked(it->second);
-    }
-    // Likewise the preemptions: victims stop only once their preemption is durable.
-    for (const core::PreemptionDecision& d : result.preemptions) {
-      for (JobId v : d.victims) {
-        auto it = jobs_.find(v.value());
-        if (it == jobs_.end() || !it->second.stop_unpublished) continue;
-        it->second.stop_unpublished = false;
-        TouchNodesLocked(it->second);
-      }
-    }
-  }
+  MarkDecisionsDurable(result);
   ARBITER_RETURN_IF_ERROR(committed);
   return admitted;
 }
