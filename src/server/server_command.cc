@@ -105,49 +105,23 @@ void StopBuiltin(BuiltinNode* node, bool kill_tasks) {
   });
 }
 
-}  // namespace
-
-int RunServer(const ServerOptions& o) {
-  if (o.log_format != "text" && o.log_format != "json") {
-    std::fprintf(stderr, "arbiter server: --log-format must be text or json, got '%s'\n",
-                 o.log_format.c_str());
-    return 2;
-  }
-  SetupLogging(o.log_format);
-  std::string host;
-  int port = 0;
-  if (!SplitHostPort(o.listen, &host, &port)) {
-    spdlog::error("--listen: expected HOST:PORT, got '{}'", o.listen);
-    return 2;
-  }
-  // Everything the server writes is its own: the store, its journal, the tokens (0600; folders
-  // 0700). Tasks never run inside the data dir (the built-in node has its own folder).
+// Everything the server writes is its own: the store, its journal, the tokens (0600; folders
+// 0700). Tasks never run inside the data dir (the built-in node has its own folder).
+bool PrepareDataDir(const std::string& data_dir) {
   ::umask(077);
-  if (::mkdir(o.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    spdlog::error("--data-dir: cannot create {}: {}", o.data_dir, std::strerror(errno));
-    return 1;
+  if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::error("--data-dir: cannot create {}: {}", data_dir, std::strerror(errno));
+    return false;
   }
-  if (::chmod(o.data_dir.c_str(), 0700) != 0) {
-    spdlog::warn("--data-dir: cannot make {} private (0700): {}", o.data_dir, std::strerror(errno));
+  if (::chmod(data_dir.c_str(), 0700) != 0) {
+    spdlog::warn("--data-dir: cannot make {} private (0700): {}", data_dir, std::strerror(errno));
   }
-  // Signals are handled by one thread with sigwait; block them everywhere else.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return true;
+}
 
-  auto store = store::OpenSqliteStore(o.data_dir + "/arbiter.db");
-  if (!store.ok()) {
-    spdlog::error("cannot open the store in {}: {}", o.data_dir, store.status().ToString());
-    return 1;
-  }
-  ControlPlane cp(store->get(), WallClockMs);
-  cp.SetTenantUidBase(o.tenant_uid_base);
-  if (Status st = cp.Load(); !st.ok()) {
-    spdlog::error("cannot load the state: {}", st.ToString());
-    return 1;
-  }
+// --config (every start) or --initial-config (an empty data dir only); an exit code, 0: go on.
+int ApplyStartConfig(ControlPlane* cp_ptr, const ServerOptions& o) {
+  ControlPlane& cp = *cp_ptr;
   std::string config_file = o.config_file;
   const char* config_flag = "--config";
   if (config_file.empty() && !o.initial_config_file.empty()) {
@@ -184,19 +158,161 @@ int RunServer(const ServerOptions& o) {
     }
     spdlog::info("applied {} ({} changes)", config_file, applied->changes.size());
   }
-  auto token = cp.BootstrapAdmin();
+  return 0;
+}
+
+// The bootstrap admin's token, made at the first start: printed once and written to the data dir.
+bool WriteBootstrapToken(ControlPlane* cp, const std::string& data_dir) {
+  auto token = cp->BootstrapAdmin();
   if (!token.ok()) {
     spdlog::error("cannot create the admin token: {}", token.status().ToString());
-    return 1;
+    return false;
   }
   if (!token->empty()) {
-    const std::string path = o.data_dir + "/admin.token";
+    const std::string path = data_dir + "/admin.token";
     if (Status st = WriteSecretFile(path, *token); !st.ok()) {
       spdlog::error("{}", st.ToString());
-      return 1;
+      return false;
     }
     std::printf("admin token (shown once, also in %s): %s\n", path.c_str(), token->c_str());
   }
+  return true;
+}
+
+// The API's options from the server's flags; false (logged) when a file they name is unreadable.
+bool HttpOptionsFrom(const ServerOptions& o, const std::string& local_work_dir, HttpOptions* out) {
+  out->rate_limit_per_second = o.rate_limit;
+  out->threads = static_cast<size_t>(o.http_threads);
+  out->header_timeout_ms = o.http_header_timeout_ms;
+  out->body_timeout_ms = o.http_body_timeout_ms;
+  out->max_headers = static_cast<size_t>(o.http_max_headers);
+  out->max_header_bytes = static_cast<size_t>(o.http_max_header_bytes);
+  out->connections_per_address = o.http_connections_per_address >= 0
+                                     ? static_cast<size_t>(o.http_connections_per_address)
+                                     : std::max<size_t>(4, static_cast<size_t>(o.http_threads) / 4);
+  out->idle_thread_ms = o.http_idle_thread_ms;
+  out->local_node = o.local_node;
+  out->local_work_dir = local_work_dir;
+  out->metrics_public = o.metrics_public;
+  if (!o.metrics_token_file.empty()) {
+    auto secret = ReadMetricsToken(o.metrics_token_file);
+    if (!secret.ok()) {
+      spdlog::error("--metrics-token-file: {}", secret.status().message());
+      return false;
+    }
+    out->metrics_token = *secret;
+  }
+  return true;
+}
+
+// The scheduler thread's loop: down nodes, then a cycle, every --cycle-interval-ms and sooner
+// when woken (capacity released, a job submitted, a node changed).
+class SchedulerLoop {
+ public:
+  SchedulerLoop(ControlPlane* cp, const ServerOptions& o)
+      : cp_(cp),
+        o_(o),
+        reconnect_window_(o.reconnect_window_ms > 0
+                              ? o.reconnect_window_ms
+                              : std::max<DurationMs>(30000, DurationMs{5} * o.node_timeout_ms)) {
+    cp_->SetSchedulerWake([this] { Wake(); });
+  }
+  ~SchedulerLoop() { cp_->SetSchedulerWake(nullptr); }
+
+  void Wake() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (wake_) return;  // already woken: one notification per cycle, not one per event
+      wake_ = true;
+    }
+    cv_.notify_all();
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void Run() {
+    using Clock = std::chrono::steady_clock;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      wake_ = false;
+      lock.unlock();
+      const auto started = Clock::now();
+      for (const std::string& node :
+           cp_->DetectDownNodes(o_.node_timeout_ms, o_.local_node, reconnect_window_)) {
+        spdlog::warn("node {} is down: no heartbeat for {} ms; its tasks are lost", node,
+                     o_.node_timeout_ms);
+      }
+      auto r = cp_->RunSchedulingCycle();
+      if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
+      const double last_cycle_seconds = cp_->stats().last_cycle_seconds;
+      // Never call the control plane under mu_: its wake callback takes mu_ under its own lock.
+      lock.lock();
+      // A cycle runs every --cycle-interval-ms, and sooner when something happened, at most
+      // every 10 ms. A cycle over a deep backlog may take a while: keep scheduling under ~10% of
+      // the time, so that the API stays responsive (wait at least 9x the last cycle: at 20,000
+      // pending jobs a cycle takes ~7 ms, so a new job waits at most ~70 ms for one, and
+      // submissions keep their throughput).
+      const auto busy = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(last_cycle_seconds * 9));
+      const auto earliest =
+          Clock::now() + std::max<Clock::duration>(std::chrono::milliseconds(10), busy);
+      const auto periodic = started + std::chrono::milliseconds(o_.cycle_interval_ms);
+      cv_.wait_until(lock, std::max(periodic, earliest), [&] { return stop_ || wake_; });
+      if (!stop_ && wake_) cv_.wait_until(lock, earliest, [&] { return stop_; });
+    }
+  }
+
+ private:
+  ControlPlane* const cp_;
+  const ServerOptions& o_;
+  const DurationMs reconnect_window_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  bool wake_ = false;  // something happened that a cycle may act on; guarded by mu_
+};
+
+}  // namespace
+
+int RunServer(const ServerOptions& o) {
+  if (o.log_format != "text" && o.log_format != "json") {
+    std::fprintf(stderr, "arbiter server: --log-format must be text or json, got '%s'\n",
+                 o.log_format.c_str());
+    return 2;
+  }
+  SetupLogging(o.log_format);
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(o.listen, &host, &port)) {
+    spdlog::error("--listen: expected HOST:PORT, got '{}'", o.listen);
+    return 2;
+  }
+  if (!PrepareDataDir(o.data_dir)) return 1;
+  // Signals are handled by one thread with sigwait; block them everywhere else.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto store = store::OpenSqliteStore(o.data_dir + "/arbiter.db");
+  if (!store.ok()) {
+    spdlog::error("cannot open the store in {}: {}", o.data_dir, store.status().ToString());
+    return 1;
+  }
+  ControlPlane cp(store->get(), WallClockMs);
+  cp.SetTenantUidBase(o.tenant_uid_base);
+  if (Status st = cp.Load(); !st.ok()) {
+    spdlog::error("cannot load the state: {}", st.ToString());
+    return 1;
+  }
+  if (int rc = ApplyStartConfig(&cp, o); rc != 0) return rc;
+  if (!WriteBootstrapToken(&cp, o.data_dir)) return 1;
 
   cp.SetBuiltinNode(o.local_node);
   cp.SetNodeTimeout(o.node_timeout_ms);
@@ -211,28 +327,7 @@ int RunServer(const ServerOptions& o) {
   }
 
   HttpOptions http_options;
-  http_options.rate_limit_per_second = o.rate_limit;
-  http_options.threads = static_cast<size_t>(o.http_threads);
-  http_options.header_timeout_ms = o.http_header_timeout_ms;
-  http_options.body_timeout_ms = o.http_body_timeout_ms;
-  http_options.max_headers = static_cast<size_t>(o.http_max_headers);
-  http_options.max_header_bytes = static_cast<size_t>(o.http_max_header_bytes);
-  http_options.connections_per_address =
-      o.http_connections_per_address >= 0
-          ? static_cast<size_t>(o.http_connections_per_address)
-          : std::max<size_t>(4, static_cast<size_t>(o.http_threads) / 4);
-  http_options.idle_thread_ms = o.http_idle_thread_ms;
-  http_options.local_node = o.local_node;
-  http_options.local_work_dir = builtin ? builtin->work_dir() : "";
-  http_options.metrics_public = o.metrics_public;
-  if (!o.metrics_token_file.empty()) {
-    auto secret = ReadMetricsToken(o.metrics_token_file);
-    if (!secret.ok()) {
-      spdlog::error("--metrics-token-file: {}", secret.status().message());
-      return 2;
-    }
-    http_options.metrics_token = *secret;
-  }
+  if (!HttpOptionsFrom(o, builtin ? builtin->work_dir() : "", &http_options)) return 2;
   HttpApi api(&cp, http_options);
   auto bound = api.Bind(host, port);
   if (!bound.ok()) {
@@ -249,77 +344,23 @@ int RunServer(const ServerOptions& o) {
   Sampler sampler(&cp, store->get(), sampler_options, WallClockMs);
   sampler.Start();
 
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
-  bool stop = false;
-  bool wake = false;  // something happened that a cycle may act on
-  cp.SetSchedulerWake([&] {
-    {
-      std::lock_guard<std::mutex> lock(stop_mu);
-      if (wake) return;  // already woken: one notification per cycle, not one per event
-      wake = true;
-    }
-    stop_cv.notify_all();
-  });
-  const DurationMs reconnect_window =
-      o.reconnect_window_ms > 0 ? o.reconnect_window_ms
-                                : std::max<DurationMs>(30000, DurationMs{5} * o.node_timeout_ms);
-  std::thread scheduler([&] {
-    using Clock = std::chrono::steady_clock;
-    std::unique_lock<std::mutex> lock(stop_mu);
-    while (!stop) {
-      wake = false;
-      lock.unlock();
-      const auto started = Clock::now();
-      for (const std::string& node :
-           cp.DetectDownNodes(o.node_timeout_ms, o.local_node, reconnect_window)) {
-        spdlog::warn("node {} is down: no heartbeat for {} ms; its tasks are lost", node,
-                     o.node_timeout_ms);
-      }
-      auto r = cp.RunSchedulingCycle();
-      if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
-      const double last_cycle_seconds = cp.stats().last_cycle_seconds;
-      // Never call the control plane under stop_mu: its wake callback takes stop_mu under its
-      // own lock.
-      lock.lock();
-      // A cycle runs every --cycle-interval-ms, and sooner when something happened (capacity
-      // released, a job submitted, a node changed), at most every 10 ms. A cycle over a deep
-      // backlog may take a while: keep scheduling under ~10% of the time, so that the API stays
-      // responsive (wait at least 9x the last cycle: at 20,000 pending jobs a cycle takes ~7 ms,
-      // so a new job waits at most ~70 ms for one, and submissions keep their throughput).
-      const auto busy = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(last_cycle_seconds * 9));
-      const auto earliest =
-          Clock::now() + std::max<Clock::duration>(std::chrono::milliseconds(10), busy);
-      const auto periodic = started + std::chrono::milliseconds(o.cycle_interval_ms);
-      stop_cv.wait_until(lock, std::max(periodic, earliest), [&] { return stop || wake; });
-      if (!stop && wake) stop_cv.wait_until(lock, earliest, [&] { return stop; });
-    }
-  });
+  SchedulerLoop loop(&cp, o);
+  std::thread scheduler([&] { loop.Run(); });
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGTERM || sig == SIGINT) spdlog::info("signal {}: shutting down", sig);
-    {
-      std::lock_guard<std::mutex> lock(stop_mu);
-      stop = true;
-    }
+    loop.Stop();
     // Nothing new starts from here on: the built-in node stops first (its tasks keep running
     // unless --kill-tasks-on-exit), before the scheduler and the API.
     if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
-    stop_cv.notify_all();
     api.Stop();
   });
 
   api.Serve();  // returns after Stop
-  {
-    std::lock_guard<std::mutex> lock(stop_mu);
-    stop = true;
-  }
-  stop_cv.notify_all();
+  loop.Stop();
   scheduler.join();
   sampler.Stop();
-  cp.SetSchedulerWake(nullptr);
   if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
   // Wake the signal thread if Serve ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
