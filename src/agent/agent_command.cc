@@ -169,6 +169,154 @@ void WarnIfUnconfined(const node::LocalExecutor& executor) {
   for (int i = 0; i < 3; ++i) spdlog::warn("{}", std::string(72, '!'));
 }
 
+// What this node tells the server when it registers (again after every reconnection).
+struct NodeFacts {
+  std::map<std::string, std::string> labels;
+  std::string listen_host;
+  std::string log_token;
+  std::string cgroup_status;
+  std::string gpu_status;
+};
+
+AgentRegistration BuildRegistration(const AgentOptions& o, const NodeFacts& f,
+                                    node::GpuDiscovery* gpus, int log_port,
+                                    const node::LocalExecutor* executor) {
+  AgentRegistration r;
+  r.node.name = o.name;
+  r.node.cpu_milli = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
+  r.node.memory_mib = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                      static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / (1024 * 1024);
+  r.node.labels = f.labels;
+  if (auto it = f.labels.find("rack"); it != f.labels.end()) r.node.rack = it->second;
+  if (auto it = f.labels.find("block"); it != f.labels.end()) r.node.block = it->second;
+  for (const node::DiscoveredGpu& d :
+       gpus ? gpus->Discover() : std::vector<node::DiscoveredGpu>{}) {
+    r.node.gpus.push_back({d.index, o.gpu_model.empty() ? d.model : o.gpu_model, d.memory_mib,
+                           d.healthy, d.nvlink_domain});
+  }
+  r.version = ARBITER_VERSION;
+  r.address = o.address;
+  r.log_host = f.listen_host;
+  r.log_port = log_port;
+  r.log_token = f.log_token;
+  r.status = {{"cgroups", f.cgroup_status},
+              {"gpu_discovery", f.gpu_status},
+              {"confinement", executor != nullptr ? executor->Describe() : ""}};
+  return r;
+}
+
+// The flags checked, the token read, the work dir made; an exit code (0: go on).
+int Prepare(const AgentOptions& o, std::string* token, std::map<std::string, std::string>* labels,
+            std::string* listen_host, int* listen_port) {
+  Status valid = Validate(o, token, labels);
+  if (valid.ok()) valid = SplitHostPort(o.listen, listen_host, listen_port);
+  if (!valid.ok()) {
+    spdlog::error("{}", valid.ToString());
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.work_dir, ec);
+  if (ec) {
+    spdlog::error("--work-dir: cannot create {}: {}", o.work_dir, ec.message());
+    return 1;
+  }
+  return 0;
+}
+
+// Tasks keep running for the next agent to adopt (their shims stop them if none comes within
+// the orphan timeout), unless --kill-tasks-on-exit.
+void StopExecutor(node::LocalExecutor* executor, const AgentOptions& o) {
+  const size_t left = executor->running();
+  executor->Stop(o.kill_tasks_on_exit);
+  if (left > 0 && !o.kill_tasks_on_exit) {
+    spdlog::info("{} task{} keep running; an agent started again with --work-dir {} adopts them",
+                 left, left == 1 ? "" : "s", o.work_dir);
+  }
+}
+
+// GPU discovery: fake GPUs (--fake-gpus), else NVML; none, with a warning, without NVML.
+std::unique_ptr<node::GpuDiscovery> DiscoverGpus(const AgentOptions& o, std::string* status) {
+  std::unique_ptr<node::GpuDiscovery> gpus;
+  if (o.fake_gpus > 0) {
+    auto fake = std::make_unique<node::FakeGpus>(o.fake_gpus, o.gpu_model, o.gpu_memory_mib,
+                                                 o.work_dir + "/fake-gpu-faults");
+    if (o.fake_gpu_device_major >= 0) fake->SetDeviceMajor(o.fake_gpu_device_major);
+    gpus = std::move(fake);
+    *status = gpus->Describe();
+  } else if (auto nvml = node::NvmlGpus::Load(o.nvml_library); nvml.ok()) {
+    gpus = std::move(nvml).value();
+    *status = gpus->Describe();
+  } else {
+    *status = fmt::format("unavailable: {}", nvml.status().message());
+    spdlog::warn("no GPUs: {}", nvml.status().message());
+  }
+  spdlog::info("GPUs: {}", *status);
+  return gpus;
+}
+
+// Cgroups per task where this machine offers them (null otherwise; `status` says why).
+std::unique_ptr<exec::TaskCgroups> SetupCgroups(const AgentOptions& o, std::string* status) {
+  *status = "disabled (--no-cgroups)";
+  std::unique_ptr<exec::TaskCgroups> limits;
+  if (o.cgroups) {
+    exec::CgroupOptions co;
+    co.scope = CgroupScope(o.name, o.work_dir);
+    co.leaf = "agent";
+    limits = exec::TaskCgroups::Setup(co, status);
+  }
+  spdlog::info("cgroups: {}", *status);
+  return limits;
+}
+
+// Set once, by the signal thread; waited for by the others.
+class StopSignal {
+ public:
+  void Set() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool stopped() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+  // True when set within `ms`.
+  bool WaitFor(DurationMs ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stop_; });
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return stop_; });
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+};
+
+// Registers (the server may not be up yet: retries with backoff and jitter until it answers,
+// refuses for good, or `stop` is set); the exit code: 1 when refused for good.
+int RegisterWithRetry(AgentClient* client, const std::string& name, const AgentClientOptions& co,
+                      StopSignal* stop) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int attempt = 1;; ++attempt) {
+    const Status st = client->Register();
+    if (st.ok()) return 0;
+    if (Permanent(st)) {
+      spdlog::error("the server refused to register {}: {}", name, st.ToString());
+      return 1;
+    }
+    const DurationMs delay = RetryDelayMs(attempt, co.backoff_base_ms, co.backoff_max_ms,
+                                          std::uniform_real_distribution<double>(0, 1)(rng));
+    spdlog::warn("cannot register yet: {}; retrying in {} ms", st.ToString(), delay);
+    if (stop->WaitFor(delay)) return 0;
+  }
+}
+
 }  // namespace
 
 int RunAgent(const AgentOptions& o) {
@@ -181,18 +329,7 @@ int RunAgent(const AgentOptions& o) {
   std::map<std::string, std::string> labels;
   std::string listen_host;
   int listen_port = 0;
-  Status valid = Validate(o, &token, &labels);
-  if (valid.ok()) valid = SplitHostPort(o.listen, &listen_host, &listen_port);
-  if (!valid.ok()) {
-    spdlog::error("{}", valid.ToString());
-    return 2;
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(o.work_dir, ec);
-  if (ec) {
-    spdlog::error("--work-dir: cannot create {}: {}", o.work_dir, ec.message());
-    return 1;
-  }
+  if (int rc = Prepare(o, &token, &labels, &listen_host, &listen_port); rc != 0) return rc;
   // Signals are handled by one thread with sigwait; block them everywhere else.
   sigset_t signals;
   sigemptyset(&signals);
@@ -201,63 +338,22 @@ int RunAgent(const AgentOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // 1. GPUs: fake ones, else NVML; without NVML the node offers no GPUs, and says so.
-  std::unique_ptr<node::GpuDiscovery> gpus;
   std::string gpu_status;
-  if (o.fake_gpus > 0) {
-    auto fake = std::make_unique<node::FakeGpus>(o.fake_gpus, o.gpu_model, o.gpu_memory_mib,
-                                                 o.work_dir + "/fake-gpu-faults");
-    if (o.fake_gpu_device_major >= 0) fake->SetDeviceMajor(o.fake_gpu_device_major);
-    gpus = std::move(fake);
-    gpu_status = gpus->Describe();
-  } else if (auto nvml = node::NvmlGpus::Load(o.nvml_library); nvml.ok()) {
-    gpus = std::move(nvml).value();
-    gpu_status = gpus->Describe();
-  } else {
-    gpu_status = fmt::format("unavailable: {}", nvml.status().message());
-    spdlog::warn("no GPUs: {}", nvml.status().message());
-  }
-  spdlog::info("GPUs: {}", gpu_status);
+  std::unique_ptr<node::GpuDiscovery> gpus = DiscoverGpus(o, &gpu_status);
 
   // 2. Confinement: cgroups per task where this machine offers them, the tasks' users.
   node::ExecutorOptions eo = ConfinementOptions(o, gpus.get());
-  std::string cgroup_status = "disabled (--no-cgroups)";
-  std::unique_ptr<exec::TaskCgroups> limits;
-  if (o.cgroups) {
-    exec::CgroupOptions co;
-    co.scope = CgroupScope(o.name, o.work_dir);
-    co.leaf = "agent";
-    limits = exec::TaskCgroups::Setup(co, &cgroup_status);
-  }
+  std::string cgroup_status;
+  std::unique_ptr<exec::TaskCgroups> limits = SetupCgroups(o, &cgroup_status);
   eo.limits = limits.get();
-  spdlog::info("cgroups: {}", cgroup_status);
 
   // 3. The link to the server, the executor, the log port.
   const std::string log_token = RandomToken();
+  const NodeFacts facts{labels, listen_host, log_token, cgroup_status, gpu_status};
   int log_port = 0;
   node::LocalExecutor* executor_ptr = nullptr;
   auto registration = [&]() {
-    AgentRegistration r;
-    r.node.name = o.name;
-    r.node.cpu_milli = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
-    r.node.memory_mib = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<int64_t>(sysconf(_SC_PAGESIZE)) / (1024 * 1024);
-    r.node.labels = labels;
-    if (auto it = labels.find("rack"); it != labels.end()) r.node.rack = it->second;
-    if (auto it = labels.find("block"); it != labels.end()) r.node.block = it->second;
-    for (const node::DiscoveredGpu& d :
-         gpus ? gpus->Discover() : std::vector<node::DiscoveredGpu>{}) {
-      r.node.gpus.push_back({d.index, o.gpu_model.empty() ? d.model : o.gpu_model, d.memory_mib,
-                             d.healthy, d.nvlink_domain});
-    }
-    r.version = ARBITER_VERSION;
-    r.address = o.address;
-    r.log_host = listen_host;
-    r.log_port = log_port;
-    r.log_token = log_token;
-    r.status = {{"cgroups", cgroup_status},
-                {"gpu_discovery", gpu_status},
-                {"confinement", executor_ptr != nullptr ? executor_ptr->Describe() : ""}};
-    return r;
+    return BuildRegistration(o, facts, gpus.get(), log_port, executor_ptr);
   };
   auto telemetry = [&]() {
     if (!gpus) return std::vector<GpuTelemetry>{};
@@ -283,48 +379,20 @@ int RunAgent(const AgentOptions& o) {
   }
   log_port = *bound;
 
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
-  bool stop = false;
+  StopSignal stop;
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     spdlog::info("signal {}: stopping the agent", sig);
-    {
-      std::lock_guard<std::mutex> lock(stop_mu);
-      stop = true;
-    }
-    stop_cv.notify_all();
+    stop.Set();
   });
-  auto wait_stop = [&](DurationMs ms) {
-    std::unique_lock<std::mutex> lock(stop_mu);
-    return stop_cv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stop; });
-  };
 
   // 4. Tasks of an earlier run of this agent are adopted (or their exits reported).
   executor.Recover();
 
   // 5. Register (the server may not be up yet: retry), then heartbeat and run.
-  int exit_code = 0;
-  std::mt19937_64 rng(std::random_device{}());
-  for (int attempt = 1;; ++attempt) {
-    const Status st = client.Register();
-    if (st.ok()) break;
-    if (Permanent(st)) {
-      spdlog::error("the server refused to register {}: {}", o.name, st.ToString());
-      exit_code = 1;
-      break;
-    }
-    const DurationMs delay = RetryDelayMs(attempt, co.backoff_base_ms, co.backoff_max_ms,
-                                          std::uniform_real_distribution<double>(0, 1)(rng));
-    spdlog::warn("cannot register yet: {}; retrying in {} ms", st.ToString(), delay);
-    if (wait_stop(delay)) break;
-  }
-  bool stopped = false;
-  {
-    std::lock_guard<std::mutex> lock(stop_mu);
-    stopped = stop;
-  }
+  const int exit_code = RegisterWithRetry(&client, o.name, co, &stop);
+  const bool stopped = stop.stopped();
   if (exit_code == 0 && !stopped && o.orphan_timeout_ms < 0 &&
       client.server_node_timeout_ms() > 0) {
     executor.SetOrphanTimeout(client.server_node_timeout_ms());
@@ -335,19 +403,13 @@ int RunAgent(const AgentOptions& o) {
     std::fflush(stdout);
     client.Start();
     executor.Start();
-    std::unique_lock<std::mutex> lock(stop_mu);
-    stop_cv.wait(lock, [&] { return stop; });
+    stop.Wait();
   }
 
   // 6. Stop: tasks keep running for the next agent to adopt (their shims stop them if none comes
   // within the orphan timeout), unless asked to kill them; the reports delivered if the server
   // answers.
-  const size_t left = executor.running();
-  executor.Stop(o.kill_tasks_on_exit);
-  if (left > 0 && !o.kill_tasks_on_exit) {
-    spdlog::info("{} task{} keep running; an agent started again with --work-dir {} adopts them",
-                 left, left == 1 ? "" : "s", o.work_dir);
-  }
+  StopExecutor(&executor, o);
   client.Stop();
   client.Flush(2000);
   logs.Stop();

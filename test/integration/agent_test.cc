@@ -643,7 +643,13 @@ TEST(LogFollowers, LeaveWhenTheirClientHangsUpOnASilentTask) {
         FollowRaw(server.port(), server.admin_token(),
                   fmt::format("/api/v1/jobs/{}/logs?task={}&follow=true", id, task)));
   }
-  EXPECT_EQ(Gauge(*admin, "arbiter_log_followers"), 2);
+  // Counted once their streams run (just after the answer's head is sent).
+  int64_t streaming = 0;
+  for (int i = 0; i < 200 && streaming != 2; ++i) {
+    streaming = Gauge(*admin, "arbiter_log_followers");
+    if (streaming != 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(streaming, 2);
   const auto t0 = Clock::now();
   for (int fd : followers) ::close(fd);
   int64_t left = 2;
