@@ -497,6 +497,105 @@ Result<Built> BuildJob(const ContextPtr& ctx, const SubmitState& st, const Conne
   return b;
 }
 
+// A job array's elements: one job per index, ARBITER_ARRAY_INDEX (and for scripts the
+// SLURM_ARRAY_* variables) set, the name suffixed with the index.
+struct JobArray {
+  std::vector<int64_t> indices;
+  bool from_script = false;
+
+  JobSpec Element(const JobSpec& base, int64_t i) const {
+    JobSpec j = base;
+    j.env["ARBITER_ARRAY_INDEX"] = std::to_string(i);
+    if (from_script) {
+      j.env["SLURM_ARRAY_TASK_ID"] = std::to_string(i);
+      j.env["SLURM_ARRAY_TASK_COUNT"] = std::to_string(indices.size());
+      j.env["SLURM_ARRAY_TASK_MIN"] = std::to_string(indices.front());
+      j.env["SLURM_ARRAY_TASK_MAX"] = std::to_string(indices.back());
+    }
+    if (!j.name.empty()) j.name = fmt::format("{}-{}", j.name, i);
+    return j;
+  }
+  json Elements(const JobSpec& base, size_t from, size_t to) const {
+    json jobs = json::array();
+    for (size_t k = from; k < to; ++k)
+      jobs.push_back(api::JobSpecToJson(Element(base, indices[k])));
+    return jobs;
+  }
+};
+
+// The body with secret values masked.
+json Masked(json j) {
+  if (j.contains("secret_env")) {
+    json& secrets = j["secret_env"];
+    for (auto it = secrets.begin(); it != secrets.end(); ++it) *it = "(secret)";
+  }
+  return j;
+}
+
+// --dry-run: the body (every element of an array), nothing sent.
+int DryRun(const ContextPtr& ctx, const JobArray& array, const JobSpec& checked, const json& body) {
+  const OutputFormat f =
+      ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml;
+  if (!array.indices.empty()) {
+    json jobs = array.Elements(checked, 0, array.indices.size());
+    for (json& j : jobs) j = Masked(j);
+    PrintStructured(json{{"jobs", jobs}}, f);
+    std::fprintf(stderr, "dry run: nothing was submitted (%zu jobs)\n", array.indices.size());
+    return kExitOk;
+  }
+  PrintStructured(Masked(body), f);
+  std::fprintf(stderr, "dry run: nothing was submitted\n");
+  return kExitOk;
+}
+
+// An array: batches of at most kMaxBatchJobs, each one durable transaction; a broken
+// connection is retried with the batch's own key.
+int SubmitArray(const ContextPtr& ctx, const SubmitState& st, ApiClient* api_ptr,
+                const JobArray& array, const JobSpec& base, const std::string& key) {
+  ApiClient* api = api_ptr;
+  // Batches of at most kMaxBatchJobs, each one durable transaction; a broken connection is
+  // retried with the batch's own key.
+  json items = json::array();
+  for (size_t from = 0; from < array.indices.size(); from += api::kMaxBatchJobs) {
+    const size_t to = std::min(array.indices.size(), from + api::kMaxBatchJobs);
+    const json batch = {{"jobs", array.Elements(base, from, to)}};
+    HeaderMap h = {{"Idempotency-Key", fmt::format("{}/{}", key, from)}};
+    auto r = api->Post("/api/v1/jobs/batch", batch, h);
+    for (int attempt = 1; attempt < 3 && !r.ok() && r.status().code() == StatusCode::kUnavailable &&
+                          r.status().message().rfind("cannot reach", 0) != 0;
+         ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
+      r = api->Post("/api/v1/jobs/batch", batch, h);
+    }
+    if (!r.ok()) {
+      if (!items.empty()) {
+        Warn(
+            fmt::format("{} of the array's {} jobs were submitted (ids {} to {}) before this "
+                        "error; submitting again with --idempotency-key {} adds only the rest",
+                        items.size(), array.indices.size(), items.front().value("id", uint64_t{0}),
+                        items.back().value("id", uint64_t{0}), key));
+      }
+      return Fail(r.status());
+    }
+    for (const json& j : (*r)["items"]) items.push_back(j);
+  }
+  if (st.parsable) {
+    for (const json& j : items) {
+      std::printf("%llu\n", static_cast<unsigned long long>(j.value("id", uint64_t{0})));
+    }
+  } else if (IsStructured(ctx->format())) {
+    PrintStructured(json{{"items", items}}, ctx->format());
+  } else {
+    std::printf("%zu jobs submitted to %s (ids %llu to %llu, ARBITER_ARRAY_INDEX %lld to %lld)\n",
+                items.size(), base.queue.c_str(),
+                static_cast<unsigned long long>(items.front().value("id", uint64_t{0})),
+                static_cast<unsigned long long>(items.back().value("id", uint64_t{0})),
+                static_cast<long long>(array.indices.front()),
+                static_cast<long long>(array.indices.back()));
+  }
+  return kExitOk;
+}
+
 int Submit(const ContextPtr& ctx, SubmitState& st) {
   auto conn = ctx->Resolve();
   if (!conn.ok()) return Fail(conn.status(), kExitUsage);
@@ -555,48 +654,10 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
     if (!ix.ok()) return Fail(ix.status(), kExitUsage);
     indices = std::move(ix).value();
   }
-  auto element = [&](const JobSpec& base, int64_t i) {
-    JobSpec j = base;
-    j.env["ARBITER_ARRAY_INDEX"] = std::to_string(i);
-    if (from_script) {
-      j.env["SLURM_ARRAY_TASK_ID"] = std::to_string(i);
-      j.env["SLURM_ARRAY_TASK_COUNT"] = std::to_string(indices.size());
-      j.env["SLURM_ARRAY_TASK_MIN"] = std::to_string(indices.front());
-      j.env["SLURM_ARRAY_TASK_MAX"] = std::to_string(indices.back());
-    }
-    if (!j.name.empty()) j.name = fmt::format("{}-{}", j.name, i);
-    return j;
-  };
-  auto elements = [&](const JobSpec& base, size_t from, size_t to) {
-    json jobs = json::array();
-    for (size_t k = from; k < to; ++k)
-      jobs.push_back(api::JobSpecToJson(element(base, indices[k])));
-    return jobs;
-  };
+  const JobArray array{indices, from_script};
 
   // 5. Dry run: the body, nothing sent (and no secret value printed).
-  auto masked = [](json j) {
-    if (j.contains("secret_env")) {
-      json& secrets = j["secret_env"];
-      for (auto it = secrets.begin(); it != secrets.end(); ++it) *it = "(secret)";
-    }
-    return j;
-  };
-  if (st.dry_run && !indices.empty()) {
-    json jobs = elements(*checked, 0, indices.size());
-    for (json& j : jobs) j = masked(j);
-    PrintStructured(json{{"jobs", jobs}}, ctx->format() == OutputFormat::kJson
-                                              ? OutputFormat::kJson
-                                              : OutputFormat::kYaml);
-    std::fprintf(stderr, "dry run: nothing was submitted (%zu jobs)\n", indices.size());
-    return kExitOk;
-  }
-  if (st.dry_run) {
-    PrintStructured(masked(body), ctx->format() == OutputFormat::kJson ? OutputFormat::kJson
-                                                                       : OutputFormat::kYaml);
-    std::fprintf(stderr, "dry run: nothing was submitted\n");
-    return kExitOk;
-  }
+  if (st.dry_run) return DryRun(ctx, array, *checked, body);
 
   // 6. Submit.
   ApiClient api(*conn);
@@ -607,49 +668,7 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
   ResolveGpuModels(api, &b.job);
   body = api::JobSpecToJson(b.job);
   const std::string key = st.idempotency_key.empty() ? RandomKey() : st.idempotency_key;
-  if (!indices.empty()) {
-    // Batches of at most kMaxBatchJobs, each one durable transaction; a broken connection is
-    // retried with the batch's own key.
-    json items = json::array();
-    for (size_t from = 0; from < indices.size(); from += api::kMaxBatchJobs) {
-      const size_t to = std::min(indices.size(), from + api::kMaxBatchJobs);
-      const json batch = {{"jobs", elements(b.job, from, to)}};
-      HeaderMap h = {{"Idempotency-Key", fmt::format("{}/{}", key, from)}};
-      auto r = api.Post("/api/v1/jobs/batch", batch, h);
-      for (int attempt = 1;
-           attempt < 3 && !r.ok() && r.status().code() == StatusCode::kUnavailable &&
-           r.status().message().rfind("cannot reach", 0) != 0;
-           ++attempt) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
-        r = api.Post("/api/v1/jobs/batch", batch, h);
-      }
-      if (!r.ok()) {
-        if (!items.empty()) {
-          Warn(
-              fmt::format("{} of the array's {} jobs were submitted (ids {} to {}) before this "
-                          "error; submitting again with --idempotency-key {} adds only the rest",
-                          items.size(), indices.size(), items.front().value("id", uint64_t{0}),
-                          items.back().value("id", uint64_t{0}), key));
-        }
-        return Fail(r.status());
-      }
-      for (const json& j : (*r)["items"]) items.push_back(j);
-    }
-    if (st.parsable) {
-      for (const json& j : items) {
-        std::printf("%llu\n", static_cast<unsigned long long>(j.value("id", uint64_t{0})));
-      }
-    } else if (IsStructured(ctx->format())) {
-      PrintStructured(json{{"items", items}}, ctx->format());
-    } else {
-      std::printf("%zu jobs submitted to %s (ids %llu to %llu, ARBITER_ARRAY_INDEX %lld to %lld)\n",
-                  items.size(), b.job.queue.c_str(),
-                  static_cast<unsigned long long>(items.front().value("id", uint64_t{0})),
-                  static_cast<unsigned long long>(items.back().value("id", uint64_t{0})),
-                  static_cast<long long>(indices.front()), static_cast<long long>(indices.back()));
-    }
-    return kExitOk;
-  }
+  if (!indices.empty()) return SubmitArray(ctx, st, &api, array, b.job, key);
   HeaderMap headers = {{"Idempotency-Key", key}};
   // A broken connection is retried with the same key: the server answers with the job it made
   // the first time, if it made one.
