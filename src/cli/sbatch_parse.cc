@@ -1,6 +1,4 @@
 // Reading Slurm batch scripts: times, sizes, words, #SBATCH directives (sbatch.h).
-#include "cli/sbatch.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "cli/sbatch.h"
 #include "cli/sbatch_text.h"
 
 namespace arbiter::cli {
@@ -19,7 +18,6 @@ using sbatch_text::Lower;
 using sbatch_text::Number;
 using sbatch_text::Split;
 using sbatch_text::Trim;
-
 
 Result<int64_t> ParseSlurmTime(std::string_view text) {
   const std::string s = Trim(text);

@@ -50,5 +50,4 @@ inline std::vector<std::string> Split(std::string_view s, char sep) {
   return out;
 }
 
-
 }  // namespace arbiter::cli::sbatch_text

@@ -1,0 +1,101 @@
+// The SQLite store's tables and rows (internal to src/store/sqlite): the columns of each table,
+// the SQL built from them, and rows read back into records.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "store/sqlite/connection.h"
+#include "store/store.h"
+
+namespace arbiter::store {
+
+using sqlite::Connection;
+using sqlite::Row;
+using sqlite::Statement;
+
+// ---- Tables: the columns of each, key first, in the order records bind and read them. ----------
+
+using Columns = std::span<const std::string_view>;
+
+inline constexpr std::array<std::string_view, 3> kTenantCols = {"name", "spec_json", "created_at_ms"};
+inline constexpr std::array<std::string_view, 4> kQueueCols = {"name", "tenant", "parent", "spec_json"};
+inline constexpr std::array<std::string_view, 4> kUserCols = {"name", "tenant", "role", "created_at_ms"};
+inline constexpr std::array<std::string_view, 10> kTokenCols = {
+    "id",   "hash_hex",      "user",          "tenant",  "role",
+    "kind", "created_at_ms", "expires_at_ms", "revoked", "node"};
+inline constexpr std::array<std::string_view, 2> kPriorityClassCols = {"name", "spec_json"};
+inline constexpr std::array<std::string_view, 2> kGpuModelCols = {"name", "spec_json"};
+inline constexpr std::array<std::string_view, 4> kNodeCols = {"name", "spec_json", "state",
+                                                       "updated_at_ms"};
+inline constexpr std::array<std::string_view, 14> kJobCols = {"id",
+                                                       "tenant",
+                                                       "queue",
+                                                       "user",
+                                                       "name",
+                                                       "type",
+                                                       "state",
+                                                       "spec_json",
+                                                       "status_json",
+                                                       "idempotency_key",
+                                                       "submitted_at_ms",
+                                                       "updated_at_ms",
+                                                       "secret_env_json",
+                                                       "request_digest"};
+inline constexpr std::array<std::string_view, 2> kKvCols = {"key", "value"};
+inline constexpr std::array<std::string_view, 7> kEventCols = {
+    "seq", "job_id", "at_ms", "from_state", "to_state", "reason", "detail_json"};
+inline constexpr std::array<std::string_view, 13> kUsageCols = {
+    "seq",       "job_id",    "task",           "tenant",   "queue",  "user",      "job_type",
+    "gpu_model", "gpu_milli", "gpu_memory_mib", "start_ms", "end_ms", "cost_micro"};
+inline constexpr std::array<std::string_view, 8> kAuditCols = {
+    "seq", "at_ms", "actor", "action", "target", "result", "detail_json", "token_id"};
+inline constexpr std::array<std::string_view, 3> kClusterSampleCols = {"at_ms", "interval_ms",
+                                                                "data_json"};
+inline constexpr std::array<std::string_view, 8> kGpuSampleCols = {
+    "resolution_ms", "node",           "gpu",          "at_ms", "span_ms",
+    "busy_ms",       "memory_max_mib", "memory_mib_ms"};
+
+// Rolls raw GPU samples older than ?1 up into hourly rows, adding to an hourly row already there.
+// (The WHERE clause before ON CONFLICT keeps SQLite's parser from reading it as a join.)
+inline constexpr std::string_view kRollUpGpuSamplesSql = R"sql(
+INSERT INTO gpu_samples (resolution_ms, node, gpu, at_ms, span_ms, busy_ms, memory_max_mib,
+                         memory_mib_ms)
+  SELECT 3600000, node, gpu, (at_ms / 3600000) * 3600000, sum(span_ms), sum(busy_ms),
+         max(memory_max_mib), sum(memory_mib_ms)
+  FROM gpu_samples WHERE resolution_ms < 3600000 AND at_ms < ?1
+  GROUP BY node, gpu, at_ms / 3600000
+  ON CONFLICT (at_ms, node, gpu, resolution_ms) DO UPDATE SET
+    span_ms = span_ms + excluded.span_ms, busy_ms = busy_ms + excluded.busy_ms,
+    memory_max_mib = max(memory_max_mib, excluded.memory_max_mib),
+    memory_mib_ms = memory_mib_ms + excluded.memory_mib_ms)sql";
+
+std::string Join(Columns cols, std::string_view prefix = {});
+std::string Placeholders(size_t n);
+std::string InsertSql(std::string_view table, Columns cols);
+std::string UpsertSql(std::string_view table, Columns cols);
+std::string DeleteSql(std::string_view table, Columns cols);
+std::string SelectSql(std::string_view table, Columns cols, std::string_view tail);
+TenantRecord ReadTenant(Row& r);
+QueueRecord ReadQueue(Row& r);
+UserRecord ReadUser(Row& r);
+TokenRecord ReadToken(Row& r);
+PriorityClassRecord ReadPriorityClass(Row& r);
+GpuModelRecord ReadGpuModel(Row& r);
+NodeRecord ReadNode(Row& r);
+JobRecord ReadJob(Row& r);
+KvRecord ReadKv(Row& r);
+JobEventRecord ReadEvent(Row& r);
+UsageRecord ReadUsage(Row& r);
+AuditRecord ReadAudit(Row& r);
+ClusterSampleRecord ReadClusterSample(Row& r);
+GpuSampleRecord ReadGpuSample(Row& r);
+// Prepares `sql` into `out`, or returns why not.
+Status PrepareInto(Connection& conn, Statement& out, const std::string& sql);
+// A LIMIT for SQLite (int64).
+int64_t ClampLimit(size_t limit);
+
+}  // namespace arbiter::store
