@@ -21,30 +21,33 @@ using sqlite::Statement;
 
 using Columns = std::span<const std::string_view>;
 
-inline constexpr std::array<std::string_view, 3> kTenantCols = {"name", "spec_json", "created_at_ms"};
-inline constexpr std::array<std::string_view, 4> kQueueCols = {"name", "tenant", "parent", "spec_json"};
-inline constexpr std::array<std::string_view, 4> kUserCols = {"name", "tenant", "role", "created_at_ms"};
+inline constexpr std::array<std::string_view, 3> kTenantCols = {"name", "spec_json",
+                                                                "created_at_ms"};
+inline constexpr std::array<std::string_view, 4> kQueueCols = {"name", "tenant", "parent",
+                                                               "spec_json"};
+inline constexpr std::array<std::string_view, 4> kUserCols = {"name", "tenant", "role",
+                                                              "created_at_ms"};
 inline constexpr std::array<std::string_view, 10> kTokenCols = {
     "id",   "hash_hex",      "user",          "tenant",  "role",
     "kind", "created_at_ms", "expires_at_ms", "revoked", "node"};
 inline constexpr std::array<std::string_view, 2> kPriorityClassCols = {"name", "spec_json"};
 inline constexpr std::array<std::string_view, 2> kGpuModelCols = {"name", "spec_json"};
 inline constexpr std::array<std::string_view, 4> kNodeCols = {"name", "spec_json", "state",
-                                                       "updated_at_ms"};
+                                                              "updated_at_ms"};
 inline constexpr std::array<std::string_view, 14> kJobCols = {"id",
-                                                       "tenant",
-                                                       "queue",
-                                                       "user",
-                                                       "name",
-                                                       "type",
-                                                       "state",
-                                                       "spec_json",
-                                                       "status_json",
-                                                       "idempotency_key",
-                                                       "submitted_at_ms",
-                                                       "updated_at_ms",
-                                                       "secret_env_json",
-                                                       "request_digest"};
+                                                              "tenant",
+                                                              "queue",
+                                                              "user",
+                                                              "name",
+                                                              "type",
+                                                              "state",
+                                                              "spec_json",
+                                                              "status_json",
+                                                              "idempotency_key",
+                                                              "submitted_at_ms",
+                                                              "updated_at_ms",
+                                                              "secret_env_json",
+                                                              "request_digest"};
 inline constexpr std::array<std::string_view, 2> kKvCols = {"key", "value"};
 inline constexpr std::array<std::string_view, 7> kEventCols = {
     "seq", "job_id", "at_ms", "from_state", "to_state", "reason", "detail_json"};
@@ -54,7 +57,7 @@ inline constexpr std::array<std::string_view, 13> kUsageCols = {
 inline constexpr std::array<std::string_view, 8> kAuditCols = {
     "seq", "at_ms", "actor", "action", "target", "result", "detail_json", "token_id"};
 inline constexpr std::array<std::string_view, 3> kClusterSampleCols = {"at_ms", "interval_ms",
-                                                                "data_json"};
+                                                                       "data_json"};
 inline constexpr std::array<std::string_view, 8> kGpuSampleCols = {
     "resolution_ms", "node",           "gpu",          "at_ms", "span_ms",
     "busy_ms",       "memory_max_mib", "memory_mib_ms"};
