@@ -1,6 +1,4 @@
 // A replay's report as JSON.
-#include "sim/replay.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,7 +12,7 @@
 #include "core/cycle/cycle.h"
 #include "core/fairshare/fair_share.h"
 #include "core/preemption/preemption.h"
-
+#include "sim/replay.h"
 #include "sim/replay_math.h"
 
 namespace arbiter::sim {

@@ -47,5 +47,4 @@ inline double Jain(const std::vector<double>& x) {
 
 inline double Seconds(TimeMs ms) { return static_cast<double>(ms) / 1000.0; }
 
-
 }  // namespace arbiter::sim::replay_math

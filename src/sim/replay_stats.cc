@@ -1,6 +1,4 @@
 // The replay's defaults for traces without a configuration, and its statistics.
-#include "sim/replay.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,17 +12,17 @@
 #include "core/cycle/cycle.h"
 #include "core/fairshare/fair_share.h"
 #include "core/preemption/preemption.h"
-
+#include "sim/replay.h"
 #include "sim/replay_math.h"
 
 namespace arbiter::sim {
 
 using replay_math::GpuDemand;
 using replay_math::Int128;
-using replay_math::kMsPerHour;
-using replay_math::kNever;
 using replay_math::Jain;
 using replay_math::JoinNames;
+using replay_math::kMsPerHour;
+using replay_math::kNever;
 using replay_math::Percent;
 using replay_math::Seconds;
 
@@ -168,6 +166,5 @@ std::vector<std::pair<double, int64_t>> SurvivalCurve(std::vector<double> v, siz
   }
   return out;
 }
-
 
 }  // namespace arbiter::sim
