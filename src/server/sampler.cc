@@ -55,6 +55,82 @@ bool TaskFits(const Shape& s, const NodeFree& n) {
   return s.gpus > 0 && whole >= s.gpus;
 }
 
+// Running work by (tenant, queue, user, type, model): GPUs held and, where the GPUs report
+// telemetry, busy = sum over its GPUs of share x utilisation.
+json RunningWork(const std::map<uint64_t, JobEntry*>& active,
+                 const std::map<std::pair<std::string, int32_t>, int32_t>& util) {
+  using RunKey = std::tuple<std::string, std::string, std::string, std::string, std::string>;
+  std::map<RunKey, std::pair<int64_t, std::optional<int64_t>>> running;
+  for (const auto& [id, entry] : active) {
+    const JobEntry& j = *entry;
+    if (!j.holds_capacity() || j.placement.empty()) continue;
+    auto& r = running[{j.spec.tenant, j.spec.queue, j.spec.user,
+                       std::string(JobTypeName(j.spec.type)), j.gpu_model}];
+    for (const PlacedTask& t : j.placement) {
+      for (size_t g = 0; g < t.gpu_indices.size() && g < t.gpu_milli.size(); ++g) {
+        r.first += t.gpu_milli[g];
+        auto u = util.find({t.node, t.gpu_indices[g]});
+        if (u != util.end()) r.second = r.second.value_or(0) + t.gpu_milli[g] * u->second / 100;
+      }
+    }
+  }
+  json running_json = json::array();
+  for (const auto& [k, v] : running) {
+    running_json.push_back({{"tenant", std::get<0>(k)},
+                            {"queue", std::get<1>(k)},
+                            {"user", std::get<2>(k)},
+                            {"type", std::get<3>(k)},
+                            {"gpu_model", std::get<4>(k)},
+                            {"gpus", v.first},
+                            {"busy", v.second ? json(*v.second) : json(nullptr)}});
+  }
+  return running_json;
+}
+
+// The backlog by queue, why each waiting job did not use the free GPUs, and the free GPUs on
+// nodes where no waiting job's task fits (returned).
+int64_t Backlog(const std::map<uint64_t, JobEntry*>& active, const std::vector<NodeFree>& ready,
+                int64_t free, json* queues, std::map<std::string, int64_t>* by_reason,
+                int64_t* waiting) {
+  std::map<std::string, int64_t> free_by_model;
+  for (const NodeFree& n : ready) {
+    for (size_t i = 0; i < n.node->gpus.size(); ++i)
+      free_by_model[n.node->gpus[i].model] += n.free[i];
+  }
+  std::set<Shape> shapes;
+  for (const auto& [id, entry] : active) {
+    const JobEntry& j = *entry;
+    if (j.state != JobState::kPending) continue;
+    const int64_t needed = int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli();
+    json& q = (*queues)[j.spec.queue];
+    if (q.is_null()) q = {{"tenant", j.spec.tenant}, {"pending_jobs", 0}, {"pending_gpus", 0}};
+    q["pending_jobs"] = q["pending_jobs"].get<int64_t>() + 1;
+    q["pending_gpus"] = q["pending_gpus"].get<int64_t>() + needed;
+    if (needed <= 0) continue;
+    ++*waiting;
+    shapes.insert({j.spec.gpu_models, j.spec.resources.gpus, j.spec.resources.gpu_milli,
+                   j.spec.resources.gpu_memory_mib});
+    int64_t free_allowed = j.spec.gpu_models.empty() ? free : 0;
+    for (const std::string& m : j.spec.gpu_models) {
+      auto it = free_by_model.find(m);
+      if (it != free_by_model.end()) free_allowed += it->second;
+    }
+    const std::string code =
+        j.verdict ? std::string(core::VerdictCodeName(j.verdict->code)) : std::string();
+    ++(*by_reason)[std::string(reports::WaitReason(code, free_allowed, free, needed))];
+  }
+  // 5. Fragmentation: free GPUs on nodes where no waiting job's task fits.
+  int64_t fragmented = 0;
+  if (!shapes.empty()) {
+    for (const NodeFree& n : ready) {
+      const bool usable =
+          std::any_of(shapes.begin(), shapes.end(), [&](const Shape& s) { return TaskFits(s, n); });
+      if (!usable) fragmented += n.total_free;
+    }
+  }
+  return fragmented;
+}
+
 }  // namespace
 
 Status ControlPlane::RecordSamples(DurationMs interval) {
@@ -126,73 +202,13 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
       if (node_alloc == 0 && !e.node.gpus.empty()) ++idle_nodes;
       if (nf.total_free > 0) ready.push_back(std::move(nf));
     }
-    // 3. Running work by (tenant, queue, user, type, model): GPUs held and, where the GPUs report
-    //    telemetry, busy = sum over its GPUs of share x utilisation.
-    using RunKey = std::tuple<std::string, std::string, std::string, std::string, std::string>;
-    std::map<RunKey, std::pair<int64_t, std::optional<int64_t>>> running;
-    for (const auto& [id, entry] : active_) {
-      const JobEntry& j = *entry;
-      if (!j.holds_capacity() || j.placement.empty()) continue;
-      auto& r = running[{j.spec.tenant, j.spec.queue, j.spec.user,
-                         std::string(JobTypeName(j.spec.type)), j.gpu_model}];
-      for (const PlacedTask& t : j.placement) {
-        for (size_t g = 0; g < t.gpu_indices.size() && g < t.gpu_milli.size(); ++g) {
-          r.first += t.gpu_milli[g];
-          auto u = util.find({t.node, t.gpu_indices[g]});
-          if (u != util.end()) r.second = r.second.value_or(0) + t.gpu_milli[g] * u->second / 100;
-        }
-      }
-    }
-    json running_json = json::array();
-    for (const auto& [k, v] : running) {
-      running_json.push_back({{"tenant", std::get<0>(k)},
-                              {"queue", std::get<1>(k)},
-                              {"user", std::get<2>(k)},
-                              {"type", std::get<3>(k)},
-                              {"gpu_model", std::get<4>(k)},
-                              {"gpus", v.first},
-                              {"busy", v.second ? json(*v.second) : json(nullptr)}});
-    }
-    // 4. The backlog, and why each waiting job did not use the free GPUs.
-    std::map<std::string, int64_t> free_by_model;
-    for (const NodeFree& n : ready) {
-      for (size_t i = 0; i < n.node->gpus.size(); ++i)
-        free_by_model[n.node->gpus[i].model] += n.free[i];
-    }
+    // 3. Running work by (tenant, queue, user, type, model).
+    json running_json = RunningWork(active_, util);
+    // 4. The backlog, and why each waiting job did not use the free GPUs; 5. fragmentation.
     json queues = json::object();
     std::map<std::string, int64_t> by_reason;
     int64_t waiting = 0;
-    std::set<Shape> shapes;
-    for (const auto& [id, entry] : active_) {
-      const JobEntry& j = *entry;
-      if (j.state != JobState::kPending) continue;
-      const int64_t needed = int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli();
-      json& q = queues[j.spec.queue];
-      if (q.is_null()) q = {{"tenant", j.spec.tenant}, {"pending_jobs", 0}, {"pending_gpus", 0}};
-      q["pending_jobs"] = q["pending_jobs"].get<int64_t>() + 1;
-      q["pending_gpus"] = q["pending_gpus"].get<int64_t>() + needed;
-      if (needed <= 0) continue;
-      ++waiting;
-      shapes.insert({j.spec.gpu_models, j.spec.resources.gpus, j.spec.resources.gpu_milli,
-                     j.spec.resources.gpu_memory_mib});
-      int64_t free_allowed = j.spec.gpu_models.empty() ? free : 0;
-      for (const std::string& m : j.spec.gpu_models) {
-        auto it = free_by_model.find(m);
-        if (it != free_by_model.end()) free_allowed += it->second;
-      }
-      const std::string code =
-          j.verdict ? std::string(core::VerdictCodeName(j.verdict->code)) : std::string();
-      ++by_reason[std::string(reports::WaitReason(code, free_allowed, free, needed))];
-    }
-    // 5. Fragmentation: free GPUs on nodes where no waiting job's task fits.
-    int64_t fragmented = 0;
-    if (!shapes.empty()) {
-      for (const NodeFree& n : ready) {
-        const bool usable = std::any_of(shapes.begin(), shapes.end(),
-                                        [&](const Shape& s) { return TaskFits(s, n); });
-        if (!usable) fragmented += n.total_free;
-      }
-    }
+    const int64_t fragmented = Backlog(active_, ready, free, &queues, &by_reason, &waiting);
     json data = {{"gpus_total", total},
                  {"gpus_allocated", allocated},
                  {"gpus_busy", busy ? json(*busy) : json(nullptr)},

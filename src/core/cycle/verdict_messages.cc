@@ -53,17 +53,16 @@ std::string QuotaFailureMessage(const QuotaTree& tree, const PendingJob& j, cons
   }
   if (f.kind == QuotaFailure::Kind::kMax) {
     return fmt::format("{} {} uses {} of max {}{}; this job needs {} more", what, n.name,
-                       tree.FormatAmount(f.dim, f.used), tree.FormatAmount(f.dim, f.limit),
-                       unit, tree.FormatAmount(f.dim, f.requested));
+                       tree.FormatAmount(f.dim, f.used), tree.FormatAmount(f.dim, f.limit), unit,
+                       tree.FormatAmount(f.dim, f.requested));
   }
   const QuotaNode& q = tree.node(j.queue);
   return fmt::format(
       "queue {} uses {} of {} guaranteed{} and can get only {} more; this job needs {} "
       "(the rest is in use by other queues or held back by their lending limits)",
-      q.name, tree.FormatAmount(f.dim, f.used), tree.FormatAmount(f.dim, q.guaranteed[f.dim]),
-      unit, tree.FormatAmount(f.dim, f.limit), tree.FormatAmount(f.dim, f.requested));
+      q.name, tree.FormatAmount(f.dim, f.used), tree.FormatAmount(f.dim, q.guaranteed[f.dim]), unit,
+      tree.FormatAmount(f.dim, f.limit), tree.FormatAmount(f.dim, f.requested));
 }
-
 
 std::string PlacementFailureMessage(const Snapshot& snap, const Profile& profile,
                                     const Cluster& cluster, const PendingJob& j,
@@ -101,13 +100,12 @@ std::string PlacementFailureMessage(const Snapshot& snap, const Profile& profile
   std::string detail;
   for (size_t c = 1; c < counts.by_code.size(); ++c) {
     if (counts.by_code[c] == 0) continue;
-    detail += fmt::format("{}{} node{} {}", detail.empty() ? "" : ", ", counts.by_code[c],
-                          counts.by_code[c] == 1 ? "" : "s",
-                          FilterCodeName(static_cast<FilterCode>(c)));
+    detail +=
+        fmt::format("{}{} node{} {}", detail.empty() ? "" : ", ", counts.by_code[c],
+                    counts.by_code[c] == 1 ? "" : "s", FilterCodeName(static_cast<FilterCode>(c)));
   }
   if (!detail.empty()) out += "; " + detail;
   return out;
 }
-
 
 }  // namespace arbiter::core
