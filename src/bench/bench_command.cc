@@ -35,6 +35,46 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 }  // namespace
 
+namespace {
+
+// The jobs of `pending` that `r` did not admit.
+std::vector<core::PendingJob> NotAdmitted(const std::vector<core::PendingJob>& pending,
+                                          const core::CycleResult& r) {
+  std::vector<core::PendingJob> rest;
+  std::vector<bool> admitted(pending.size() + 2, false);
+  for (const core::Admission& a : r.admissions) admitted[a.job.value()] = true;
+  for (const core::PendingJob& j : pending) {
+    if (!admitted[j.id.value()]) rest.push_back(j);
+  }
+  return rest;
+}
+
+// The figures: one JSON line (--json), else a few lines for people.
+void Print(const BenchOptions& o, const nlohmann::json& j) {
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf(
+      "%s",
+      fmt::format(
+          "policy {}: {} nodes x {} GPUs, {} queues, {} jobs\n"
+          "  first cycle       {:.3f} s, {} jobs admitted ({} tasks), GPU allocation {:.2f}%\n"
+          "  full-cluster cycle {:.3f} s over {} pending jobs\n"
+          "  preemption cycle  {:.3f} s: {} high-priority jobs, {} preemptions of {} jobs\n"
+          "  peak RSS          {:.1f} MiB ({:.2f} KiB per pending job)\n",
+          o.policy, o.spec.nodes, o.spec.gpus_per_node, o.spec.queues, o.spec.jobs,
+          j["cycle_seconds"].get<double>(), j["jobs_admitted"].get<size_t>(),
+          j["placements"].get<int64_t>(), j["gpu_alloc_pct"].get<double>(),
+          j["full_cluster_cycle_seconds"].get<double>(), j["full_cluster_pending"].get<size_t>(),
+          j["preemption_cycle_seconds"].get<double>(), j["preemption_pending"].get<size_t>(),
+          j["preemptions"].get<size_t>(), j["preemption_victims"].get<size_t>(),
+          j["peak_rss_mib"].get<double>(), j["kib_per_pending_job"].get<double>())
+          .c_str());
+}
+
+}  // namespace
+
 int RunBench(const BenchOptions& o) {
   auto spec = core::Profile::Named(o.policy);
   if (!spec.ok()) {
@@ -82,14 +122,7 @@ int RunBench(const BenchOptions& o) {
   // A steady-state cycle: the same cluster now full, the rest of the backlog still pending.
   std::vector<core::RunningJob> running;
   core::ApplyAdmissions(in, first, 0, &running);
-  std::vector<core::PendingJob> rest;
-  {
-    std::vector<bool> admitted(world->pending.size() + 2, false);
-    for (const core::Admission& a : first.admissions) admitted[a.job.value()] = true;
-    for (const core::PendingJob& j : world->pending) {
-      if (!admitted[j.id.value()]) rest.push_back(j);
-    }
-  }
+  std::vector<core::PendingJob> rest = NotAdmitted(world->pending, first);
   core::CycleInput in2 = in;
   in2.running = &running;
   in2.pending = &rest;
@@ -147,23 +180,7 @@ int RunBench(const BenchOptions& o) {
       {"world_rss_mib", rss_world - rss_start},
       {"kib_per_pending_job", kib_per_job},
   };
-  if (o.json) {
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf(
-        "%s",
-        fmt::format(
-            "policy {}: {} nodes x {} GPUs, {} queues, {} jobs\n"
-            "  first cycle       {:.3f} s, {} jobs admitted ({} tasks), GPU allocation {:.2f}%\n"
-            "  full-cluster cycle {:.3f} s over {} pending jobs\n"
-            "  preemption cycle  {:.3f} s: {} high-priority jobs, {} preemptions of {} jobs\n"
-            "  peak RSS          {:.1f} MiB ({:.2f} KiB per pending job)\n",
-            o.policy, o.spec.nodes, o.spec.gpus_per_node, o.spec.queues, o.spec.jobs,
-            Seconds(t2, t3), first.admissions.size(), tasks_placed, alloc_pct, Seconds(t4, t5),
-            rest.size(), Seconds(t6, t7), urgent.size(), third.preemptions.size(), victims, peak,
-            kib_per_job)
-            .c_str());
-  }
+  Print(o, j);
   return 0;
 }
 
