@@ -73,6 +73,27 @@ void Print(const BenchOptions& o, const nlohmann::json& j) {
           .c_str());
 }
 
+// The tasks and milli-GPUs a cycle placed.
+void CountPlaced(const core::CycleResult& r, int64_t* tasks, int64_t* gpu_milli) {
+  for (const core::Admission& a : r.admissions) {
+    for (const core::TaskPlacement& t : a.tasks) {
+      ++*tasks;
+      for (const core::GpuShare& g : t.gpus) *gpu_milli += g.milli;
+    }
+  }
+}
+
+// A tenth of the backlog again, at a priority that must preempt to start.
+std::vector<core::PendingJob> UrgentJobs(const SyntheticSpec& spec, const core::QuotaTree& tree) {
+  SyntheticSpec churn_spec = spec;
+  churn_spec.jobs = std::max(1, spec.jobs / 10);
+  churn_spec.seed = spec.seed + 1;
+  std::vector<core::PendingJob> urgent =
+      MakeSyntheticJobs(churn_spec, tree, static_cast<uint64_t>(spec.jobs) + 1);
+  for (core::PendingJob& j : urgent) j.priority = 10000;
+  return urgent;
+}
+
 }  // namespace
 
 int RunBench(const BenchOptions& o) {
@@ -109,12 +130,7 @@ int RunBench(const BenchOptions& o) {
 
   int64_t tasks_placed = 0;
   int64_t gpu_milli = 0;
-  for (const core::Admission& a : first.admissions) {
-    for (const core::TaskPlacement& t : a.tasks) {
-      ++tasks_placed;
-      for (const core::GpuShare& g : t.gpus) gpu_milli += g.milli;
-    }
-  }
+  CountPlaced(first, &tasks_placed, &gpu_milli);
   const int64_t capacity = world->cluster.capacity()[core::kDimGpu];
   const double alloc_pct =
       capacity > 0 ? 100.0 * static_cast<double>(gpu_milli) / static_cast<double>(capacity) : 0.0;
@@ -133,12 +149,7 @@ int RunBench(const BenchOptions& o) {
   // Preemption churn: the cluster full of jobs that have run for an hour, and a backlog of
   // high-priority jobs (a tenth of --jobs) that must preempt to start.
   for (core::RunningJob& r : running) r.start_time = -SecondsToMs(3600);
-  SyntheticSpec churn_spec = o.spec;
-  churn_spec.jobs = std::max(1, o.spec.jobs / 10);
-  churn_spec.seed = o.spec.seed + 1;
-  std::vector<core::PendingJob> urgent =
-      MakeSyntheticJobs(churn_spec, world->tree, static_cast<uint64_t>(o.spec.jobs) + 1);
-  for (core::PendingJob& j : urgent) j.priority = 10000;
+  std::vector<core::PendingJob> urgent = UrgentJobs(o.spec, world->tree);
   core::CycleInput in3 = in;
   in3.running = &running;
   in3.pending = &urgent;

@@ -130,44 +130,82 @@ std::string HttpRequestBytes(const LoadTarget& target, const std::string& method
   return r;
 }
 
-LoadResult RunHttpLoad(const LoadTarget& target, const LoadOptions& o,
-                       const std::function<const std::string&(int64_t)>& request_bytes) {
-  LoadResult result;
-  result.latencies_ms.reserve(static_cast<size_t>(o.requests));
-  result.ok_indices.reserve(static_cast<size_t>(o.requests));
-  auto fail = [&](const std::string& why) {
-    ++result.requests_failed;
-    if (result.first_error.empty()) result.first_error = why;
-  };
+namespace {
 
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* ai = nullptr;
-  if (int rc = getaddrinfo(target.host.c_str(), std::to_string(target.port).c_str(), &hints, &ai);
-      rc != 0 || ai == nullptr) {
-    result.requests_failed = o.requests;
-    result.first_error = fmt::format("cannot resolve {}: {}", target.host, gai_strerror(rc));
-    return result;
+// One load run: a fixed set of keep-alive connections, each with at most one request in flight,
+// driven by one epoll loop.
+class LoadRunner {
+ public:
+  LoadRunner(const LoadTarget& target, const LoadOptions& o,
+             const std::function<const std::string&(int64_t)>& request_bytes)
+      : target_(target), o_(o), request_bytes_(request_bytes) {
+    result_.latencies_ms.reserve(static_cast<size_t>(o.requests));
+    result_.ok_indices.reserve(static_cast<size_t>(o.requests));
   }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addr(ai, freeaddrinfo);
+  ~LoadRunner() {
+    for (Conn& c : conns_) Close(c);
+    if (ep_ >= 0) ::close(ep_);
+  }
 
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  std::vector<Conn> conns(static_cast<size_t>(std::max(1, o.connections)));
-  auto close_conn = [&](Conn& c) {
+  LoadResult Run() {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* ai = nullptr;
+    if (int rc =
+            getaddrinfo(target_.host.c_str(), std::to_string(target_.port).c_str(), &hints, &ai);
+        rc != 0 || ai == nullptr) {
+      result_.requests_failed = o_.requests;
+      result_.first_error = fmt::format("cannot resolve {}: {}", target_.host, gai_strerror(rc));
+      return result_;
+    }
+    addr_.reset(ai);
+    ep_ = epoll_create1(EPOLL_CLOEXEC);
+    conns_.resize(static_cast<size_t>(std::max(1, o_.connections)));
+
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < conns_.size(); ++i) StartNext(conns_[i], i);
+    std::vector<epoll_event> events(conns_.size());
+    while (done_ < o_.requests) {
+      const int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), 100);
+      for (int e = 0; e < n; ++e) {
+        const epoll_event& ev = events[static_cast<size_t>(e)];
+        OnEvent(static_cast<size_t>(ev.data.u64), ev.events);
+      }
+      ExpireTimedOut();
+    }
+    result_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return result_;
+  }
+
+ private:
+  void Fail(const std::string& why) {
+    ++result_.requests_failed;
+    if (result_.first_error.empty()) result_.first_error = why;
+  }
+
+  void Close(Conn& c) {
     if (c.fd >= 0) {
-      epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+      epoll_ctl(ep_, EPOLL_CTL_DEL, c.fd, nullptr);
       ::close(c.fd);
     }
     c.fd = -1;
     c.index = -1;
     c.in.clear();
-  };
+  }
+
+  // A request that will get no answer: counted, and its connection closed.
+  void Abandon(Conn& c, const std::string& why) {
+    Fail(why);
+    ++done_;
+    Close(c);
+  }
+
   // Blocking connect (loopback answers at once), then non-blocking I/O.
-  auto open_conn = [&](Conn& c, size_t slot) -> bool {
+  bool Open(Conn& c, size_t slot) {
     c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c.fd < 0 || connect(c.fd, addr->ai_addr, addr->ai_addrlen) != 0) {
-      fail(fmt::format("cannot connect to {}:{}: {}", target.host, target.port,
+    if (c.fd < 0 || connect(c.fd, addr_->ai_addr, addr_->ai_addrlen) != 0) {
+      Fail(fmt::format("cannot connect to {}:{}: {}", target_.host, target_.port,
                        std::strerror(errno)));
       if (c.fd >= 0) ::close(c.fd);
       c.fd = -1;
@@ -179,20 +217,22 @@ LoadResult RunHttpLoad(const LoadTarget& target, const LoadOptions& o,
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = slot;
-    epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &ev);
+    epoll_ctl(ep_, EPOLL_CTL_ADD, c.fd, &ev);
     c.want_write = false;
     return true;
-  };
-  auto set_write_interest = [&](Conn& c, size_t slot, bool want) {
+  }
+
+  void SetWriteInterest(Conn& c, size_t slot, bool want) {
     if (c.want_write == want) return;
     epoll_event ev{};
     ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
     ev.data.u64 = slot;
-    epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &ev);
+    epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd, &ev);
     c.want_write = want;
-  };
+  }
+
   // Writes what the socket takes; false when the connection broke.
-  auto flush = [&](Conn& c, size_t slot) -> bool {
+  bool Flush(Conn& c, size_t slot) {
     while (c.sent < c.out->size()) {
       const ssize_t n = ::send(c.fd, c.out->data() + c.sent, c.out->size() - c.sent, MSG_NOSIGNAL);
       if (n > 0) {
@@ -200,113 +240,115 @@ LoadResult RunHttpLoad(const LoadTarget& target, const LoadOptions& o,
         continue;
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        set_write_interest(c, slot, true);
+        SetWriteInterest(c, slot, true);
         return true;
       }
       if (n < 0 && errno == EINTR) continue;
       return false;
     }
-    set_write_interest(c, slot, false);
+    SetWriteInterest(c, slot, false);
     return true;
-  };
+  }
 
-  int64_t next = 0;
-  int64_t done = 0;
-  auto start_next = [&](Conn& c, size_t slot) {
-    while (next < o.requests && c.index < 0) {
-      if (c.fd < 0 && !open_conn(c, slot)) {
-        ++next;  // counted as failed by open_conn
-        ++done;
+  // Gives an idle connection the next request, opening it again when needed.
+  void StartNext(Conn& c, size_t slot) {
+    while (next_ < o_.requests && c.index < 0) {
+      if (c.fd < 0 && !Open(c, slot)) {
+        ++next_;  // counted as failed by Open
+        ++done_;
         continue;
       }
-      c.index = next++;
-      c.out = &request_bytes(c.index);
+      c.index = next_++;
+      c.out = &request_bytes_(c.index);
       c.sent = 0;
       c.in.clear();
       c.started = Clock::now();
-      if (!flush(c, slot)) {
-        fail(fmt::format("request {}: the connection broke while sending", c.index));
-        ++done;
-        close_conn(c);
-      }
-    }
-  };
-
-  const auto t0 = Clock::now();
-  for (size_t i = 0; i < conns.size(); ++i) start_next(conns[i], i);
-  std::vector<epoll_event> events(conns.size());
-  char buf[65536];
-  while (done < o.requests) {
-    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 100);
-    for (int e = 0; e < n; ++e) {
-      const size_t slot = events[static_cast<size_t>(e)].data.u64;
-      Conn& c = conns[slot];
-      if (c.fd < 0) continue;
-      if ((events[static_cast<size_t>(e)].events & EPOLLOUT) && c.index >= 0 && !flush(c, slot)) {
-        fail(fmt::format("request {}: the connection broke while sending", c.index));
-        ++done;
-        close_conn(c);
-        start_next(c, slot);
-        continue;
-      }
-      bool broken = false;
-      while (true) {
-        const ssize_t got = ::recv(c.fd, buf, sizeof(buf), 0);
-        if (got > 0) {
-          c.in.append(buf, static_cast<size_t>(got));
-          continue;
-        }
-        if (got < 0 && errno == EINTR) continue;
-        broken = got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-        break;
-      }
-      if (c.index >= 0) {
-        const Parsed p = ParseResponse(c.in);
-        if (p.bytes < 0) {
-          fail(fmt::format("request {}: not an HTTP/1.1 response with a Content-Length", c.index));
-          ++done;
-          close_conn(c);
-        } else if (p.bytes > 0) {
-          const double ms =
-              std::chrono::duration<double, std::milli>(Clock::now() - c.started).count();
-          if (p.status == o.expect_status) {
-            ++result.requests_ok;
-            result.latencies_ms.push_back(ms);
-            result.ok_indices.push_back(c.index);
-          } else {
-            const size_t body = c.in.find("\r\n\r\n") + 4;
-            fail(fmt::format("HTTP {}: {}", p.status, c.in.substr(body, 500)));
-          }
-          ++done;
-          c.index = -1;
-          c.in.clear();
-          if (p.close || broken) close_conn(c);
-        } else if (broken) {
-          fail(fmt::format("request {}: the server closed the connection", c.index));
-          ++done;
-          close_conn(c);
-        }
-      } else if (broken) {
-        close_conn(c);  // an idle connection the server closed: opened again when needed
-      }
-      start_next(c, slot);
-    }
-    // Requests with no answer in time fail; their connections are opened again.
-    const auto now = Clock::now();
-    for (size_t i = 0; i < conns.size(); ++i) {
-      Conn& c = conns[i];
-      if (c.index >= 0 && now - c.started > std::chrono::milliseconds(o.timeout_ms)) {
-        fail(fmt::format("request {}: no answer within {} ms", c.index, o.timeout_ms));
-        ++done;
-        close_conn(c);
-        start_next(c, i);
+      if (!Flush(c, slot)) {
+        Abandon(c, fmt::format("request {}: the connection broke while sending", c.index));
       }
     }
   }
-  result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (Conn& c : conns) close_conn(c);
-  ::close(ep);
-  return result;
+
+  // Reads what arrived; true when the connection broke or the server closed it.
+  bool Drain(Conn& c) {
+    while (true) {
+      const ssize_t got = ::recv(c.fd, buf_, sizeof(buf_), 0);
+      if (got > 0) {
+        c.in.append(buf_, static_cast<size_t>(got));
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      return got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+  }
+
+  void OnEvent(size_t slot, uint32_t events) {
+    Conn& c = conns_[slot];
+    if (c.fd < 0) return;
+    if ((events & EPOLLOUT) && c.index >= 0 && !Flush(c, slot)) {
+      Abandon(c, fmt::format("request {}: the connection broke while sending", c.index));
+      StartNext(c, slot);
+      return;
+    }
+    const bool broken = Drain(c);
+    if (c.index >= 0) {
+      const Parsed p = ParseResponse(c.in);
+      if (p.bytes < 0) {
+        Abandon(c,
+                fmt::format("request {}: not an HTTP/1.1 response with a Content-Length", c.index));
+      } else if (p.bytes > 0) {
+        const double ms =
+            std::chrono::duration<double, std::milli>(Clock::now() - c.started).count();
+        if (p.status == o_.expect_status) {
+          ++result_.requests_ok;
+          result_.latencies_ms.push_back(ms);
+          result_.ok_indices.push_back(c.index);
+        } else {
+          const size_t body = c.in.find("\r\n\r\n") + 4;
+          Fail(fmt::format("HTTP {}: {}", p.status, c.in.substr(body, 500)));
+        }
+        ++done_;
+        c.index = -1;
+        c.in.clear();
+        if (p.close || broken) Close(c);
+      } else if (broken) {
+        Abandon(c, fmt::format("request {}: the server closed the connection", c.index));
+      }
+    } else if (broken) {
+      Close(c);  // an idle connection the server closed: opened again when needed
+    }
+    StartNext(c, slot);
+  }
+
+  // Requests with no answer in time fail; their connections are opened again.
+  void ExpireTimedOut() {
+    const auto now = Clock::now();
+    for (size_t i = 0; i < conns_.size(); ++i) {
+      Conn& c = conns_[i];
+      if (c.index >= 0 && now - c.started > std::chrono::milliseconds(o_.timeout_ms)) {
+        Abandon(c, fmt::format("request {}: no answer within {} ms", c.index, o_.timeout_ms));
+        StartNext(c, i);
+      }
+    }
+  }
+
+  const LoadTarget& target_;
+  const LoadOptions& o_;
+  const std::function<const std::string&(int64_t)>& request_bytes_;
+  LoadResult result_;
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addr_{nullptr, freeaddrinfo};
+  int ep_ = -1;
+  std::vector<Conn> conns_;
+  int64_t next_ = 0;
+  int64_t done_ = 0;
+  char buf_[65536];
+};
+
+}  // namespace
+
+LoadResult RunHttpLoad(const LoadTarget& target, const LoadOptions& o,
+                       const std::function<const std::string&(int64_t)>& request_bytes) {
+  return LoadRunner(target, o, request_bytes).Run();
 }
 
 }  // namespace arbiter::bench

@@ -111,13 +111,10 @@ void EmptyAndRemove(const std::string& dir, bool freezer) {
   ::rmdir(dir.c_str());
 }
 
-}  // namespace
-
-std::unique_ptr<TaskCgroups> TaskCgroups::Setup(const CgroupOptions& o, std::string* status) {
-  // 1. The hierarchies mounted here: cgroup2, and v1 mounts with their controllers.
-  std::optional<Mount> v2;
-  std::map<std::string, Mount> v1;  // controller -> mount
-  std::istringstream mounts(ReadFile(o.mountinfo));
+// The cgroup2 mount and the v1 mounts by controller, from /proc/self/mountinfo's text.
+void ReadMounts(const std::string& mountinfo, std::optional<Mount>* v2,
+                std::map<std::string, Mount>* v1) {
+  std::istringstream mounts(mountinfo);
   for (std::string line; std::getline(mounts, line);) {
     const size_t dash = line.find(" - ");
     if (dash == std::string::npos) continue;
@@ -125,28 +122,44 @@ std::unique_ptr<TaskCgroups> TaskCgroups::Setup(const CgroupOptions& o, std::str
     const std::vector<std::string> right = Split(line.substr(dash + 3), ' ');
     if (left.size() < 5 || right.size() < 3) continue;
     const Mount m{left[4], left[3]};
-    if (right[0] == "cgroup2" && !v2) v2 = m;
+    if (right[0] == "cgroup2" && !*v2) *v2 = m;
     if (right[0] == "cgroup") {
       for (const std::string& opt : Split(right[2], ',')) {
-        if (Has({std::begin(kV1Controllers), std::end(kV1Controllers)}, opt) && !v1.count(opt)) {
-          v1[opt] = m;
+        if (Has({std::begin(kV1Controllers), std::end(kV1Controllers)}, opt) && !v1->count(opt)) {
+          (*v1)[opt] = m;
         }
       }
     }
   }
-  // 2. This process's groups: "0::/path" (v2), "N:ctrl[,ctrl]:/path" (v1).
-  std::string v2_path;
-  std::map<std::string, std::string> v1_path;
-  std::istringstream self(ReadFile(o.self_cgroup));
+}
+
+// This process's groups from /proc/self/cgroup's text: "0::/path" (v2), "N:ctrl[,ctrl]:/path"
+// (v1).
+void ReadOwnGroups(const std::string& text, std::string* v2_path,
+                   std::map<std::string, std::string>* v1_path) {
+  std::istringstream self(text);
   for (std::string line; std::getline(self, line);) {
     const size_t a = line.find(':');
     const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
     if (b == std::string::npos) continue;
     const std::string ctrls = line.substr(a + 1, b - a - 1);
     const std::string path = line.substr(b + 1);
-    if (line.rfind("0::", 0) == 0) v2_path = path;
-    for (const std::string& c : Split(ctrls, ',')) v1_path[c] = path;
+    if (line.rfind("0::", 0) == 0) *v2_path = path;
+    for (const std::string& c : Split(ctrls, ',')) (*v1_path)[c] = path;
   }
+}
+
+}  // namespace
+
+std::unique_ptr<TaskCgroups> TaskCgroups::Setup(const CgroupOptions& o, std::string* status) {
+  // 1. The hierarchies mounted here: cgroup2, and v1 mounts with their controllers.
+  std::optional<Mount> v2;
+  std::map<std::string, Mount> v1;  // controller -> mount
+  ReadMounts(ReadFile(o.mountinfo), &v2, &v1);
+  // 2. This process's groups.
+  std::string v2_path;
+  std::map<std::string, std::string> v1_path;
+  ReadOwnGroups(ReadFile(o.self_cgroup), &v2_path, &v1_path);
   auto out = std::unique_ptr<TaskCgroups>(new TaskCgroups());
   std::vector<std::string> notes;
   std::vector<std::string> missing;

@@ -104,25 +104,22 @@ Status ControlPlane::Load() {
     if (!c.ok()) return Internal("stored configuration is unreadable: " + c.status().ToString());
     config_ = std::move(c).value();
   }
-  for (const Node& n : config_.nodes) nodes_[n.name] = NodeEntry{n, true, 0};
+  for (const Node& n : config_.nodes) nodes_.all[n.name] = NodeEntry{n, true, 0};
   for (const store::NodeRecord& r : state->nodes) {
     auto n = NodeFromJson(r.spec_json);
     if (!n.ok()) return n.status();
     if (ParseNodeState(r.state, &n->state)) {
       // The stored state (cordoned, draining) wins over the spec's.
     }
-    auto it = nodes_.find(n->name);
-    if (it != nodes_.end()) {
+    auto it = nodes_.all.find(n->name);
+    if (it != nodes_.all.end()) {
       it->second.node.state = n->state;
     } else {
       const std::string name = n->name;  // read before the move below (evaluated first)
-      nodes_[name] = NodeEntry{std::move(n).value(), false, r.updated_at_ms};
+      nodes_.all[name] = NodeEntry{std::move(n).value(), false, r.updated_at_ms};
     }
   }
-  {
-    std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
-    for (const store::TokenRecord& t : state->tokens) tokens_[t.id] = t;
-  }
+  for (const store::TokenRecord& t : state->tokens) tokens_.Put(t);
   for (const store::JobRecord& r : state->jobs) {
     auto spec = api::ParseJobSubmission(r.spec_json);
     if (!spec.ok()) {
@@ -178,13 +175,13 @@ Status ControlPlane::Load() {
       return Internal(fmt::format("stored job {} has an unreadable status: {}", r.id, e.what()));
     }
     if (!j.idempotency_key.empty()) {
-      idempotency_[j.spec.tenant + "/" + j.spec.user + "/" + j.idempotency_key] = r.id;
+      jobs_.by_key[j.spec.tenant + "/" + j.spec.user + "/" + j.idempotency_key] = r.id;
     }
-    JobEntry& entry = jobs_.emplace(r.id, std::move(j)).first->second;
-    if (!IsFinal(entry.state) || entry.stopping) active_.emplace(r.id, &entry);
-    if (entry.holds_capacity() && !entry.placement.empty()) placed_.emplace(r.id, &entry);
+    JobEntry& entry = jobs_.all.emplace(r.id, std::move(j)).first->second;
+    if (!IsFinal(entry.state) || entry.stopping) jobs_.active.emplace(r.id, &entry);
+    if (entry.holds_capacity() && !entry.placement.empty()) jobs_.placed.emplace(r.id, &entry);
   }
-  next_job_id_ = state->max_job_id + 1;
+  jobs_.next_id = state->max_job_id + 1;
   ARBITER_RETURN_IF_ERROR(CompileLocked());
   store::WriteBatch uids;
   AllocateTenantUidsLocked(&uids);  // tenants configured before tenants had their own uids
@@ -197,11 +194,11 @@ Status ControlPlane::Load() {
 Status ControlPlane::CompileLocked() {
   auto c = std::make_shared<Compiled>();
   std::vector<Node> nodes;
-  nodes.reserve(nodes_.size());
-  for (const auto& [name, e] : nodes_) {
+  nodes.reserve(nodes_.all.size());
+  for (const auto& [name, e] : nodes_.all) {
     nodes.push_back(e.node);
-    auto reported = reported_resources_.find(name);
-    if (e.from_config && reported != reported_resources_.end()) {
+    auto reported = nodes_.reported.find(name);
+    if (e.from_config && reported != nodes_.reported.end()) {
       Node& n = nodes.back();
       if (n.cpu_milli == 0) n.cpu_milli = reported->second.first;
       if (n.memory_mib == 0) n.memory_mib = reported->second.second;
@@ -346,10 +343,7 @@ Result<std::string> ControlPlane::BootstrapAdmin() {
   NewToken t = GenerateToken();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
-    for (const auto& [id, rec] : tokens_) {
-      if (rec.role == "admin" && !rec.revoked) return std::string();
-    }
+    if (tokens_.AnyActiveWithRole("admin")) return std::string();
     store::TokenRecord rec;
     rec.id = t.id;
     rec.hash_hex = t.hash_hex;
@@ -357,7 +351,7 @@ Result<std::string> ControlPlane::BootstrapAdmin() {
     rec.role = "admin";
     rec.kind = "user";
     rec.created_at_ms = now_();
-    tokens_[rec.id] = rec;
+    tokens_.Put(rec);
     b.PutToken(rec);
   }
   ARBITER_RETURN_IF_ERROR(store_->Write(std::move(b)));
@@ -367,11 +361,11 @@ Result<std::string> ControlPlane::BootstrapAdmin() {
 // --- Events ---------------------------------------------------------------------------------
 
 void ControlPlane::TouchNodesLocked(const JobEntry& j) {
-  if (j.holds_capacity() && !j.placement.empty()) placed_.emplace(j.spec.id.value(), &j);
+  if (j.holds_capacity() && !j.placement.empty()) jobs_.placed.emplace(j.spec.id.value(), &j);
   bool any = false;
   for (const PlacedTask& t : j.placement) {
-    auto it = nodes_.find(t.node);
-    if (it == nodes_.end()) continue;
+    auto it = nodes_.all.find(t.node);
+    if (it == nodes_.all.end()) continue;
     ++it->second.assign_version;
     any = true;
   }
@@ -387,30 +381,28 @@ Result<uint64_t> ControlPlane::WatchAssignments(const Principal& p, const std::s
                                                 uint64_t known, DurationMs wait_ms) {
   ARBITER_RETURN_IF_ERROR(CheckNodeToken(p, node));
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) {
+  auto it = nodes_.all.find(node);
+  if (it == nodes_.all.end()) {
     return NotFound(fmt::format("node {} is not registered: register it first", node));
   }
   assign_cv_.wait_for(lock, std::chrono::milliseconds(std::max<DurationMs>(0, wait_ms)), [&] {
-    auto n = nodes_.find(node);
-    return shutting_down_ || n == nodes_.end() || n->second.assign_version != known;
+    auto n = nodes_.all.find(node);
+    return shutting_down_ || n == nodes_.all.end() || n->second.assign_version != known;
   });
-  auto n = nodes_.find(node);
-  return n == nodes_.end() ? known : n->second.assign_version;
+  auto n = nodes_.all.find(node);
+  return n == nodes_.all.end() ? known : n->second.assign_version;
 }
 
 void ControlPlane::PushEventLocked(std::string kind, const json& data) {
   if (kind == "node" && wake_scheduler_) wake_scheduler_();
   std::string tenant = data.is_object() ? data.value("tenant", "") : "";
-  events_.push_back({++event_seq_, std::move(kind), std::move(tenant), data.dump()});
-  while (events_.size() > kMaxEvents) events_.pop_front();
-  events_cv_.notify_all();
+  events_.Push(std::move(kind), std::move(tenant), data.dump());
 }
 
 void ControlPlane::PushJobEventLocked(const JobEntry& j, std::string_view from, std::string_view to,
                                       std::string_view reason) {
-  ServerEvent e{++event_seq_, "job", j.spec.tenant, {}};
-  api::JsonWriter(&e.data)
+  std::string text;
+  api::JsonWriter(&text)
       .BeginObject()
       .Field("from", from)
       .Field("id", j.spec.id.value())
@@ -418,33 +410,22 @@ void ControlPlane::PushJobEventLocked(const JobEntry& j, std::string_view from, 
       .Field("tenant", j.spec.tenant)
       .Field("to", to)
       .EndObject();
-  events_.push_back(std::move(e));
-  while (events_.size() > kMaxEvents) events_.pop_front();
-  events_cv_.notify_all();
+  events_.Push("job", j.spec.tenant, std::move(text));
 }
 
-uint64_t ControlPlane::last_event_seq() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return event_seq_;
-}
+uint64_t ControlPlane::last_event_seq() const { return events_.last_seq(); }
 
 void ControlPlane::WakeAll() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down_ = true;
   }
-  events_cv_.notify_all();
+  events_.Close();
   assign_cv_.notify_all();
 }
 
 std::vector<ServerEvent> ControlPlane::EventsAfter(uint64_t seq, int64_t wait_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  events_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return event_seq_ > seq; });
-  std::vector<ServerEvent> out;
-  for (const ServerEvent& e : events_) {
-    if (e.seq > seq) out.push_back(e);
-  }
-  return out;
+  return events_.After(seq, wait_ms);
 }
 
 }  // namespace arbiter::server

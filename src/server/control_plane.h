@@ -1,12 +1,32 @@
 // ControlPlane: the server's live state and every operation on it.
 //
-// Ownership and threads: all live state (configuration, nodes, jobs, tokens) lives in memory here,
-// guarded by one mutex (mu_). HTTP handler threads call the public operations; the scheduler
-// thread calls RunSchedulingCycle(). A mutation is applied to memory and its WriteBatch enqueued
-// on the store while mu_ is held (so the store's commit order is the order of changes), and the
-// caller waits for durability after releasing mu_: a 201 or 200 is sent only once the change is
-// committed. A scheduling cycle copies its inputs under mu_, runs the pure core without it, and
-// applies the decisions under mu_ again, skipping jobs that changed meanwhile.
+// Components (each in its own header, saying what it owns and which lock guards it):
+//   JobTable      (job_table.h)       jobs, the live and placed indexes, idempotency keys
+//   NodeRegistry  (node_registry.h)   nodes, agent sessions, heartbeats, reported capacity
+//   TokenRegistry (token_registry.h)  tokens and users' current tenant and role; own lock
+//   EventLog      (event_log.h)       the SSE event stream; own lock
+//   ServerMetrics (metrics.h)         counters and histograms; prometheus-cpp's own atomics
+// and the operations by kind, one file each: control_plane.cc (loading, compiling, events),
+// _config.cc (configuration), _jobs.cc (the job lifecycle: submit, transitions, retries),
+// _access.cc (authentication and what each role may see), _agents.cc (node registry operations:
+// registration, heartbeats, assignments, down detection), _scheduling.cc (the scheduler driver:
+// copy inputs, run the core, apply decisions), _metrics.cc, _identity.cc (tenants' uids), and
+// sampler.cc (metering).
+//
+// Locks: one mutex (mu_) guards the configuration, the compiled cluster, JobTable and
+// NodeRegistry. They stay under one lock on purpose: a scheduling cycle must copy jobs, nodes and
+// quotas as one consistent snapshot, and a node's report changes a job and its node's capacity in
+// one step. TokenRegistry and EventLog take their own locks, always after mu_ where both are held
+// (they are leaves: they call nothing while holding them), so that authenticating a request and
+// following the event stream never wait for a scheduling cycle.
+//
+// Threads: HTTP handler threads call the public operations; the scheduler thread calls
+// RunSchedulingCycle(); the sampler thread calls RecordSamples(). A mutation is applied to memory
+// and its WriteBatch enqueued on the store while mu_ is held (so the store's commit order is the
+// order of changes), and the caller waits for durability after releasing mu_: a 201 or 200 is
+// sent only once the change is committed. A scheduling cycle copies its inputs under mu_, runs the
+// pure core without it, and applies the decisions under mu_ again, skipping jobs that changed
+// meanwhile.
 #pragma once
 
 #include <condition_variable>
@@ -18,7 +38,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,85 +50,19 @@
 #include "model/job.h"
 #include "node/execution_backend.h"
 #include "server/auth.h"
+#include "server/event_log.h"
+#include "server/job_table.h"
 #include "server/lifecycle.h"
 #include "server/metrics.h"
+#include "server/node_registry.h"
 #include "server/reports.h"
+#include "server/token_registry.h"
 #include "store/store.h"
 
 namespace arbiter::server {
 
 // Milliseconds since the epoch; injected so tests can drive time.
 using NowFn = std::function<TimeMs()>;
-
-struct PlacedTask {
-  std::string node;
-  std::vector<int32_t> gpu_indices;  // CUDA indices on the node
-  std::vector<int32_t> gpu_milli;    // per GPU
-  std::vector<int64_t> gpu_memory_mib;
-  int64_t cpu_milli = 0;
-  int64_t memory_mib = 0;
-};
-
-struct JobEntry {
-  JobSpec spec;  // id, tenant, user and submit_time filled in
-  // The spec as stored and returned (api::JobSpecToJson, without id, tenant, user and submission
-  // time): a spec never changes once submitted, so it is serialised once, outside the lock.
-  std::shared_ptr<const std::string> spec_json;
-  JobState state = JobState::kPending;
-  std::string idempotency_key;
-  // SHA-256 of the submission (RequestDigest): a repeated Idempotency-Key must come with the same
-  // one ('' for jobs recorded before schema 5, which any body replays).
-  std::string request_digest;
-  std::string reason;  // of the last transition
-  TimeMs updated_at = 0;
-  TimeMs started_at = 0;
-  TimeMs finished_at = 0;
-  std::optional<int32_t> exit_code;
-  int32_t restarts = 0;
-  int32_t preemptions = 0;
-  TimeMs not_before = 0;  // retry backoff
-  std::string gpu_model;
-  std::vector<PlacedTask> placement;
-  std::vector<std::string> preempted_queues;
-  std::optional<core::Verdict> verdict;  // from the last cycle, while pending
-  // Execution: processes may still run after a cancel, suspend, failure or preemption; until the
-  // node reports them gone the job keeps its placement (nothing else is put on those GPUs).
-  bool stopping = false;
-  std::string stop_cause;               // "cancel", "suspend", "preempt", "timeout", "failed"
-  std::vector<int32_t> task_state;      // per task: 0 not started, 1 running, 2 exited
-  std::vector<int32_t> task_exit;       // per task exit code
-  uint64_t attempt = 0;                 // the run: grows at every admission
-  TimeMs held_since = 0;                // when the current run was admitted (metering)
-  std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
-  bool dispatchable = true;  // false from an admission until it is committed: not yet assigned
-  // A stop (cancel, suspend, preemption, failure of the gang, timeout, loss) not committed yet:
-  // its nodes keep running the tasks until it is (PublishStops), so that a crash before the
-  // commit never leaves a job the store has as running with its processes killed.
-  bool stop_unpublished = false;
-  // The spec's queue and priority class in the compiled configuration of that generation
-  // (scheduling cycles resolve them once per configuration, not once per cycle).
-  uint64_t resolved_generation = 0;
-  bool queue_found = false;
-  QueueId queue_id;
-  const PriorityClass* priority_class = nullptr;
-  bool holds_capacity() const { return HoldsResources(state) || stopping; }
-};
-
-struct NodeEntry {
-  Node node;
-  bool from_config = false;
-  TimeMs last_heartbeat = 0;
-  // Node agents (in memory: an agent registers again after a server restart).
-  bool agent_session = false;       // an agent registered this node since the server started
-  std::string agent_instance = {};  // its process
-  uint64_t acked_seq = 0;           // its last applied report
-  std::string address = {};         // for MASTER_ADDR
-  std::string log_url = {};         // http://host:port of its log port ("": none)
-  std::string log_token = {};       // bearer token for it
-  NodeState state_before_down = NodeState::kReady;
-  nlohmann::json status = nullptr;  // what it says about itself: cgroups, GPU discovery, telemetry
-  uint64_t assign_version = 0;      // grows whenever the node's assignments may have changed
-};
 
 // Where a task's logs are (JobLogSource).
 struct LogSource {
@@ -124,13 +77,6 @@ struct JobFilter {
   std::string tenant, queue, state, user, type;
   uint64_t after_id = 0;  // cursor
   size_t limit = 100;
-};
-
-struct ServerEvent {
-  uint64_t seq = 0;
-  std::string kind;    // "job", "node" or "config"
-  std::string tenant;  // a job's tenant: only its readers see it ("": everyone)
-  std::string data;    // the event's JSON object, as text
 };
 
 class ControlPlane : public node::ExecutionBackend {
@@ -373,14 +319,13 @@ class ControlPlane : public node::ExecutionBackend {
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   void RefreshUserIndexLocked();
   // Notes the CPU and memory a node's agent (or the built-in node) reported.
+  // One report of a node's heartbeat, to ReportTaskStarted / Exited / Lost.
+  void ApplyTaskReport(const TaskReport& r);
   // After a cycle's decisions are committed: its admitted jobs may start and its victims stop.
   void MarkDecisionsDurable(const core::CycleResult& result);
   void NoteReportedResourcesLocked(const Node& reported);
   // Raises the spec's per-task CPU and memory to the minimums.
   void ApplyTaskMinimums(JobSpec* spec) const;
-  // A token's tenant now: its user's current tenant (tokens follow their user), else the one it
-  // was made with. Requires tokens_mu_.
-  std::string TokenTenantLocked(const store::TokenRecord& r) const;
   // control_plane_identity.cc: gives every configured tenant without one its own uid, recorded
   // in `b`; the run_as of a job's tasks.
   void AllocateTenantUidsLocked(store::WriteBatch* b);
@@ -408,37 +353,19 @@ class ControlPlane : public node::ExecutionBackend {
   store::Store* store_;
   NowFn now_;
   mutable std::mutex mu_;
-  std::condition_variable events_cv_;
   std::condition_variable assign_cv_;  // WatchAssignments
   bool shutting_down_ = false;         // WakeAll was called
   std::function<void()> wake_scheduler_;
   bool loaded_ = false;
 
   api::ClusterConfig config_;
-  std::map<std::string, NodeEntry> nodes_;
-  // Never erased while the server runs: a scheduling cycle keeps pointers to its pending entries
-  // across the time it runs the core without the lock.
-  std::map<uint64_t, JobEntry> jobs_;
-  // The jobs that may be pending or hold capacity, by id: a superset (every submission and
-  // transition adds its job; cycles drop the finished ones), so that a cycle's cost follows the
-  // live jobs and not the whole history.
-  std::map<uint64_t, JobEntry*> active_;
-  // The jobs that may hold capacity on their nodes (placed, running or stopping), by id: a
-  // superset again (TouchNodesLocked adds, AssignmentsFor drops the released), so that a node
-  // asking for its work every few milliseconds does not walk a deep backlog.
-  std::map<uint64_t, const JobEntry*> placed_;
+  NodeRegistry nodes_;  // node_registry.h
+  JobTable jobs_;       // job_table.h
   uint64_t compile_generation_ = 0;
-  std::unordered_map<std::string, uint64_t> idempotency_;  // tenant/user/key -> job id
-  // By id. Guarded by tokens_mu_ (taken after mu_ where both are held), so that authenticating a
-  // request never waits for mu_ (held by scheduling cycles over the whole backlog).
-  mutable std::shared_mutex tokens_mu_;
-  std::map<std::string, store::TokenRecord> tokens_;
-  // Each configured user's tenant and role as they are now (guarded by tokens_mu_; rebuilt from
-  // config_.users under mu_ by RefreshUserIndexLocked whenever users change): authentication
-  // takes a token's tenant and role from here, so tokens follow their user.
-  std::unordered_map<std::string, std::pair<std::string, Role>> user_index_;
+  // Tokens and each configured user's tenant and role (its own lock, taken after mu_; users set
+  // from config_.users under mu_ by RefreshUserIndexLocked whenever users change).
+  TokenRegistry tokens_;
   std::vector<core::Nomination> nominations_;
-  uint64_t next_job_id_ = 1;
   // Budgets: GPU time (milli-GPU x ms) of closed usage records per tenant since the start of the
   // tenant's current period, and that period's start.
   std::map<std::string, std::pair<TimeMs, int64_t>> closed_usage_;
@@ -451,16 +378,8 @@ class ControlPlane : public node::ExecutionBackend {
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;
 
-  std::deque<ServerEvent> events_;
-  uint64_t event_seq_ = 0;
-  TimeMs down_detection_since_ = 0;  // nodes loaded from the store count as heard of then
-  DurationMs node_timeout_ms_ = 0;
+  EventLog events_;         // its own lock, taken after mu_
   TaskLimits task_limits_;  // set before serving; read without the lock
-  // CPU and memory each node's agent (or the built-in node) reported at registration: a node in
-  // the configuration that leaves them 0 has these (every task counts at least the minimums, so
-  // a node of 0 CPUs could run nothing).
-  std::map<std::string, std::pair<int64_t, int64_t>> reported_resources_;
-  std::string builtin_node_;  // --local-node ("": none)
   Stats stats_;
   ServerMetrics metrics_;
 };

@@ -22,52 +22,16 @@ using nlohmann::json;
 // --- Authentication and access --------------------------------------------------------------
 
 Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
-  std::string id;
-  std::string secret;
-  if (!ParseToken(bearer, &id, &secret)) {
-    return Status(StatusCode::kUnauthenticated, "missing or malformed bearer token");
-  }
-  const std::string hash = HashSecret(secret);
-  std::shared_lock<std::shared_mutex> lock(tokens_mu_);
-  auto it = tokens_.find(id);
-  if (it == tokens_.end() || it->second.revoked || !SecureEquals(it->second.hash_hex, hash) ||
-      (it->second.expires_at_ms > 0 && it->second.expires_at_ms < now_())) {
-    return Status(StatusCode::kUnauthenticated, "invalid, revoked or expired token");
-  }
-  Principal p;
-  p.user = it->second.user;
-  p.tenant = it->second.tenant;
-  p.role = ParseRole(it->second.role).value_or(Role::kViewer);
-  p.token_id = id;
-  p.node = it->second.node;
-  if (it->second.kind != "node" && p.user != "admin") {
-    // A user's token speaks for the user as the user is now: deleted, it stops working; moved to
-    // another tenant or given another role, it follows (never above the role it was made with).
-    auto u = user_index_.find(p.user);
-    if (u == user_index_.end()) {
-      return Status(StatusCode::kUnauthenticated,
-                    fmt::format("the user {} of this token no longer exists", p.user));
-    }
-    p.tenant = u->second.first;
-    p.role =
-        static_cast<Role>(std::max(static_cast<int>(p.role), static_cast<int>(u->second.second)));
-  }
-  return p;
-}
-
-std::string ControlPlane::TokenTenantLocked(const store::TokenRecord& r) const {
-  if (r.kind == "node") return r.tenant;
-  auto u = user_index_.find(r.user);
-  return u != user_index_.end() ? u->second.first : r.tenant;
+  return tokens_.Authenticate(bearer, now_());
 }
 
 void ControlPlane::RefreshUserIndexLocked() {
-  std::unordered_map<std::string, std::pair<std::string, Role>> index;
+  std::vector<TokenRegistry::User> users;
+  users.reserve(config_.users.size());
   for (const api::UserConfig& u : config_.users) {
-    index[u.name] = {u.tenant, ParseRole(u.role).value_or(Role::kViewer)};
+    users.push_back({u.name, u.tenant, ParseRole(u.role).value_or(Role::kViewer)});
   }
-  std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
-  user_index_ = std::move(index);
+  tokens_.SetUsers(users);
 }
 
 bool ControlPlane::CanReadTenantLocked(const Principal& p, const std::string& tenant) const {
@@ -177,7 +141,7 @@ json ControlPlane::QueueJsonLocked(size_t index) const {
   core::QuotaState usage(tree, compiled_->cluster.capacity());
   size_t pending = 0;
   size_t running = 0;
-  for (const auto& [id, entry] : active_) {
+  for (const auto& [id, entry] : jobs_.active) {
     const JobEntry& j = *entry;
     if (!j.holds_capacity() && j.state != JobState::kPending) continue;
     QueueId q;
@@ -339,7 +303,7 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
       if (!IsValidHostName(req.node)) {
         return InvalidArgument("node", fmt::format("'{}' is not a valid node name", req.node));
       }
-      if (req.node == builtin_node_) {
+      if (req.node == nodes_.builtin) {
         return InvalidArgument("node", fmt::format("{} is the server's built-in node "
                                                    "(--local-node); no agent may register it",
                                                    req.node));
@@ -361,10 +325,7 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
     rec.node = req.node;
     rec.created_at_ms = now_();
     if (req.expires_in_ms > 0) rec.expires_at_ms = rec.created_at_ms + req.expires_in_ms;
-    {
-      std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
-      tokens_[rec.id] = rec;
-    }
+    tokens_.Put(rec);
     store::WriteBatch b;
     b.PutToken(rec);
     b.AppendAudit({0, now_(), p.user, "token.create", "user/" + user, "ok", "{}", p.token_id});
@@ -383,7 +344,7 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
 
 namespace {
 
-// `tenant`: the token's tenant now (ControlPlane::TokenTenantLocked).
+// `tenant`: the token's tenant now (TokenRegistry::Entry).
 json TokenToJson(const store::TokenRecord& r, const std::string& tenant, TimeMs now) {
   json j = {{"id", r.id},
             {"user", r.user},
@@ -410,11 +371,10 @@ bool MaySeeToken(const Principal& p, const store::TokenRecord& r, const std::str
 Result<json> ControlPlane::ListTokens(const Principal& p) {
   if (p.role == Role::kNode) return Forbidden("nodes may not list tokens");
   const TimeMs now = now_();
-  std::shared_lock<std::shared_mutex> lock(tokens_mu_);
   json items = json::array();
-  for (const auto& [id, r] : tokens_) {
-    const std::string tenant = TokenTenantLocked(r);
-    if (MaySeeToken(p, r, tenant)) items.push_back(TokenToJson(r, tenant, now));
+  for (const TokenRegistry::Entry& e : tokens_.List(
+           [&](const TokenRegistry::Entry& t) { return MaySeeToken(p, t.record, t.tenant); })) {
+    items.push_back(TokenToJson(e.record, e.tenant, now));
   }
   return json{{"items", items}};
 }
@@ -426,16 +386,14 @@ Result<json> ControlPlane::RevokeToken(const Principal& p, const std::string& id
   std::string tenant;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::unique_lock<std::shared_mutex> tokens(tokens_mu_);
-    auto it = tokens_.find(id);
-    if (it != tokens_.end()) tenant = TokenTenantLocked(it->second);
+    const std::optional<TokenRegistry::Entry> found = tokens_.Find(id);
     // Tokens the caller may not see do not exist for it (the same answer as for unknown ones).
-    if (it == tokens_.end() || !MaySeeToken(p, it->second, tenant)) {
-      if (it != tokens_.end()) Audit(p, "token.revoke", "token/" + id, "denied: not the caller's");
+    if (!found || !MaySeeToken(p, found->record, found->tenant)) {
+      if (found) Audit(p, "token.revoke", "token/" + id, "denied: not the caller's");
       return NotFoundError(fmt::format("token {} not found", id));
     }
-    it->second.revoked = true;
-    rec = it->second;
+    tenant = found->tenant;
+    rec = tokens_.Revoke(id).value_or(found->record);
     store::WriteBatch b;
     b.PutToken(rec);
     b.AppendAudit({0, now_(), p.user, "token.revoke", "token/" + id, "ok", "{}", p.token_id});
@@ -466,7 +424,7 @@ Result<json> ControlPlane::ListNodes(const Principal& p) {
   if (p.role == Role::kNode) return Forbidden("nodes may not list nodes");
   std::lock_guard<std::mutex> lock(mu_);
   json items = json::array();
-  for (const auto& [name, e] : nodes_) {
+  for (const auto& [name, e] : nodes_.all) {
     json n = NodeToJson(e.node);
     n["source"] = e.from_config ? "config" : "agent";
     n["last_heartbeat"] = TimeJson(e.last_heartbeat);
@@ -479,13 +437,13 @@ Result<json> ControlPlane::ListNodes(const Principal& p) {
 Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read nodes");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
+  auto it = nodes_.all.find(name);
+  if (it == nodes_.all.end()) return NotFoundError(fmt::format("node {} not found", name));
   json n = NodeToJson(it->second.node);
   n["source"] = it->second.from_config ? "config" : "agent";
   if (!it->second.status.is_null()) n["status"] = it->second.status;
   json jobs = json::array();
-  for (const auto& [id, entry] : active_) {
+  for (const auto& [id, entry] : jobs_.active) {
     const JobEntry& j = *entry;
     if (!HoldsResources(j.state)) continue;
     for (const PlacedTask& t : j.placement) {
@@ -503,8 +461,8 @@ Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& nam
   json out;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = nodes_.find(name);
-    if (it == nodes_.end()) return NotFoundError(fmt::format("node {} not found", name));
+    auto it = nodes_.all.find(name);
+    if (it == nodes_.all.end()) return NotFoundError(fmt::format("node {} not found", name));
     NodeState to;
     if (action == "cordon") {
       to = NodeState::kCordoned;

@@ -23,6 +23,22 @@ std::string HostPort(const std::string& host, int32_t port) {
 
 using TaskKey = std::tuple<uint64_t, int32_t, uint64_t>;  // job, task, attempt
 
+// The running tasks of `active` on GPU `index` of `node` (lost when it turns unhealthy).
+void TasksOnGpu(const std::map<uint64_t, JobEntry*>& active, const std::string& node, int32_t index,
+                std::vector<TaskKey>* out) {
+  for (const auto& [id, entry] : active) {
+    const JobEntry& j = *entry;
+    if (!j.holds_capacity()) continue;
+    for (size_t t = 0; t < j.placement.size(); ++t) {
+      const auto& idx = j.placement[t].gpu_indices;
+      if (j.placement[t].node == node && t < j.task_state.size() && j.task_state[t] != 2 &&
+          std::find(idx.begin(), idx.end(), index) != idx.end()) {
+        out->emplace_back(id, static_cast<int32_t>(t), j.attempt);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Status ControlPlane::CheckNodeToken(const Principal& p, const std::string& node) const {
@@ -50,7 +66,7 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
   json out;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!builtin_node_.empty() && r.node.name == builtin_node_) {
+    if (!nodes_.builtin.empty() && r.node.name == nodes_.builtin) {
       return Forbidden(fmt::format(
           "node {} is the server's built-in node (--local-node); no agent may register it",
           r.node.name));
@@ -83,9 +99,9 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
     }
     ARBITER_RETURN_IF_ERROR(ValidateNode(r.node, ""));
     const TimeMs now = now_();
-    auto it = nodes_.find(r.node.name);
-    const bool existed = it != nodes_.end();
-    NodeEntry& e = nodes_[r.node.name];
+    auto it = nodes_.all.find(r.node.name);
+    const bool existed = it != nodes_.all.end();
+    NodeEntry& e = nodes_.all[r.node.name];
     const json before = existed ? NodeJson(e.node) : json();
     const NodeState old_state = existed ? e.node.state : NodeState::kReady;
     NodeState state = old_state;
@@ -129,10 +145,24 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
     }
     out = {{"name", e.node.name},
            {"state", std::string(NodeStateName(state))},
-           {"node_timeout_ms", node_timeout_ms_}};
+           {"node_timeout_ms", nodes_.timeout_ms}};
   }
   if (done.valid()) ARBITER_RETURN_IF_ERROR(done.get());
   return out;
+}
+
+void ControlPlane::ApplyTaskReport(const TaskReport& r) {
+  switch (r.event) {
+    case TaskEvent::kStarted:
+      ReportTaskStarted(r.job, r.task, r.attempt);
+      break;
+    case TaskEvent::kExited:
+      ReportTaskExited(r.job, r.task, r.attempt, r.exit_code, r.timed_out);
+      break;
+    case TaskEvent::kLost:
+      ReportTaskLost(r.job, r.task, r.attempt);
+      break;
+  }
 }
 
 Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& hb) {
@@ -143,8 +173,8 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = nodes_.find(hb.node);
-    if (it == nodes_.end() || !it->second.agent_session ||
+    auto it = nodes_.all.find(hb.node);
+    if (it == nodes_.all.end() || !it->second.agent_session ||
         it->second.agent_instance != hb.instance) {
       return FailedPrecondition(fmt::format(
           "node {} has no session for this agent (the server restarted, or another agent "
@@ -172,18 +202,7 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
         changed = true;
         reason = fmt::format("GPU {} is {}{}", g.index, g.healthy ? "healthy again" : "unhealthy",
                              g.health_reason.empty() ? "" : ": " + g.health_reason);
-        if (g.healthy) continue;
-        for (const auto& [id, entry] : active_) {
-          const JobEntry& j = *entry;
-          if (!j.holds_capacity()) continue;
-          for (size_t t = 0; t < j.placement.size(); ++t) {
-            const auto& idx = j.placement[t].gpu_indices;
-            if (j.placement[t].node == hb.node && t < j.task_state.size() && j.task_state[t] != 2 &&
-                std::find(idx.begin(), idx.end(), g.index) != idx.end()) {
-              lost.emplace_back(id, static_cast<int32_t>(t), j.attempt);
-            }
-          }
-        }
+        if (!g.healthy) TasksOnGpu(jobs_.active, hb.node, g.index, &lost);
       }
     }
     if (e.status.is_object()) {
@@ -206,8 +225,8 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
     for (const TaskReport& r : hb.reports) {
       max_seq = std::max(max_seq, r.seq);
       if (r.seq != 0 && r.seq <= e.acked_seq) continue;
-      auto j = jobs_.find(r.job);
-      if (j == jobs_.end() || r.task < 0) continue;
+      auto j = jobs_.all.find(r.job);
+      if (j == jobs_.all.end() || r.task < 0) continue;
       const auto t = static_cast<size_t>(r.task);
       if (t >= j->second.placement.size() || j->second.placement[t].node != hb.node ||
           r.attempt != j->second.attempt) {
@@ -217,35 +236,23 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
     }
   }
   if (done.valid()) ARBITER_RETURN_IF_ERROR(done.get());
-  for (const TaskReport& r : reports) {
-    switch (r.event) {
-      case TaskEvent::kStarted:
-        ReportTaskStarted(r.job, r.task, r.attempt);
-        break;
-      case TaskEvent::kExited:
-        ReportTaskExited(r.job, r.task, r.attempt, r.exit_code, r.timed_out);
-        break;
-      case TaskEvent::kLost:
-        ReportTaskLost(r.job, r.task, r.attempt);
-        break;
-    }
-  }
+  for (const TaskReport& r : reports) ApplyTaskReport(r);
   for (const auto& [job, task, attempt] : lost) ReportTaskLost(job, task, attempt);
   // The version first: a change after it makes the agent's watch return, even if the
   // assignments below already include it.
   uint64_t version = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = nodes_.find(hb.node);
-    if (it != nodes_.end()) version = it->second.assign_version;
+    auto it = nodes_.all.find(hb.node);
+    if (it != nodes_.all.end()) version = it->second.assign_version;
   }
   std::vector<TaskAssignment> assignments = AssignmentsFor(hb.node);
   json items = json::array();
   uint64_t acked = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = nodes_.find(hb.node);
-    if (it != nodes_.end() && it->second.agent_instance == hb.instance) {
+    auto it = nodes_.all.find(hb.node);
+    if (it != nodes_.all.end() && it->second.agent_instance == hb.instance) {
       it->second.acked_seq = std::max(it->second.acked_seq, max_seq);
       acked = it->second.acked_seq;
     }
@@ -263,17 +270,17 @@ std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
   {
     std::lock_guard<std::mutex> lock(mu_);
     const TimeMs now = now_();
-    if (down_detection_since_ == 0) down_detection_since_ = now;
+    if (nodes_.down_detection_since == 0) nodes_.down_detection_since = now;
     store::WriteBatch b;
-    for (auto& [name, e] : nodes_) {
+    for (auto& [name, e] : nodes_.all) {
       if (name == builtin || (e.from_config && !e.agent_session)) continue;
       if (e.node.state == NodeState::kDown) continue;
       // Nodes loaded from the store were last heard of when this server started, and have the
       // reconnect window to come back (an agent whose retries have backed off takes a while).
-      TimeMs heard = std::max(e.last_heartbeat, down_detection_since_);
+      TimeMs heard = std::max(e.last_heartbeat, nodes_.down_detection_since);
       if (!e.agent_session) {
-        heard = std::max(
-            heard, down_detection_since_ + std::max<DurationMs>(0, reconnect_window - timeout));
+        heard = std::max(heard, nodes_.down_detection_since +
+                                    std::max<DurationMs>(0, reconnect_window - timeout));
       }
       if (now - heard <= timeout) continue;
       e.state_before_down = e.node.state;
@@ -283,7 +290,7 @@ std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
       const std::string reason = fmt::format("no heartbeat for {} ms", now - heard);
       b.PutNode({name, NodeJson(e.node).dump(), "down", now});
       PushEventLocked("node", {{"name", name}, {"state", "down"}, {"reason", reason}});
-      for (const auto& [id, entry] : active_) {
+      for (const auto& [id, entry] : jobs_.active) {
         const JobEntry& j = *entry;
         if (!j.holds_capacity()) continue;
         for (size_t t = 0; t < j.placement.size(); ++t) {
@@ -303,8 +310,8 @@ std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
 Result<LogSource> ControlPlane::JobLogSource(const Principal& p, uint64_t id, int32_t task) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+  auto it = jobs_.all.find(id);
+  if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
     return NotFound(fmt::format("job {} not found", id));
   }
   const JobEntry& j = it->second;
@@ -325,8 +332,8 @@ Result<LogSource> ControlPlane::JobLogSource(const Principal& p, uint64_t id, in
   src.attempt = j.attempt;
   src.running = j.holds_capacity() && t < j.placement.size() && t < j.task_state.size() &&
                 j.task_state[t] != 2;
-  auto n = nodes_.find(src.node);
-  if (n != nodes_.end() && !n->second.log_url.empty()) {
+  auto n = nodes_.all.find(src.node);
+  if (n != nodes_.all.end() && !n->second.log_url.empty()) {
     src.agent_url = n->second.log_url;
     src.agent_token = n->second.log_token;
   }

@@ -32,7 +32,7 @@ std::vector<ControlPlane::AffectedJob> ControlPlane::AffectedJobsLocked(
   for (const PriorityClass& pc : desired.priority_classes) classes.insert(pc.name);
   for (const Node& n : desired.nodes) nodes.insert(n.name);
   std::vector<AffectedJob> out;
-  for (const auto& [id, entry] : active_) {
+  for (const auto& [id, entry] : jobs_.active) {
     const JobEntry& j = *entry;
     if (IsFinal(j.state)) continue;  // stopping ones hold on until their nodes report them gone
     std::string because;
@@ -44,8 +44,8 @@ std::vector<ControlPlane::AffectedJob> ControlPlane::AffectedJobsLocked(
       because = fmt::format("priority class '{}' is deleted", j.spec.priority_class);
     } else {
       for (const PlacedTask& t : j.placement) {
-        auto nit = nodes_.find(t.node);
-        if (nit != nodes_.end() && nit->second.from_config && !nodes.contains(t.node)) {
+        auto nit = nodes_.all.find(t.node);
+        if (nit != nodes_.all.end() && nit->second.from_config && !nodes.contains(t.node)) {
           because = fmt::format("node '{}' is deleted", t.node);
           break;
         }
@@ -84,10 +84,10 @@ Result<ControlPlane::ConfigApplied> ControlPlane::ApplyConfig(const Principal& p
     api::ClusterConfig old = config_;
     auto old_nodes = nodes_;
     config_ = c;
-    for (auto it = nodes_.begin(); it != nodes_.end();) {
-      it = it->second.from_config ? nodes_.erase(it) : std::next(it);
+    for (auto it = nodes_.all.begin(); it != nodes_.all.end();) {
+      it = it->second.from_config ? nodes_.all.erase(it) : std::next(it);
     }
-    for (const Node& n : config_.nodes) nodes_[n.name] = NodeEntry{n, true, 0};
+    for (const Node& n : config_.nodes) nodes_.all[n.name] = NodeEntry{n, true, 0};
     Status st = CompileLocked();
     if (st.ok() && !dry_run && !prune && !affected.empty()) {
       std::string ids;
@@ -121,8 +121,8 @@ Result<ControlPlane::ConfigApplied> ControlPlane::ApplyConfig(const Principal& p
     RefreshUserIndexLocked();
     // Pruned: the jobs the configuration leaves behind are cancelled, saying why.
     for (const AffectedJob& a : affected) {
-      auto it = jobs_.find(a.id);
-      if (it == jobs_.end()) continue;
+      auto it = jobs_.all.find(a.id);
+      if (it == jobs_.all.end()) continue;
       JobEntry& j = it->second;
       if (StopJobLocked(j, JobState::kCancelled,
                         fmt::format("cancelled by {}: {} by the configuration", p.user, a.because),

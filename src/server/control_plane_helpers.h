@@ -11,7 +11,6 @@
 
 namespace arbiter::server {
 
-inline constexpr size_t kMaxEvents = 10000;  // kept in memory for the SSE stream
 inline constexpr const char* kConfigKey = "config.yaml";
 
 inline Status Forbidden(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }

@@ -154,7 +154,7 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
   CountTransitionLocked(j, from, to, j.updated_at);
   j.state = to;
   j.reason = reason;
-  active_.emplace(j.spec.id.value(), &j);
+  jobs_.active.emplace(j.spec.id.value(), &j);
   j.updated_at = now_();
   b->PutJob(JobRecordLocked(j));
   b->AppendJobEvent({0, j.spec.id.value(), j.updated_at, std::string(JobStateName(from)),
@@ -262,9 +262,9 @@ Status ControlPlane::CheckReplayLocked(const std::string& tenant, const std::str
                                        const std::string& idem_key, const std::string& digest,
                                        const std::string& what) const {
   if (idem_key.empty()) return Status::Ok();
-  auto it = idempotency_.find(tenant + "/" + user + "/" + idem_key);
-  if (it == idempotency_.end()) return Status::Ok();
-  const JobEntry& j = jobs_.at(it->second);
+  auto it = jobs_.by_key.find(tenant + "/" + user + "/" + idem_key);
+  if (it == jobs_.by_key.end()) return Status::Ok();
+  const JobEntry& j = jobs_.all.at(it->second);
   if (j.request_digest.empty() || j.request_digest == digest) return Status::Ok();
   return Status(StatusCode::kUnprocessable,
                 fmt::format("Idempotency-Key {} already made job {} from a different submission{}; "
@@ -279,10 +279,10 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
                                     store::WriteBatch* b, bool* created) {
   const std::string tenant = spec.tenant;
   if (!idem_key.empty()) {
-    auto it = idempotency_.find(tenant + "/" + p.user + "/" + idem_key);
-    if (it != idempotency_.end()) return it->second;
+    auto it = jobs_.by_key.find(tenant + "/" + p.user + "/" + idem_key);
+    if (it != jobs_.by_key.end()) return it->second;
   }
-  spec.id = JobId(next_job_id_++);
+  spec.id = JobId(jobs_.next_id++);
   spec.submit_time = now_();
   JobEntry j;
   j.spec = std::move(spec);
@@ -292,9 +292,9 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   j.updated_at = j.spec.submit_time;
   j.reason = "submitted";
   const uint64_t id = j.spec.id.value();
-  if (!idem_key.empty()) idempotency_[tenant + "/" + p.user + "/" + idem_key] = id;
-  auto& entry = jobs_.emplace(id, std::move(j)).first->second;
-  active_.emplace(id, &entry);
+  if (!idem_key.empty()) jobs_.by_key[tenant + "/" + p.user + "/" + idem_key] = id;
+  auto& entry = jobs_.all.emplace(id, std::move(j)).first->second;
+  jobs_.active.emplace(id, &entry);
   metrics_.JobSubmitted(tenant, entry.spec.queue);
   b->PutJob(JobRecordLocked(entry));
   b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
@@ -324,7 +324,7 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobS
     store::WriteBatch b;
     b.Reserve(3);  // the job, its first event, the audit record
     out.id = AddJobLocked(p, std::move(spec), std::move(spec_json), idem_key, digest, &b, &added);
-    out.body = JobTextLocked(jobs_.at(out.id), p);
+    out.body = JobTextLocked(jobs_.all.at(out.id), p);
     done = store_->WriteAsync(std::move(b));  // empty (a barrier) for a repeated key
     if (added && wake_scheduler_) wake_scheduler_();
   }
@@ -368,7 +368,7 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
       const uint64_t id = AddJobLocked(p, std::move(specs[i]), std::move(texts[i]), key_of(i),
                                        digests[i], &b, &added);
       if (i > 0) items += ',';
-      items += JobTextLocked(jobs_.at(id), p);
+      items += JobTextLocked(jobs_.all.at(id), p);
       any = any || added;
     }
     done = store_->WriteAsync(std::move(b));
@@ -383,8 +383,8 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
 Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+  auto it = jobs_.all.find(id);
+  if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
     return NotFoundError(fmt::format("job {} not found", id));
   }
   return JobJsonLocked(it->second, p);
@@ -397,7 +397,7 @@ Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& 
   size_t items = 0;
   uint64_t last = 0;
   bool more = false;
-  for (auto it = jobs_.upper_bound(f.after_id); it != jobs_.end(); ++it) {
+  for (auto it = jobs_.all.upper_bound(f.after_id); it != jobs_.all.end(); ++it) {
     const JobEntry& j = it->second;
     if (!CanReadTenantLocked(p, j.spec.tenant)) continue;
     if (!f.tenant.empty() && j.spec.tenant != f.tenant) continue;
@@ -423,10 +423,10 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
   json out;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(id);
-    if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    auto it = jobs_.all.find(id);
+    if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
       // Another tenant's job looks missing to the caller; the audit log says what it was.
-      if (it != jobs_.end()) {
+      if (it != jobs_.all.end()) {
         Audit(p, fmt::format("job.{}", action), fmt::format("job/{}", id),
               "denied: another tenant's job");
       }
@@ -500,8 +500,8 @@ bool ControlPlane::StopJobLocked(JobEntry& j, JobState to, std::string reason,
 void ControlPlane::PublishStops(const std::vector<uint64_t>& ids) {
   std::lock_guard<std::mutex> lock(mu_);
   for (uint64_t id : ids) {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end() || !it->second.stop_unpublished) continue;
+    auto it = jobs_.all.find(id);
+    if (it == jobs_.all.end() || !it->second.stop_unpublished) continue;
     it->second.stop_unpublished = false;
     TouchNodesLocked(it->second);
   }
@@ -511,8 +511,8 @@ Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(id);
-    if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    auto it = jobs_.all.find(id);
+    if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
       return NotFoundError(fmt::format("job {} not found", id));
     }
   }
@@ -534,8 +534,8 @@ Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
 Result<json> ControlPlane::WhyPending(const Principal& p, uint64_t id) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+  auto it = jobs_.all.find(id);
+  if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
     return NotFoundError(fmt::format("job {} not found", id));
   }
   const JobEntry& j = it->second;

@@ -46,7 +46,7 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
   // 1. GPUs per node and model: capacity, health, and the agent's telemetry.
   std::map<std::pair<std::string, std::string>, MetricsSnapshot::GpuGroup> groups;
   std::map<std::pair<std::string, int32_t>, const Gpu*> gpu_at;  // (node, CUDA index)
-  for (const auto& [name, e] : nodes_) {
+  for (const auto& [name, e] : nodes_.all) {
     out.nodes.push_back({name, std::string(NodeStateName(e.node.state))});
     for (const Gpu& g : e.node.gpus) {
       gpu_at[{name, g.index}] = &g;
@@ -73,7 +73,7 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
     }
   }
   // 2. What placed jobs hold: a whole GPU holds all its memory, a fraction the memory it asked.
-  for (const auto& [id, entry] : active_) {
+  for (const auto& [id, entry] : jobs_.active) {
     const JobEntry& j = *entry;
     if (!j.holds_capacity()) continue;
     for (const PlacedTask& t : j.placement) {
@@ -97,7 +97,7 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
   const core::QuotaTree& tree = compiled_->tree;
   core::QuotaState usage(tree, compiled_->cluster.capacity());
   std::map<std::string, std::map<std::string, int64_t>> jobs_by_queue;
-  for (const auto& [id, entry] : active_) {
+  for (const auto& [id, entry] : jobs_.active) {
     const JobEntry& j = *entry;
     if (!IsFinal(j.state)) ++jobs_by_queue[j.spec.queue][std::string(JobStateName(j.state))];
     QueueId q;

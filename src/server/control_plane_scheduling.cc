@@ -102,16 +102,16 @@ void ControlPlane::MarkDecisionsDurable(const core::CycleResult& result) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const core::Admission& a : result.admissions) {
-      auto it = jobs_.find(a.job.value());
-      if (it == jobs_.end() || it->second.dispatchable) continue;
+      auto it = jobs_.all.find(a.job.value());
+      if (it == jobs_.all.end() || it->second.dispatchable) continue;
       it->second.dispatchable = true;
       TouchNodesLocked(it->second);
     }
     // Likewise the preemptions: victims stop only once their preemption is durable.
     for (const core::PreemptionDecision& d : result.preemptions) {
       for (JobId v : d.victims) {
-        auto it = jobs_.find(v.value());
-        if (it == jobs_.end() || !it->second.stop_unpublished) continue;
+        auto it = jobs_.all.find(v.value());
+        if (it == jobs_.all.end() || !it->second.stop_unpublished) continue;
         it->second.stop_unpublished = false;
         TouchNodesLocked(it->second);
       }
@@ -139,11 +139,11 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     const core::Cluster& cluster = compiled->cluster;
     const core::QuotaTree& tree = compiled->tree;
     store::WriteBatch b;
-    for (auto at = active_.begin(); at != active_.end();) {
+    for (auto at = jobs_.active.begin(); at != jobs_.active.end();) {
       const uint64_t id = at->first;
       JobEntry& j = *at->second;
       if (IsFinal(j.state) && !j.stopping) {
-        at = active_.erase(at);  // finished for good: later cycles pass it by
+        at = jobs_.active.erase(at);  // finished for good: later cycles pass it by
         continue;
       }
       ++at;
@@ -218,8 +218,8 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
   const core::Cluster& cluster = *in.cluster;
   const core::QuotaTree& tree = *in.tree;
   for (const core::Admission& a : r.admissions) {
-    auto it = jobs_.find(a.job.value());
-    if (it == jobs_.end() || it->second.state != JobState::kPending) continue;
+    auto it = jobs_.all.find(a.job.value());
+    if (it == jobs_.all.end() || it->second.state != JobState::kPending) continue;
     JobEntry& j = it->second;
     j.placement.clear();
     for (const core::TaskPlacement& t : a.tasks) {
@@ -255,8 +255,8 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
     std::vector<std::string> victim_queues;
     for (QueueId q : d.victim_queues) victim_queues.push_back(tree.node(q).name);
     for (JobId v : d.victims) {
-      auto it = jobs_.find(v.value());
-      if (it == jobs_.end() || !HoldsResources(it->second.state)) continue;
+      auto it = jobs_.all.find(v.value());
+      if (it == jobs_.all.end() || !HoldsResources(it->second.state)) continue;
       it->second.stopping = true;
       it->second.stop_cause = "preempt";
       it->second.stop_unpublished = true;
@@ -267,8 +267,8 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
       metrics_.JobPreempted(it->second.spec.tenant, it->second.spec.queue,
                             core::PreemptionReasonName(d.reason));
     }
-    auto p = jobs_.find(d.preemptor.value());
-    if (p != jobs_.end()) {
+    auto p = jobs_.all.find(d.preemptor.value());
+    if (p != jobs_.all.end()) {
       for (const std::string& q : victim_queues) {
         if (std::find(p->second.preempted_queues.begin(), p->second.preempted_queues.end(), q) ==
             p->second.preempted_queues.end()) {
@@ -281,12 +281,12 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
   for (JobId id : r.finished_nominations) {
     std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == id; });
   }
-  // A verdict for each pending job: found by binary search in the input's ids, not in jobs_.
+  // A verdict for each pending job: found by binary search in the input's ids, not in jobs_.all.
   for (core::Verdict& v : r.verdicts) {
     const auto at = std::lower_bound(pending_ids.begin(), pending_ids.end(), v.job.value());
     if (at != pending_ids.end() && *at == v.job.value()) {
       pending_entries[static_cast<size_t>(at - pending_ids.begin())]->verdict = std::move(v);
-    } else if (auto it = jobs_.find(v.job.value()); it != jobs_.end()) {
+    } else if (auto it = jobs_.all.find(v.job.value()); it != jobs_.all.end()) {
       it->second.verdict = std::move(v);
     }
   }
@@ -299,8 +299,8 @@ void ControlPlane::SetNodeTelemetry(const std::string& node, const std::string& 
   json telemetry = json::array();
   for (const GpuTelemetry& g : gpus) telemetry.push_back(api::GpuTelemetryToJson(g));
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return;
+  auto it = nodes_.all.find(node);
+  if (it == nodes_.all.end()) return;
   NodeEntry& e = it->second;
   if (!e.status.is_object()) e.status = json::object();
   e.status["gpu_discovery"] = discovery;
@@ -312,14 +312,14 @@ void ControlPlane::SetNodeTelemetry(const std::string& node, const std::string& 
 void ControlPlane::SetNodeStatus(const std::string& node, const std::string& key,
                                  const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return;
+  auto it = nodes_.all.find(node);
+  if (it == nodes_.all.end()) return;
   if (!it->second.status.is_object()) it->second.status = json::object();
   it->second.status[key] = value;
 }
 
 void ControlPlane::NoteReportedResourcesLocked(const Node& reported) {
-  auto& r = reported_resources_[reported.name];
+  auto& r = nodes_.reported[reported.name];
   const std::pair<int64_t, int64_t> now{reported.cpu_milli, reported.memory_mib};
   if (r != now) {
     r = now;
@@ -335,7 +335,7 @@ void ControlPlane::SetTaskLimits(const TaskLimits& limits) {
 
 void ControlPlane::SetNodeTimeout(DurationMs ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  node_timeout_ms_ = ms;
+  nodes_.timeout_ms = ms;
 }
 
 bool ControlPlane::HasGpuModel(const std::string& name) const {
@@ -346,7 +346,7 @@ bool ControlPlane::HasGpuModel(const std::string& name) const {
 
 void ControlPlane::SetBuiltinNode(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  builtin_node_ = name;
+  nodes_.builtin = name;
 }
 
 Status ControlPlane::RegisterNode(const Node& node, const std::string& address) {
@@ -354,9 +354,9 @@ Status ControlPlane::RegisterNode(const Node& node, const std::string& address) 
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    builtin_node_ = node.name;
-    auto it = nodes_.find(node.name);
-    if (it != nodes_.end() && it->second.from_config) {
+    nodes_.builtin = node.name;
+    auto it = nodes_.all.find(node.name);
+    if (it != nodes_.all.end() && it->second.from_config) {
       it->second.last_heartbeat = now_();
       it->second.address = address;
       NoteReportedResourcesLocked(node);
@@ -364,11 +364,11 @@ Status ControlPlane::RegisterNode(const Node& node, const std::string& address) 
     }
     NodeEntry e{node, false, now_()};
     e.address = address;
-    if (it != nodes_.end()) e.status = it->second.status;
-    if (it != nodes_.end() && it->second.node.state != NodeState::kDown) {
+    if (it != nodes_.all.end()) e.status = it->second.status;
+    if (it != nodes_.all.end() && it->second.node.state != NodeState::kDown) {
       e.node.state = it->second.node.state;  // keep cordoned/draining
     }
-    nodes_[node.name] = e;
+    nodes_.all[node.name] = e;
     dirty_ = true;
     store::WriteBatch b;
     b.PutNode(
@@ -382,11 +382,11 @@ Status ControlPlane::RegisterNode(const Node& node, const std::string& address) 
 std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<TaskAssignment> out;
-  for (auto at = placed_.begin(); at != placed_.end();) {
+  for (auto at = jobs_.placed.begin(); at != jobs_.placed.end();) {
     const uint64_t id = at->first;
     const JobEntry& j = *at->second;
     if (!j.holds_capacity() || j.placement.empty()) {
-      at = placed_.erase(at);  // released: no node has work for it any more
+      at = jobs_.placed.erase(at);  // released: no node has work for it any more
       continue;
     }
     ++at;
@@ -417,7 +417,8 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
       a.master_node = j.placement[0].node;
       // One MASTER_ADDR for every rank: the address of the first task's node as its agent (or
       // the built-in node) gave it, else its name.
-      if (auto m = nodes_.find(a.master_node); m != nodes_.end() && !m->second.address.empty()) {
+      if (auto m = nodes_.all.find(a.master_node);
+          m != nodes_.all.end() && !m->second.address.empty()) {
         a.master_addr = m->second.address;
       }
       a.started = t < j.task_state.size() && j.task_state[t] == 1;
@@ -431,8 +432,8 @@ void ControlPlane::ReportTaskStarted(uint64_t job, int32_t task, uint64_t attemp
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(job);
-    if (it == jobs_.end()) return;
+    auto it = jobs_.all.find(job);
+    if (it == jobs_.all.end()) return;
     JobEntry& j = it->second;
     if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
     if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] != 0) return;  // applied
@@ -459,8 +460,8 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt
   std::shared_future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(job);
-    if (it == jobs_.end()) return;
+    auto it = jobs_.all.find(job);
+    if (it == jobs_.all.end()) return;
     JobEntry& j = it->second;
     if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
     if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied
@@ -517,7 +518,7 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
     }
     // Plus what running jobs have held so far in this period.
     int64_t used = closed.second;
-    for (const auto& [jid, entry] : active_) {
+    for (const auto& [jid, entry] : jobs_.active) {
       const JobEntry& j = *entry;
       if (j.spec.tenant != t.name || !j.holds_capacity()) continue;
       const TimeMs held = j.held_since > 0   ? j.held_since
@@ -542,8 +543,8 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
 void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(job);
-    if (it == jobs_.end()) return;
+    auto it = jobs_.all.find(job);
+    if (it == jobs_.all.end()) return;
     JobEntry& j = it->second;
     if (task < 0 || static_cast<size_t>(task) >= j.task_state.size()) return;
     if (attempt != j.attempt || j.task_state[static_cast<size_t>(task)] == 2) return;  // applied

@@ -147,7 +147,7 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
       int32_t milli;
     };
     std::map<std::pair<std::string, int32_t>, std::vector<Holder>> held;
-    for (const auto& [id, entry] : active_) {
+    for (const auto& [id, entry] : jobs_.active) {
       const JobEntry& j = *entry;
       if (!j.holds_capacity()) continue;
       for (const PlacedTask& t : j.placement) {
@@ -163,7 +163,7 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
     std::vector<NodeFree> ready;
     std::map<std::pair<std::string, int32_t>, int32_t> util;  // by (node, index), percent
     store::WriteBatch b;
-    for (const auto& [name, e] : nodes_) {
+    for (const auto& [name, e] : nodes_.all) {
       if (e.node.state == NodeState::kDown) continue;
       const bool fresh = e.last_heartbeat >= now - 2 * std::max<DurationMs>(interval, 10'000);
       if (fresh && e.status.is_object()) {
@@ -203,12 +203,12 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
       if (nf.total_free > 0) ready.push_back(std::move(nf));
     }
     // 3. Running work by (tenant, queue, user, type, model).
-    json running_json = RunningWork(active_, util);
+    json running_json = RunningWork(jobs_.active, util);
     // 4. The backlog, and why each waiting job did not use the free GPUs; 5. fragmentation.
     json queues = json::object();
     std::map<std::string, int64_t> by_reason;
     int64_t waiting = 0;
-    const int64_t fragmented = Backlog(active_, ready, free, &queues, &by_reason, &waiting);
+    const int64_t fragmented = Backlog(jobs_.active, ready, free, &queues, &by_reason, &waiting);
     json data = {{"gpus_total", total},
                  {"gpus_allocated", allocated},
                  {"gpus_busy", busy ? json(*busy) : json(nullptr)},
@@ -239,7 +239,7 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
   {
     std::lock_guard<std::mutex> lock(mu_);
     in.now_ms = now_();
-    for (const auto& [id, j] : jobs_) {
+    for (const auto& [id, j] : jobs_.all) {
       reports::JobInfo info{
           j.spec.tenant, j.spec.queue,
           j.spec.user,   std::string(JobTypeName(j.spec.type)),

@@ -104,6 +104,102 @@ nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
           {"runs", per_run}};
 }
 
+namespace {
+
+report::Section SummarySection(const std::vector<nlohmann::json>& results, int target_pct,
+                               double cluster_gpus) {
+  report::Section s;
+  s.title = "Summary";
+  report::Table t;
+  t.columns = {"policy",
+               "GPU alloc % at 100% demand",
+               fmt::format("GPU alloc % at {}%", target_pct),
+               "unallocated GPUs at the end",
+               "fragmentation % at 0",
+               "tasks placed (mean)",
+               "s per seed"};
+  for (const nlohmann::json& res : results) {
+    const nlohmann::json& curve = res["curve"];
+    const double end = curve.empty() ? 0.0 : curve.back()["alloc_pct"].get<double>();
+    double placed = 0;
+    double tasks = 0;
+    for (const nlohmann::json& run : res["runs"]) {
+      placed += run["placed"].get<double>();
+      tasks += run["tasks"].get<double>();
+    }
+    const auto n = static_cast<double>(std::max<size_t>(1, res["runs"].size()));
+    t.rows.push_back({res["policy"].get<std::string>(), FormatOrDash(res["alloc_pct_at_100"]),
+                      curve.empty() ? "-" : fmt::format("{:.2f}", end),
+                      fmt::format("{:.0f}", (100.0 - end) / 100.0 * cluster_gpus),
+                      FormatOrDash(res["frag_pct_at_0"]),
+                      fmt::format("{:.0f} of {:.0f}", placed / n, tasks / n),
+                      fmt::format("{:.2f}", res["seconds_per_seed"].get<double>())});
+  }
+  s.tables.push_back(std::move(t));
+  return s;
+}
+
+// One line per policy: `key` of its mean curve against demand, from `from_pct` on.
+report::LineChart CurveChart(const std::vector<nlohmann::json>& results,
+                             const std::string& demand_label, const std::string& title,
+                             const char* key, const std::string& y_label, int from_pct) {
+  report::LineChart c;
+  c.title = title;
+  c.x_label = demand_label;
+  c.y_label = y_label;
+  for (const nlohmann::json& res : results) {
+    report::Series series{res["policy"].get<std::string>(), {}};
+    for (const nlohmann::json& p : res["curve"]) {
+      const int d = p["demand_pct"].get<int>();
+      if (d >= from_pct) series.points.emplace_back(d, p[key].get<double>());
+    }
+    c.series.push_back(std::move(series));
+  }
+  return c;
+}
+
+report::Section SeedSpreadSection(const std::vector<nlohmann::json>& results, double target) {
+  report::Section s;
+  s.title = "GPU allocation at the end, per seed";
+  s.paragraphs.push_back(fmt::format(
+      "The spread of the final allocation (at {:.0f}% demand) over the seeds: box from the first "
+      "to the third quartile, line at the median, dot at the mean, whiskers at the extremes.",
+      100.0 * target));
+  report::BoxChart c;
+  c.title = "Final GPU allocation over seeds";
+  c.x_label = "policy";
+  c.y_label = "GPUs allocated at the end (%)";
+  for (const nlohmann::json& res : results) {
+    std::vector<double> values;
+    for (const nlohmann::json& run : res["runs"])
+      values.push_back(run["alloc_pct_end"].get<double>());
+    c.boxes.push_back(report::Box::FromSamples(res["policy"].get<std::string>(), values));
+  }
+  s.charts.emplace_back(std::move(c));
+  return s;
+}
+
+report::Section RunsSection(const std::vector<nlohmann::json>& results) {
+  report::Section s;
+  s.title = "Runs";
+  report::Table t;
+  t.columns = {"policy", "seed", "tasks", "placed", "demand % at the end", "GPU alloc % at the end",
+               "s"};
+  for (const nlohmann::json& res : results) {
+    for (const nlohmann::json& run : res["runs"]) {
+      t.rows.push_back({res["policy"].get<std::string>(), run["seed"].dump(), run["tasks"].dump(),
+                        run["placed"].dump(),
+                        fmt::format("{:.2f}", run["demand_pct_end"].get<double>()),
+                        fmt::format("{:.2f}", run["alloc_pct_end"].get<double>()),
+                        fmt::format("{:.2f}", run["seconds"].get<double>())});
+    }
+  }
+  s.tables.push_back(std::move(t));
+  return s;
+}
+
+}  // namespace
+
 report::Report InflateHtmlReport(const InflateOptions& o, double cluster_gpus,
                                  const std::vector<nlohmann::json>& results) {
   report::Report r;
@@ -130,51 +226,10 @@ report::Report InflateHtmlReport(const InflateOptions& o, double cluster_gpus,
   const int target_pct = static_cast<int>(std::floor(o.target * 100.0 + 1e-9));
 
   // 1. Summary.
-  {
-    report::Section& s = r.sections.emplace_back();
-    s.title = "Summary";
-    report::Table t;
-    t.columns = {"policy",
-                 "GPU alloc % at 100% demand",
-                 fmt::format("GPU alloc % at {}%", target_pct),
-                 "unallocated GPUs at the end",
-                 "fragmentation % at 0",
-                 "tasks placed (mean)",
-                 "s per seed"};
-    for (const nlohmann::json& res : results) {
-      const nlohmann::json& curve = res["curve"];
-      const double end = curve.empty() ? 0.0 : curve.back()["alloc_pct"].get<double>();
-      double placed = 0;
-      double tasks = 0;
-      for (const nlohmann::json& run : res["runs"]) {
-        placed += run["placed"].get<double>();
-        tasks += run["tasks"].get<double>();
-      }
-      const auto n = static_cast<double>(std::max<size_t>(1, res["runs"].size()));
-      t.rows.push_back({res["policy"].get<std::string>(), FormatOrDash(res["alloc_pct_at_100"]),
-                        curve.empty() ? "-" : fmt::format("{:.2f}", end),
-                        fmt::format("{:.0f}", (100.0 - end) / 100.0 * cluster_gpus),
-                        FormatOrDash(res["frag_pct_at_0"]),
-                        fmt::format("{:.0f} of {:.0f}", placed / n, tasks / n),
-                        fmt::format("{:.2f}", res["seconds_per_seed"].get<double>())});
-    }
-    s.tables.push_back(std::move(t));
-  }
+  r.sections.push_back(SummarySection(results, target_pct, cluster_gpus));
   auto curve_chart = [&](const std::string& title, const char* key, const std::string& y_label,
                          int from_pct) {
-    report::LineChart c;
-    c.title = title;
-    c.x_label = demand_label;
-    c.y_label = y_label;
-    for (const nlohmann::json& res : results) {
-      report::Series series{res["policy"].get<std::string>(), {}};
-      for (const nlohmann::json& p : res["curve"]) {
-        const int d = p["demand_pct"].get<int>();
-        if (d >= from_pct) series.points.emplace_back(d, p[key].get<double>());
-      }
-      c.series.push_back(std::move(series));
-    }
-    return c;
+    return CurveChart(results, demand_label, title, key, y_label, from_pct);
   };
   // 2. and 3. Allocation, whole range and near saturation.
   {
@@ -220,43 +275,9 @@ report::Report InflateHtmlReport(const InflateOptions& o, double cluster_gpus,
     s.charts.emplace_back(std::move(c));
   }
   // 5. Spread over seeds.
-  {
-    report::Section& s = r.sections.emplace_back();
-    s.title = "GPU allocation at the end, per seed";
-    s.paragraphs.push_back(fmt::format(
-        "The spread of the final allocation (at {:.0f}% demand) over the seeds: box from the first "
-        "to the third quartile, line at the median, dot at the mean, whiskers at the extremes.",
-        100.0 * o.target));
-    report::BoxChart c;
-    c.title = "Final GPU allocation over seeds";
-    c.x_label = "policy";
-    c.y_label = "GPUs allocated at the end (%)";
-    for (const nlohmann::json& res : results) {
-      std::vector<double> values;
-      for (const nlohmann::json& run : res["runs"])
-        values.push_back(run["alloc_pct_end"].get<double>());
-      c.boxes.push_back(report::Box::FromSamples(res["policy"].get<std::string>(), values));
-    }
-    s.charts.emplace_back(std::move(c));
-  }
+  r.sections.push_back(SeedSpreadSection(results, o.target));
   // 6. Every run.
-  {
-    report::Section& s = r.sections.emplace_back();
-    s.title = "Runs";
-    report::Table t;
-    t.columns = {
-        "policy", "seed", "tasks", "placed", "demand % at the end", "GPU alloc % at the end", "s"};
-    for (const nlohmann::json& res : results) {
-      for (const nlohmann::json& run : res["runs"]) {
-        t.rows.push_back({res["policy"].get<std::string>(), run["seed"].dump(), run["tasks"].dump(),
-                          run["placed"].dump(),
-                          fmt::format("{:.2f}", run["demand_pct_end"].get<double>()),
-                          fmt::format("{:.2f}", run["alloc_pct_end"].get<double>()),
-                          fmt::format("{:.2f}", run["seconds"].get<double>())});
-      }
-    }
-    s.tables.push_back(std::move(t));
-  }
+  r.sections.push_back(RunsSection(results));
   return r;
 }
 

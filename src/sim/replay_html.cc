@@ -274,6 +274,59 @@ report::Table EndedTable(const std::vector<ReplayReport>& reports) {
   return t;
 }
 
+// Allocation over time: the whole run, and while jobs arrive.
+void AddAllocationSections(const std::vector<ReplayReport>& reports, report::Report* r) {
+  // 2. and 3. Allocation over time: the whole run, and while jobs arrive.
+  {
+    report::Section& s = r->sections.emplace_back();
+    s.title = "GPU allocation over time";
+    s.paragraphs.push_back(fmt::format(
+        "The share of the cluster's GPUs allocated to running jobs, averaged over steps of {} of "
+        "simulated time (the smallest power of two seconds that keeps a series within its bound "
+        "of points). The time-averaged allocation over the whole makespan is in the summary.",
+        StepText(reports, &ReplayReport::alloc_series)));
+    s.charts.emplace_back(
+        AllocationChart(reports, &ReplayReport::alloc_series, "GPUs allocated over time"));
+  }
+  {
+    report::Section& s = r->sections.emplace_back();
+    s.title = "GPU allocation while jobs arrive";
+    bool any = false;
+    for (const ReplayReport& rep : reports)
+      any = any || !rep.arrival_alloc_series.alloc_pct.empty();
+    s.paragraphs.push_back(
+        any ? fmt::format("The same from the first to the last submit time, in steps of {}: where "
+                          "the policies fill the cluster while work keeps coming.",
+                          StepText(reports, &ReplayReport::arrival_alloc_series))
+            : std::string("Every job is submitted at the same time: nothing to show."));
+    s.charts.emplace_back(AllocationChart(reports, &ReplayReport::arrival_alloc_series,
+                                          "GPUs allocated from the first to the last submit"));
+  }
+}
+
+// Shares against the guarantees: over the makespan, and while waiting.
+void AddShareSections(const std::vector<ReplayReport>& reports, report::Report* r) {
+  // 7. and 8. Shares against the guarantees.
+  {
+    report::Section& s = r->sections.emplace_back();
+    s.title = "GPU share by queue";
+    s.paragraphs.push_back(
+        "Each queue's time-averaged share of the cluster's GPUs over the makespan, per policy, "
+        "next to its guaranteed share (the last bar of each group).");
+    s.charts.emplace_back(ShareBars(reports, false));
+    s.tables.push_back(ShareTable(reports));
+  }
+  {
+    report::Section& s = r->sections.emplace_back();
+    s.title = "GPU share while waiting";
+    s.paragraphs.push_back(
+        "The same share averaged only over the time the queue had jobs waiting: how close a queue "
+        "with work to do came to its guarantee (Jain's index while waiting, in the summary, "
+        "measures this over the queues). A queue that never waited shows 0.");
+    s.charts.emplace_back(ShareBars(reports, true));
+  }
+}
+
 }  // namespace
 
 report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const std::string& trace,
@@ -294,32 +347,7 @@ report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const 
     s.title = "Summary";
     s.tables.push_back(SummaryTable(reports));
   }
-  // 2. and 3. Allocation over time: the whole run, and while jobs arrive.
-  {
-    report::Section& s = r.sections.emplace_back();
-    s.title = "GPU allocation over time";
-    s.paragraphs.push_back(fmt::format(
-        "The share of the cluster's GPUs allocated to running jobs, averaged over steps of {} of "
-        "simulated time (the smallest power of two seconds that keeps a series within its bound "
-        "of points). The time-averaged allocation over the whole makespan is in the summary.",
-        StepText(reports, &ReplayReport::alloc_series)));
-    s.charts.emplace_back(
-        AllocationChart(reports, &ReplayReport::alloc_series, "GPUs allocated over time"));
-  }
-  {
-    report::Section& s = r.sections.emplace_back();
-    s.title = "GPU allocation while jobs arrive";
-    bool any = false;
-    for (const ReplayReport& rep : reports)
-      any = any || !rep.arrival_alloc_series.alloc_pct.empty();
-    s.paragraphs.push_back(
-        any ? fmt::format("The same from the first to the last submit time, in steps of {}: where "
-                          "the policies fill the cluster while work keeps coming.",
-                          StepText(reports, &ReplayReport::arrival_alloc_series))
-            : std::string("Every job is submitted at the same time: nothing to show."));
-    s.charts.emplace_back(AllocationChart(reports, &ReplayReport::arrival_alloc_series,
-                                          "GPUs allocated from the first to the last submit"));
-  }
+  AddAllocationSections(reports, &r);
   // 4. Wait distribution.
   {
     report::Section& s = r.sections.emplace_back();
@@ -348,25 +376,7 @@ report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const 
                                   "99th percentile of the wait, by job type", "job type"));
     s.tables.push_back(TypeTable(reports));
   }
-  // 7. and 8. Shares against the guarantees.
-  {
-    report::Section& s = r.sections.emplace_back();
-    s.title = "GPU share by queue";
-    s.paragraphs.push_back(
-        "Each queue's time-averaged share of the cluster's GPUs over the makespan, per policy, "
-        "next to its guaranteed share (the last bar of each group).");
-    s.charts.emplace_back(ShareBars(reports, false));
-    s.tables.push_back(ShareTable(reports));
-  }
-  {
-    report::Section& s = r.sections.emplace_back();
-    s.title = "GPU share while waiting";
-    s.paragraphs.push_back(
-        "The same share averaged only over the time the queue had jobs waiting: how close a queue "
-        "with work to do came to its guarantee (Jain's index while waiting, in the summary, "
-        "measures this over the queues). A queue that never waited shows 0.");
-    s.charts.emplace_back(ShareBars(reports, true));
-  }
+  AddShareSections(reports, &r);
   // 9. Jobs that did not end.
   {
     report::Section& s = r.sections.emplace_back();

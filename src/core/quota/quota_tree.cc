@@ -63,8 +63,23 @@ Result<QuotaTree> QuotaTree::Build(const std::vector<QueueSpec>& specs,
   t.nodes_.push_back(root);
 
   // 1. Place nodes parents-first, so that a parent always has the smaller id.
+  ARBITER_RETURN_IF_ERROR(t.CheckNames(specs));
   std::vector<int> spec_of_node = {-1};
-  std::vector<bool> placed(specs.size(), false);
+  ARBITER_RETURN_IF_ERROR(t.PlaceParentsFirst(specs, &spec_of_node));
+
+  // 2. Limits per node, then guarantees bottom-up (children have larger ids).
+  std::vector<QuotaVec> explicit_g(t.nodes_.size());
+  std::vector<std::array<bool, kMaxDims>> has_g(t.nodes_.size());
+  for (size_t id = 1; id < t.nodes_.size(); ++id) {
+    const auto spec = static_cast<size_t>(spec_of_node[id]);
+    ARBITER_RETURN_IF_ERROR(t.SetLimits(id, specs[spec], fmt::format("queues[{}]", spec), models,
+                                        &explicit_g[id], &has_g[id]));
+  }
+  ARBITER_RETURN_IF_ERROR(t.SumGuarantees(explicit_g, has_g, spec_of_node));
+  return t;
+}
+
+Status QuotaTree::CheckNames(const std::vector<QueueSpec>& specs) const {
   for (size_t i = 0; i < specs.size(); ++i) {
     const QueueSpec& s = specs[i];
     const std::string f = fmt::format("queues[{}]", i);
@@ -83,24 +98,30 @@ Result<QuotaTree> QuotaTree::Build(const std::vector<QueueSpec>& specs,
       }
     }
   }
+  return Status::Ok();
+}
+
+Status QuotaTree::PlaceParentsFirst(const std::vector<QueueSpec>& specs,
+                                    std::vector<int>* spec_of_node) {
+  std::vector<bool> placed(specs.size(), false);
   for (size_t round = 0; round <= specs.size(); ++round) {
     bool progress = false;
     for (size_t i = 0; i < specs.size(); ++i) {
       if (placed[i]) continue;
       const QueueSpec& s = specs[i];
       QueueId parent = kRoot;
-      if (!s.parent.empty() && !t.Find(s.parent, &parent)) continue;
-      const auto id = static_cast<uint32_t>(t.nodes_.size());
+      if (!s.parent.empty() && !Find(s.parent, &parent)) continue;
+      const auto id = static_cast<uint32_t>(nodes_.size());
       QuotaNode n;
       n.name = s.name;
       n.parent = parent;
       n.is_tenant = s.is_tenant;
-      n.depth = t.nodes_[parent.value()].depth + 1;
-      n.tenant = s.is_tenant ? QueueId(id) : t.nodes_[parent.value()].tenant;
-      t.nodes_[parent.value()].children.push_back(QueueId(id));
-      t.nodes_.push_back(std::move(n));
-      t.by_name_.emplace(s.name, id);
-      spec_of_node.push_back(static_cast<int>(i));
+      n.depth = nodes_[parent.value()].depth + 1;
+      n.tenant = s.is_tenant ? QueueId(id) : nodes_[parent.value()].tenant;
+      nodes_[parent.value()].children.push_back(QueueId(id));
+      nodes_.push_back(std::move(n));
+      by_name_.emplace(s.name, id);
+      spec_of_node->push_back(static_cast<int>(i));
       placed[i] = true;
       progress = true;
     }
@@ -113,97 +134,101 @@ Result<QuotaTree> QuotaTree::Build(const std::vector<QueueSpec>& specs,
                                          specs[i].parent, specs[i].name));
     }
   }
+  return Status::Ok();
+}
 
-  // 2. Limits per node, then guarantees bottom-up (children have larger ids).
-  std::vector<QuotaVec> explicit_g(t.nodes_.size());
-  std::vector<std::array<bool, kMaxDims>> has_g(t.nodes_.size());
-  for (size_t id = 1; id < t.nodes_.size(); ++id) {
-    const QueueSpec& s = specs[static_cast<size_t>(spec_of_node[id])];
-    const std::string f = fmt::format("queues[{}]", spec_of_node[id]);
-    QuotaNode& n = t.nodes_[id];
-    n.max.v.fill(kUnlimited);
-    n.lending_limit.v.fill(kUnlimited);
-    if (s.weight_milli <= 0) {
-      return InvalidArgument(f + ".weight",
-                             fmt::format("must be > 0, got {}", FormatMilli(s.weight_milli)));
+Status QuotaTree::SetLimits(size_t id, const QueueSpec& s, const std::string& f,
+                            const std::vector<GpuModel>& models, QuotaVec* g,
+                            std::array<bool, kMaxDims>* has_g) {
+  QuotaNode& n = nodes_[id];
+  n.max.v.fill(kUnlimited);
+  n.lending_limit.v.fill(kUnlimited);
+  if (s.weight_milli <= 0) {
+    return InvalidArgument(f + ".weight",
+                           fmt::format("must be > 0, got {}", FormatMilli(s.weight_milli)));
+  }
+  n.weight = static_cast<double>(s.weight_milli) / 1000.0;
+  if (s.decay.half_life_seconds < 0) {
+    return InvalidArgument(f + ".fair_share.half_life_seconds", "must be >= 0");
+  }
+  n.half_life_seconds = s.decay.half_life_seconds;
+  if (s.default_walltime_seconds < 0) {
+    return InvalidArgument(f + ".default_walltime_seconds", "must be >= 0");
+  }
+  n.default_walltime_seconds = s.default_walltime_seconds;
+  for (size_t k = 0; k < s.allowed_types.size(); ++k) {
+    JobType jt;
+    if (!ParseJobType(s.allowed_types[k], &jt)) {
+      return InvalidArgument(fmt::format("{}.allowed_types[{}]", f, k),
+                             fmt::format("unknown job type '{}'", s.allowed_types[k]));
     }
-    n.weight = static_cast<double>(s.weight_milli) / 1000.0;
-    if (s.decay.half_life_seconds < 0) {
-      return InvalidArgument(f + ".fair_share.half_life_seconds", "must be >= 0");
+    n.allowed_types_mask |= 1u << static_cast<unsigned>(jt);
+  }
+  for (const auto& [key, lim] : s.quota) {
+    const int d = DimForKey(key, models);
+    const std::string qf = f + ".quota." + key;
+    if (d < 0) {
+      return InvalidArgument(qf, fmt::format("unknown resource '{}': use cpu, memory, tasks, "
+                                             "gpu or gpu:<model>",
+                                             key));
     }
-    n.half_life_seconds = s.decay.half_life_seconds;
-    if (s.default_walltime_seconds < 0) {
-      return InvalidArgument(f + ".default_walltime_seconds", "must be >= 0");
+    if (d == kDimTasks && (lim.guaranteed || lim.lending_limit)) {
+      return InvalidArgument(qf, "tasks takes a max only (a ceiling on live tasks)");
     }
-    n.default_walltime_seconds = s.default_walltime_seconds;
-    for (size_t k = 0; k < s.allowed_types.size(); ++k) {
-      JobType jt;
-      if (!ParseJobType(s.allowed_types[k], &jt)) {
-        return InvalidArgument(fmt::format("{}.allowed_types[{}]", f, k),
-                               fmt::format("unknown job type '{}'", s.allowed_types[k]));
+    // Tasks are never guaranteed, lent or borrowed: only their max counts, so the dimension
+    // stays transparent to the guarantee arithmetic (reclaim, borrowing) everywhere.
+    if (d != kDimTasks) n.configured[static_cast<size_t>(d)] = true;
+    for (auto [v, name] : {std::pair{lim.guaranteed, "guaranteed"},
+                           {lim.max, "max"},
+                           {lim.lending_limit, "lending_limit"}}) {
+      if (v && (*v < 0 || *v >= kUnlimited)) {
+        return InvalidArgument(qf + "." + name, fmt::format("must be >= 0, got {}", *v));
       }
-      n.allowed_types_mask |= 1u << static_cast<unsigned>(jt);
     }
-    for (const auto& [key, lim] : s.quota) {
-      const int d = DimForKey(key, models);
-      const std::string qf = f + ".quota." + key;
-      if (d < 0) {
-        return InvalidArgument(qf, fmt::format("unknown resource '{}': use cpu, memory, tasks, "
-                                               "gpu or gpu:<model>",
-                                               key));
-      }
-      if (d == kDimTasks && (lim.guaranteed || lim.lending_limit)) {
-        return InvalidArgument(qf, "tasks takes a max only (a ceiling on live tasks)");
-      }
-      // Tasks are never guaranteed, lent or borrowed: only their max counts, so the dimension
-      // stays transparent to the guarantee arithmetic (reclaim, borrowing) everywhere.
-      if (d != kDimTasks) n.configured[static_cast<size_t>(d)] = true;
-      for (auto [v, name] : {std::pair{lim.guaranteed, "guaranteed"},
-                             {lim.max, "max"},
-                             {lim.lending_limit, "lending_limit"}}) {
-        if (v && (*v < 0 || *v >= kUnlimited)) {
-          return InvalidArgument(qf + "." + name, fmt::format("must be >= 0, got {}", *v));
-        }
-      }
-      if (lim.guaranteed) {
-        explicit_g[id][d] = *lim.guaranteed;
-        has_g[id][static_cast<size_t>(d)] = true;
-      }
-      if (lim.max) n.max[d] = *lim.max;
-      if (lim.lending_limit) n.lending_limit[d] = *lim.lending_limit;
-      if (lim.max && lim.guaranteed && *lim.max < *lim.guaranteed) {
-        return InvalidArgument(qf + ".max", fmt::format("max ({}) is below guaranteed ({})",
-                                                        t.FormatAmount(d, *lim.max),
-                                                        t.FormatAmount(d, *lim.guaranteed)));
-      }
+    if (lim.guaranteed) {
+      (*g)[d] = *lim.guaranteed;
+      (*has_g)[static_cast<size_t>(d)] = true;
+    }
+    if (lim.max) n.max[d] = *lim.max;
+    if (lim.lending_limit) n.lending_limit[d] = *lim.lending_limit;
+    if (lim.max && lim.guaranteed && *lim.max < *lim.guaranteed) {
+      return InvalidArgument(
+          qf + ".max", fmt::format("max ({}) is below guaranteed ({})", FormatAmount(d, *lim.max),
+                                   FormatAmount(d, *lim.guaranteed)));
     }
   }
-  for (size_t id = t.nodes_.size() - 1; id >= 1; --id) {
-    QuotaNode& n = t.nodes_[id];
+  return Status::Ok();
+}
+
+Status QuotaTree::SumGuarantees(const std::vector<QuotaVec>& explicit_g,
+                                const std::vector<std::array<bool, kMaxDims>>& has_g,
+                                const std::vector<int>& spec_of_node) {
+  for (size_t id = nodes_.size() - 1; id >= 1; --id) {
+    QuotaNode& n = nodes_[id];
     QuotaVec child_g;
     QuotaVec child_sq;
     for (QueueId c : n.children) {
-      const QuotaNode& cn = t.nodes_[c.value()];
+      const QuotaNode& cn = nodes_[c.value()];
       child_g += cn.guaranteed;
-      for (int d = 0; d < t.num_dims_; ++d) {
+      for (int d = 0; d < num_dims_; ++d) {
         child_sq[d] += std::min(cn.subtree_quota[d], cn.lending_limit[d]);
       }
     }
-    for (int d = 0; d < t.num_dims_; ++d) {
+    for (int d = 0; d < num_dims_; ++d) {
       const auto ud = static_cast<size_t>(d);
       n.guaranteed[d] = has_g[id][ud] ? explicit_g[id][d] : child_g[d];
       if (child_g[d] > n.guaranteed[d]) {
         return InvalidArgument(
-            fmt::format("queues[{}].quota.{}.guaranteed", spec_of_node[id], t.dim_names_[ud]),
+            fmt::format("queues[{}].quota.{}.guaranteed", spec_of_node[id], dim_names_[ud]),
             fmt::format("the children of '{}' guarantee {} in all, more than its own {}", n.name,
-                        t.FormatAmount(d, child_g[d]), t.FormatAmount(d, n.guaranteed[d])));
+                        FormatAmount(d, child_g[d]), FormatAmount(d, n.guaranteed[d])));
       }
       n.own[d] = n.guaranteed[d] - child_g[d];
       n.subtree_quota[d] = n.own[d] + child_sq[d];
       n.local_quota[d] = std::max<int64_t>(0, n.subtree_quota[d] - n.lending_limit[d]);
     }
   }
-  return t;
+  return Status::Ok();
 }
 
 QuotaState::QuotaState(const QuotaTree& tree, const QuotaVec& capacity)

@@ -80,6 +80,17 @@ class QuotaTree {
   std::unordered_map<std::string, uint32_t> by_name_;
   std::vector<std::string> dim_names_;
   int num_dims_ = kFirstModelDim;
+
+  // The steps of Build (quota_tree.cc). `spec_of_node`: for each node, the index of its spec.
+  Status CheckNames(const std::vector<QueueSpec>& specs) const;
+  Status PlaceParentsFirst(const std::vector<QueueSpec>& specs, std::vector<int>* spec_of_node);
+  // The limits of node `id` from its spec; explicit guarantees go to `g`, marked in `has_g`.
+  Status SetLimits(size_t id, const QueueSpec& s, const std::string& field,
+                   const std::vector<GpuModel>& models, QuotaVec* g,
+                   std::array<bool, kMaxDims>* has_g);
+  Status SumGuarantees(const std::vector<QuotaVec>& explicit_g,
+                       const std::vector<std::array<bool, kMaxDims>>& has_g,
+                       const std::vector<int>& spec_of_node);
 };
 
 // Why a request does not fit the quota.
