@@ -277,6 +277,7 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
           {"restarts", a.restarts},
           {"master_node", a.master_node},
           {"master_addr", a.master_addr},
+          {"step_key", a.step_key},
           {"started", a.started},
           {"tasks", a.spec.tasks},
           {"command", a.spec.command},
@@ -317,6 +318,7 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
     a.restarts = static_cast<int32_t>(Int(j, p, "restarts", false, 0, 1 << 30));
     a.master_node = Str(j, p, "master_node", false, 253);
     a.master_addr = Str(j, p, "master_addr", false, 253);
+    a.step_key = Str(j, p, "step_key", false, 128);
     a.started = Bool(j, p, "started", false);
     a.spec.id = JobId(a.job);
     a.spec.tasks = static_cast<int32_t>(Int(j, p, "tasks", false, 1, 1 << 20));

@@ -190,6 +190,13 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
       "export SLURM_NPROCS=\"$SLURM_NTASKS\"\n"
       "n=0; o=$IFS; IFS=,; for g in $CUDA_VISIBLE_DEVICES; do n=$((n+1)); done; IFS=$o\n"
       "export SLURM_GPUS_ON_NODE=$n\n"
+      // Several nodes: the script runs on the first; the others run its srun steps (exec/
+      // srun_main.cc). Nodes without step keys (an older Arbiter) run the script on every node.
+      "steps=\n"
+      "if [ -n \"$ARBITER_STEP_KEY\" ] && [ \"${WORLD_SIZE:-1}\" -gt 1 ]; then\n"
+      "  [ \"$ARBITER_TASK_INDEX\" = 0 ] || exec srun --arbiter-worker\n"
+      "  steps=1\n"
+      "fi\n"
       "s=$(mktemp \"${TMPDIR:-/tmp}/arbiter-job-$ARBITER_JOB_ID.XXXXXX\") || "
       "{ echo \"arbiter: cannot write the batch script to ${TMPDIR:-/tmp}\" >&2; exit 1; }\n"
       "trap 'rm -f \"$s\"' EXIT\n"
@@ -197,16 +204,27 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
       "shift\n"
       // The script gets SIGTERM from its process group; the wrapper waits for it to end.
       "trap : HUP INT TERM\n";
-  const char* redirect = tasks_share_files ? ">>" : ">";
-  if (!output.empty() && !error.empty()) {
-    w += fmt::format("exec {}{} 2{}{}\n", redirect, PatternToShell(output), redirect,
-                     PatternToShell(error));
-  } else if (!output.empty()) {
-    w += fmt::format("exec {}{} 2>&1\n", redirect, PatternToShell(output));
-  } else if (!error.empty()) {
-    w += fmt::format("exec 2{}{}\n", redirect, PatternToShell(error));
+  auto redirect_with = [&](const char* redirect) {
+    if (!output.empty() && !error.empty()) {
+      return fmt::format("exec {}{} 2{}{}\n", redirect, PatternToShell(output), redirect,
+                         PatternToShell(error));
+    }
+    if (!output.empty()) return fmt::format("exec {}{} 2>&1\n", redirect, PatternToShell(output));
+    if (!error.empty()) return fmt::format("exec 2{}{}\n", redirect, PatternToShell(error));
+    return std::string();
+  };
+  if (tasks_share_files) {
+    // Appended to only where every node runs the script into one file.
+    w += "if [ -n \"$steps\" ]; then\n" + redirect_with(">") + "else\n" + redirect_with(">>") +
+         "fi\n";
+  } else {
+    w += redirect_with(">");
   }
-  w += "\"$s\" \"$@\"\n";
+  // After the script, the other nodes' step runners end (a failure to reach them fails the job,
+  // which stops them).
+  w += "\"$s\" \"$@\"; rc=$?\n"
+       "if [ -n \"$steps\" ]; then srun --arbiter-release || { [ \"$rc\" -ne 0 ] || rc=1; }; fi\n"
+       "exit $rc\n";
   std::vector<std::string> cmd = {"/bin/sh", "-c", w, name, script_text};
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;

@@ -522,25 +522,9 @@ Status ParseDirectiveLine(const std::vector<std::string>& words, int line, Batch
 
 }  // namespace
 
-namespace {
-
-// Whether a command line runs srun (as a command, not inside a word).
-bool CallsSrun(const std::string& line) {
-  for (size_t at = line.find("srun"); at != std::string::npos; at = line.find("srun", at + 1)) {
-    const bool starts =
-        at == 0 || std::string_view(" \t;&|(`").find(line[at - 1]) != std::string_view::npos;
-    const bool ends = at + 4 == line.size() || line[at + 4] == ' ' || line[at + 4] == '\t';
-    if (starts && ends) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 Result<BatchScript> ParseBatchScript(std::string_view text) {
   BatchScript s;
   bool in_header = true;
-  bool srun_noted = false;
   int line_no = 0;
   size_t start = 0;
   while (start <= text.size()) {
@@ -589,14 +573,6 @@ Result<BatchScript> ParseBatchScript(std::string_view text) {
       continue;
     }
     in_header = false;
-    if (!srun_noted && CallsSrun(trimmed)) {
-      srun_noted = true;
-      s.notes.push_back(
-          fmt::format("line {}: srun is not on Arbiter's nodes; the script already "
-                      "runs once per node, so run the program directly (python, "
-                      "torchrun, ...)",
-                      line_no));
-    }
   }
   return s;
 }

@@ -103,20 +103,9 @@ TEST(Script, DirectiveSyntaxes) {
   EXPECT_EQ(d.cpus_per_task, 4);
   EXPECT_EQ(d.mem_mib, 65536);
   EXPECT_EQ(s->arbiter_args, (std::vector<std::string>{"--type", "fine-tuning", "--retries", "2"}));
-  ASSERT_EQ(s->notes.size(), 2u);  // the #SBATCH after `set -e`, and srun
+  ASSERT_EQ(s->notes.size(), 1u);  // the #SBATCH after `set -e` (srun runs as in Slurm)
   EXPECT_NE(s->notes[0].find("line 15"), std::string::npos) << s->notes[0];
-  EXPECT_NE(s->notes[1].find("line 16: srun"), std::string::npos) << s->notes[1];
   EXPECT_TRUE(s->unsupported.empty());
-}
-
-TEST(Script, SrunIsPointedOut) {
-  auto s = ParseBatchScript("#!/bin/sh\n#SBATCH -N 2\nexport X=1\nsrun python train.py\nsrun x\n");
-  ASSERT_TRUE(s.ok());
-  ASSERT_EQ(s->notes.size(), 1u);
-  EXPECT_NE(s->notes[0].find("line 4: srun is not on Arbiter's nodes"), std::string::npos);
-  auto none = ParseBatchScript("#!/bin/sh\necho strung; ./srun_helper\n# srun in a comment\n");
-  ASSERT_TRUE(none.ok());
-  EXPECT_TRUE(none->notes.empty());
 }
 
 TEST(Script, UnsupportedDirectivesAreNamedWithTheirLines) {

@@ -160,7 +160,35 @@ LocalExecutor::LocalExecutor(ExecutionBackend* backend, std::string node, std::s
       }
     }
   }
+  InstallTaskTools();
   Touch();
+}
+
+void LocalExecutor::InstallTaskTools() {
+  // srun for batch scripts (exec/srun_main.cc): arbiter-srun from beside the shim, copied into a
+  // folder of the work dir that every task's user may read, first on the tasks' PATH.
+  const std::filesystem::path from = std::filesystem::path(shim_).parent_path() / "arbiter-srun";
+  const std::string bin = work_dir_ + "/bin";
+  std::string why;
+  std::error_code ec;
+  if (!std::filesystem::exists(from, ec)) {
+    spdlog::warn("node {}: {} is missing: batch scripts that call srun will fail", node_,
+                 from.string());
+    return;
+  }
+  if (!EnsureDir(bin, 0755, &why)) {
+    spdlog::error("node {}: {}", node_, why);
+    return;
+  }
+  const std::string to = bin + "/srun";
+  const std::string tmp = to + ".new";
+  std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec || ::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), to.c_str()) != 0) {
+    spdlog::error("node {}: cannot install srun in {}: {}", node_, bin,
+                  ec ? ec.message() : std::strerror(errno));
+    return;
+  }
+  task_path_ = bin + ":" + kDefaultPath;
 }
 
 LocalExecutor::~LocalExecutor() { Stop(false); }
@@ -370,7 +398,7 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
                                                     const Identity& id) const {
   const std::string gpus = fmt::format("{}", fmt::join(a.gpus, ","));
   std::map<std::string, std::string> env;
-  env["PATH"] = kDefaultPath;
+  env["PATH"] = task_path_;
   // Reserved names are refused at submission (CheckSubmittedEnv); a job stored before that rule
   // may still carry one, and the executor's value wins.
   for (const auto& [k, v] : a.spec.env) {
@@ -399,6 +427,7 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   // One address for every rank: the one the server gives for the first task's node.
   env["MASTER_ADDR"] = !a.master_addr.empty() ? a.master_addr : a.master_node;
   env["MASTER_PORT"] = std::to_string(20000 + a.job % 20000);
+  if (!a.step_key.empty()) env["ARBITER_STEP_KEY"] = a.step_key;
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(fmt::format("{}={}", k, v));

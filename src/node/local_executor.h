@@ -131,7 +131,8 @@ class LocalExecutor {
   void Reap(TimeMs now);
   // The end of a shim: its exit record reported, its files and groups removed.
   void Finish(const Key& key, const Proc& p, int shim_status);
-  void Touch();  // the heartbeat the shims watch
+  void Touch();             // the heartbeat the shims watch
+  void InstallTaskTools();  // srun, first on the tasks' PATH (work_dir/bin)
   std::string StateDir(uint64_t job) const;
   std::string PidFile(uint64_t job, int32_t task) const;
   std::string ExitFile(uint64_t job, int32_t task) const;
@@ -143,6 +144,8 @@ class LocalExecutor {
   ExecutorOptions options_;
   bool switch_users_ = false;
   std::string shim_;
+  // The tasks' PATH: with the folder of the tools tasks find there (srun) when installed.
+  std::string task_path_ = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   std::atomic<int64_t> orphan_timeout_ms_{0};
   std::string heartbeat_;
   TimeMs touched_ = 0;

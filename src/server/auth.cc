@@ -1,6 +1,7 @@
 #include "server/auth.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <array>
@@ -33,6 +34,18 @@ constexpr std::array<std::string_view, 5> kRoles = {"admin", "tenant-admin", "me
                                                     "node"};
 
 }  // namespace
+
+std::string NewSecretHex(size_t bytes) { return RandomHex(bytes); }
+
+std::string HmacHex(std::string_view key, std::string_view message) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  ARBITER_CHECK(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size(), md,
+                     &len) != nullptr,
+                "HMAC-SHA256 failed");
+  return Hex(md, len);
+}
 
 std::string_view RoleName(Role r) { return kRoles[static_cast<size_t>(r)]; }
 

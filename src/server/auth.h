@@ -35,6 +35,10 @@ NewToken GenerateToken();
 std::string HashSecret(std::string_view secret);
 // Splits "arb_<id>_<secret>"; false when malformed.
 bool ParseToken(std::string_view token, std::string* id, std::string* secret);
+// A fresh secret of `bytes` random bytes, lower-case hex.
+std::string NewSecretHex(size_t bytes = 32);
+// HMAC-SHA256 of `message` under `key`, lower-case hex.
+std::string HmacHex(std::string_view key, std::string_view message);
 // Constant-time comparison of equal-length strings.
 bool SecureEquals(std::string_view a, std::string_view b);
 

@@ -99,6 +99,7 @@ Status ControlPlane::Load() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const store::KvRecord& kv : state->kv) {
     if (kv.key == "tenant_uids") LoadTenantUidsLocked(kv.value);
+    if (kv.key == kStepSecretKey) step_secret_ = kv.value;
     if (kv.key != kConfigKey) continue;
     auto c = api::ParseConfigYaml(kv.value);
     if (!c.ok()) return Internal("stored configuration is unreadable: " + c.status().ToString());
@@ -185,6 +186,10 @@ Status ControlPlane::Load() {
   ARBITER_RETURN_IF_ERROR(CompileLocked());
   store::WriteBatch uids;
   AllocateTenantUidsLocked(&uids);  // tenants configured before tenants had their own uids
+  if (step_secret_.empty()) {
+    step_secret_ = NewSecretHex();
+    uids.PutKv({kStepSecretKey, step_secret_});
+  }
   if (!uids.empty()) ARBITER_RETURN_IF_ERROR(store_->Write(std::move(uids)));
   RefreshUserIndexLocked();
   loaded_ = true;

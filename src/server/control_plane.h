@@ -374,6 +374,8 @@ class ControlPlane : public node::ExecutionBackend {
   int64_t tenant_uid_base_ = 200000;
   std::map<std::string, int64_t> tenant_uids_;
   int64_t next_tenant_uid_ = 0;  // 0: tenant_uid_base_ + 1
+  // The key the runs' step keys are derived from (the kv record "step_secret"; made once).
+  std::string step_secret_;
 
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;

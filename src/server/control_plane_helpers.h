@@ -11,6 +11,8 @@
 
 namespace arbiter::server {
 
+inline constexpr const char* kStepSecretKey = "step_secret";
+
 inline constexpr const char* kConfigKey = "config.yaml";
 
 inline Status Forbidden(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }

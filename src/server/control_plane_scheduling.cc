@@ -422,6 +422,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
         a.master_addr = m->second.address;
       }
       a.started = t < j.task_state.size() && j.task_state[t] == 1;
+      a.step_key = HmacHex(step_secret_, fmt::format("step:{}:{}", id, j.attempt));
       out.push_back(std::move(a));
     }
   }

@@ -174,6 +174,7 @@ TEST_F(ConfinementTest, EnvironmentIsOnlyTheJobsAndArbiters) {
                                          "ARBITER_NODE_NAME",
                                          "ARBITER_RESTART_COUNT",
                                          "ARBITER_CHECKPOINT_DIR",
+                                         "ARBITER_STEP_KEY",
                                          "WORLD_SIZE",
                                          "RANK",
                                          "NODE_RANK",
@@ -188,8 +189,13 @@ TEST_F(ConfinementTest, EnvironmentIsOnlyTheJobsAndArbiters) {
   }
   EXPECT_EQ(count, allowed.size()) << out;
   EXPECT_NE(out.find("HF_HOME=/data/hf\n"), std::string::npos);
-  EXPECT_NE(out.find("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"),
-            std::string::npos);
+  // Arbiter's own tools (srun) come first, then the system's, nothing of the server's PATH.
+  EXPECT_NE(out.find("/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("PATH=" + dir_.path() + "/node/bin:"), std::string::npos) << out;
+  // The step key is this job's own (derived from the server's secret, never the secret itself).
+  EXPECT_EQ(out.find("ARBITER_TEST_SERVER_SECRET"), std::string::npos) << out;
 }
 
 // Processes that leave the task's process group and session are stopped with it, and its GPUs go

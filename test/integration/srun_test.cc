@@ -1,0 +1,159 @@
+// srun inside batch scripts: the real `arbiter submit` of Slurm scripts that call srun, run on the
+// built-in node and on an agent, as Slurm would run them (docs/cli.md, "srun inside a batch
+// script"): one node with --ntasks-per-node tasks and a GPU each, and two nodes where the script
+// runs on the first and its steps on both.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "agent_process.h"
+#include "cli_process.h"
+#include "cli_text.h"
+#include "server_process.h"
+
+namespace arbiter::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kConfig = R"(
+gpu_models:
+  - {name: A100-80G, memory_mib: 81920}
+priority_classes:
+  - {name: normal, value: 100, preemptible: true}
+tenants:
+  - name: lab
+    queues:
+      - {name: lab-q, guaranteed: {gpu: 0}}
+users:
+  - {name: ann, tenant: lab, role: member, run_as: {uid: 4243}}
+)";
+
+class SrunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(data_.path() + "/cluster.yaml", kConfig);
+    ASSERT_TRUE(server_.Start(data_.path(), {"--config", data_.path() + "/cluster.yaml",
+                                             "--local-node", "box", "--fake-gpus", "4"}))
+        << server_.output();
+    url_ = fmt::format("http://127.0.0.1:{}", server_.port());
+    auto admin = server_.Client(server_.admin_token());
+    auto t = admin->Post("/api/v1/tokens", json{{"user", "ann"}}.dump(), "application/json");
+    ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
+    token_ = json::parse(t->body)["token"].get<std::string>();
+    // The scripts run in the folder they were submitted from, as ann's uid.
+    ASSERT_EQ(chown(work_.path().c_str(), 4243, 4243), 0);
+  }
+
+  CliResult Cli(const std::vector<std::string>& args) {
+    CliOptions o;
+    o.env["HOME"] = home_.path();
+    o.env["ARBITER_SERVER"] = url_;
+    o.env["ARBITER_TOKEN"] = token_;
+    o.cwd = work_.path();
+    return RunCli(args, o);
+  }
+
+  // Submits `script` and waits for the job to end; returns its id ("" on failure).
+  std::string Run(const std::string& name, const std::string& script, int timeout_s = 60) {
+    WriteFile(work_.path() + "/" + name, script);
+    const CliResult sub = Cli({"submit", "--parsable", name});
+    EXPECT_EQ(sub.code, 0) << sub.err;
+    if (sub.code != 0) return "";
+    const std::string id = sub.out.substr(0, sub.out.find('\n'));
+    const CliResult wait = Cli({"wait", id, "--timeout", std::to_string(timeout_s)});
+    EXPECT_EQ(wait.code, 0) << wait.out << wait.err << ReadFile(work_.path() + "/" + id + ".out");
+    return id;
+  }
+
+  TempDir data_;
+  TempDir home_;
+  TempDir work_;
+  ServerProcess server_;
+  std::string url_;
+  std::string token_;
+};
+
+TEST_F(SrunTest, OneNodeRunsATaskPerGpuWithSlurmsRanks) {
+  const std::string id = Run("train.sh",
+                             "#!/bin/sh\n"
+                             "#SBATCH -p lab-q\n"
+                             "#SBATCH --gres=gpu:4\n"
+                             "#SBATCH --ntasks-per-node=4\n"
+                             "#SBATCH -o %j.out\n"
+                             "srun -l --gpus-per-task=1 sh -c 'echo \"rank=$SLURM_PROCID "
+                             "local=$SLURM_LOCALID node=$SLURM_NODEID world=$WORLD_SIZE "
+                             "lr=$LOCAL_RANK cuda=$CUDA_VISIBLE_DEVICES\"'\n"
+                             "srun -n 2 sh -c 'exit $((SLURM_PROCID + 4))'\n"
+                             "echo \"worst=$?\"\n"
+                             "srun --frobnicate true\n"
+                             "echo \"usage=$?\"\n");
+  ASSERT_FALSE(id.empty());
+  const std::string out = ReadFile(work_.path() + "/" + id + ".out");
+  std::set<std::string> gpus;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::smatch m;
+    const std::regex line(
+        fmt::format("(^|\n){0}: rank={0} local={0} node=0 world=4 lr={0} "
+                    "cuda=([0-3])\n",
+                    rank));
+    ASSERT_TRUE(std::regex_search(out, m, line)) << rank << "\n" << out;
+    gpus.insert(m[2].str());
+  }
+  EXPECT_EQ(gpus.size(), 4u) << out;  // one GPU each, all different
+  EXPECT_TRUE(Contains(out, "worst=5\n")) << out;
+  EXPECT_TRUE(Contains(out, "srun: error: unknown option --frobnicate")) << out;
+  EXPECT_TRUE(Contains(out, "usage=2\n")) << out;
+}
+
+TEST_F(SrunTest, TwoNodesRunTheScriptOnceAndItsStepsOnBoth) {
+  auto admin = server_.Client(server_.admin_token());
+  AgentProcess agent;
+  ASSERT_TRUE(
+      agent.Start(url_, NodeToken(*admin, "node-a"), "node-a", data_.path() + "/agent-node-a"))
+      << agent.Log();
+  const std::string id =
+      Run("multi.sh",
+          "#!/bin/sh\n"
+          "#SBATCH -J multi -p lab-q -N 2 --ntasks-per-node=2 --gpus-per-node=2\n"
+          "#SBATCH -o %j.out\n"
+          "echo \"script procid=$SLURM_PROCID nnodes=$SLURM_NNODES\"\n"
+          "srun sh -c 'echo \"rank=$SLURM_PROCID node=$SLURM_NODEID local=$SLURM_LOCALID "
+          "world=$WORLD_SIZE on=$ARBITER_NODE_NAME key=${ARBITER_STEP_KEY:-none}\"'\n"
+          "srun -N 2 -n 2 sh -c 'echo \"second rank=$SLURM_PROCID\"; exit $SLURM_NODEID'\n"
+          "echo \"second=$?\"\n",
+          90);
+  ASSERT_FALSE(id.empty());
+  const std::string out = ReadFile(work_.path() + "/" + id + ".out");
+  // The script ran once, on the first node.
+  EXPECT_EQ(std::regex_search(out, std::regex("script procid=0 nnodes=2\n")), true) << out;
+  EXPECT_EQ(out.find("script procid"), out.rfind("script procid")) << out;
+  // Four ranks in blocks of two per node, each node under its own name; the step key stays with
+  // srun.
+  std::map<int, std::string> node_of;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::smatch m;
+    const std::regex line(fmt::format("rank={} node={} local={} world=4 on=([a-z-]+) key=none\n",
+                                      rank, rank / 2, rank % 2));
+    ASSERT_TRUE(std::regex_search(out, m, line)) << rank << "\n" << out;
+    node_of[rank / 2] = m[1].str();
+  }
+  EXPECT_NE(node_of[0], node_of[1]) << out;
+  EXPECT_EQ((std::set<std::string>{node_of[0], node_of[1]}),
+            (std::set<std::string>{"box", "node-a"}));
+  EXPECT_TRUE(Contains(out, "second rank=0\n")) << out;
+  EXPECT_TRUE(Contains(out, "second rank=1\n")) << out;
+  EXPECT_TRUE(Contains(out, "second=1\n")) << out;  // the worst of 0 and 1
+  // Both tasks ended when the script did.
+  const json j = json::parse(Cli({"show", id, "-o", "json"}).out);
+  EXPECT_EQ(j["state"], "succeeded") << j.dump();
+}
+
+}  // namespace
+}  // namespace arbiter::testing
