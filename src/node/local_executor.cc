@@ -188,7 +188,7 @@ void LocalExecutor::InstallTaskTools() {
                   ec ? ec.message() : std::strerror(errno));
     return;
   }
-  task_path_ = bin + ":" + kDefaultPath;
+  tools_dir_ = bin;
 }
 
 LocalExecutor::~LocalExecutor() { Stop(false); }
@@ -398,7 +398,7 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
                                                     const Identity& id) const {
   const std::string gpus = fmt::format("{}", fmt::join(a.gpus, ","));
   std::map<std::string, std::string> env;
-  env["PATH"] = task_path_;
+  env["PATH"] = kDefaultPath;
   // Reserved names are refused at submission (CheckSubmittedEnv); a job stored before that rule
   // may still carry one, and the executor's value wins.
   for (const auto& [k, v] : a.spec.env) {
@@ -406,6 +406,11 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   }
   for (const auto& [k, v] : a.spec.secret_env) {
     if (!IsReservedEnvName(k)) env[k] = v;
+  }
+  // A job's own PATH keeps Arbiter's tools (srun) first, as Slurm's nodes have theirs.
+  if (env["PATH"].empty()) env["PATH"] = kDefaultPath;
+  if (!tools_dir_.empty() && env["PATH"].rfind(tools_dir_ + ":", 0) != 0) {
+    env["PATH"] = tools_dir_ + ":" + env["PATH"];
   }
   const std::string home = fmt::format("{}/work/{}", work_dir_, a.job);
   env["HOME"] = home;

@@ -144,8 +144,8 @@ class LocalExecutor {
   ExecutorOptions options_;
   bool switch_users_ = false;
   std::string shim_;
-  // The tasks' PATH: with the folder of the tools tasks find there (srun) when installed.
-  std::string task_path_ = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // The folder of the tools every task finds first on its PATH (srun); "" when not installed.
+  std::string tools_dir_;
   std::atomic<int64_t> orphan_timeout_ms_{0};
   std::string heartbeat_;
   TimeMs touched_ = 0;

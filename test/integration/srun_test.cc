@@ -112,6 +112,20 @@ TEST_F(SrunTest, OneNodeRunsATaskPerGpuWithSlurmsRanks) {
   EXPECT_TRUE(Contains(out, "usage=2\n")) << out;
 }
 
+// A job that sets its own PATH still finds srun first, as a Slurm node's tools are.
+TEST_F(SrunTest, AJobsOwnPathKeepsSrun) {
+  const std::string id = Run("path.sh",
+                             "#!/bin/sh\n"
+                             "#SBATCH -p lab-q -o %j.out\n"
+                             "#ARBITER --env PATH=/usr/bin:/bin\n"
+                             "echo \"path=$PATH\"\n"
+                             "srun sh -c 'echo step=$SLURM_STEP_ID ntasks=$SLURM_NTASKS'\n");
+  ASSERT_FALSE(id.empty());
+  const std::string out = ReadFile(work_.path() + "/" + id + ".out");
+  EXPECT_TRUE(std::regex_search(out, std::regex("path=/[^:\n]*/bin:/usr/bin:/bin\n"))) << out;
+  EXPECT_TRUE(Contains(out, "step=0 ntasks=1\n")) << out;
+}
+
 TEST_F(SrunTest, TwoNodesRunTheScriptOnceAndItsStepsOnBoth) {
   auto admin = server_.Client(server_.admin_token());
   AgentProcess agent;
