@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "api/json_writer.h"
@@ -127,6 +128,39 @@ Status ParseTolerations(const Value& v, const std::string& path, std::vector<Tol
   return Status::Ok();
 }
 
+// depends_on: [{"type": "afterok", "job": 12}, {"type": "singleton"}]
+Status ParseDependencies(const Value& v, const std::string& path, std::vector<Dependency>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxDependencies));
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    MappingReader m(v.items[i], IndexPath(path, i));
+    ARBITER_RETURN_IF_ERROR(m.Check({"type", "job"}));
+    ARBITER_RETURN_IF_ERROR(m.Require("type"));
+    std::string type;
+    ARBITER_RETURN_IF_ERROR(m.String("type", 63, &type));
+    Dependency d;
+    if (!ParseDependencyType(type, &d.type)) {
+      return InvalidArgument(m.PathOf("type"),
+                             fmt::format("unknown dependency type {}; use after, afterok, "
+                                         "afterany, afternotok or singleton",
+                                         Quote(type)));
+    }
+    if (d.type == DependencyType::kSingleton) {
+      if (m.Get("job") != nullptr) {
+        return InvalidArgument(m.PathOf("job"),
+                               "singleton waits for the earlier jobs of the same user and name; "
+                               "it names no job");
+      }
+    } else {
+      ARBITER_RETURN_IF_ERROR(m.Require("job"));
+      int64_t job = 0;
+      ARBITER_RETURN_IF_ERROR(m.Int("job", 1, int64_t{1} << 53, &job));
+      d.job = static_cast<uint64_t>(job);
+    }
+    if (std::find(out->begin(), out->end(), d) == out->end()) out->push_back(d);
+  }
+  return Status::Ok();
+}
+
 Status ParseGpuModels(const Value& v, const std::string& path, std::vector<std::string>* out) {
   ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxJobGpuModels));
   for (size_t i = 0; i < v.items.size(); ++i) {
@@ -198,10 +232,26 @@ Status ParseBody(const Value& root, JobSpec* job) {
                              "from the token, the id and submit time itself");
     }
   }
-  ARBITER_RETURN_IF_ERROR(m.Check(
-      {"name", "queue", "type", "priority_class", "command", "env", "workdir", "tasks",
-       "distinct_nodes", "resources", "gpu_models", "node_selector", "walltime_seconds", "retry",
-       "preemptible", "grace_period_seconds", "tolerations", "container_image", "secret_env"}));
+  ARBITER_RETURN_IF_ERROR(m.Check({"name",
+                                   "queue",
+                                   "type",
+                                   "priority_class",
+                                   "command",
+                                   "env",
+                                   "workdir",
+                                   "tasks",
+                                   "distinct_nodes",
+                                   "resources",
+                                   "gpu_models",
+                                   "node_selector",
+                                   "walltime_seconds",
+                                   "retry",
+                                   "preemptible",
+                                   "grace_period_seconds",
+                                   "tolerations",
+                                   "container_image",
+                                   "secret_env",
+                                   "depends_on"}));
   ARBITER_RETURN_IF_ERROR(ParseStrings(m, job));
   ARBITER_RETURN_IF_ERROR(m.Require("command"));
   ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), "command", &job->command));
@@ -222,6 +272,9 @@ Status ParseBody(const Value& root, JobSpec* job) {
   }
   if (const Value* v = m.Get("tolerations")) {
     ARBITER_RETURN_IF_ERROR(ParseTolerations(*v, "tolerations", &job->tolerations));
+  }
+  if (const Value* v = m.Get("depends_on")) {
+    ARBITER_RETURN_IF_ERROR(ParseDependencies(*v, "depends_on", &job->depends_on));
   }
   ARBITER_RETURN_IF_ERROR(
       m.Int("walltime_seconds", 0, kMaxWalltimeSeconds, &job->walltime_seconds));
@@ -313,6 +366,15 @@ std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
   w.BeginObject();
   w.Field("command", job.command);
   if (!job.container_image.empty()) w.Field("container_image", job.container_image);
+  if (!job.depends_on.empty()) {
+    w.Key("depends_on").BeginArray();
+    for (const Dependency& d : job.depends_on) {
+      w.BeginObject();
+      if (d.type != DependencyType::kSingleton) w.Field("job", d.job);
+      w.Field("type", DependencyTypeName(d.type)).EndObject();
+    }
+    w.EndArray();
+  }
   w.Field("distinct_nodes", job.distinct_nodes);
   w.Key("env").BeginObject();
   for (const auto& [k, v] : job.env) {

@@ -158,6 +158,13 @@ int Show(const ContextPtr& ctx, uint64_t id) {
   }
   Line("GPU models:", models);
   if (j.contains("gpu_model")) Line("Running on:", Str(j, "gpu_model"));
+  std::string deps;  // as Slurm writes them: afterok:12,singleton
+  for (const json& d : j.value("depends_on", json::array())) {
+    AppendTo(&deps, ",",
+             d.contains("job") ? fmt::format("{}:{}", Str(d, "type"), d.value("job", uint64_t{0}))
+                               : Str(d, "type"));
+  }
+  Line("Depends on:", deps);
   const int64_t wall = j.value("walltime_seconds", int64_t{0});
   Line("Walltime:", wall > 0 ? fmt::format("{} ({} s)", ShortDuration(wall), wall) : "");
   Line("Submitted:", When(j.value("submitted_at", json())));
@@ -184,8 +191,10 @@ int Show(const ContextPtr& ctx, uint64_t id) {
     if (p.value("estimated_start", json()).is_string()) {
       eta = fmt::format(", estimated start {}", Str(p, "estimated_start"));
     }
-    Line("Waiting:", fmt::format("{}: {} (position {}{})", Str(p, "code"), Str(p, "message"),
-                                 p.value("position", 0), eta));
+    const int position = p.value("position", 0);
+    Line("Waiting:",
+         fmt::format("{}: {}{}", Str(p, "code"), Str(p, "message"),
+                     position > 0 ? fmt::format(" (position {}{})", position, eta) : eta));
   }
   Line("Command:", JobCommand(j));
   Line("Workdir:", Str(j, "workdir"));

@@ -57,7 +57,7 @@ struct GpuRequest {
 // What the #SBATCH directives said; each field is set when a directive gave it.
 struct SlurmDirectives {
   std::optional<std::string> job_name, partition, account, qos, output, error, chdir,
-      container_image, constraint, array;
+      container_image, constraint, array, dependency;
   std::optional<int32_t> nodes, ntasks, ntasks_per_node, cpus_per_task, cpus_per_gpu;
   std::optional<GpuRequest> gres_gpu, gpus, gpus_per_node, gpus_per_task;
   std::optional<int64_t> mem_mib, mem_per_gpu_mib, mem_per_cpu_mib;
@@ -92,6 +92,10 @@ bool LooksLikeBatchScript(std::string_view text);
 
 // Slurm's time formats in seconds: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; "UNLIMITED"/"INFINITE": 0.
 Result<int64_t> ParseSlurmTime(std::string_view s);
+
+// Slurm's --dependency: "afterok:12:13,afterany:14,singleton" (every one must hold). Errors name
+// the part: "?" (any of), "+MINUTES", aftercorr and afterburstbuffer are not supported.
+Result<std::vector<Dependency>> ParseSlurmDependency(std::string_view s);
 // Slurm memory sizes in MiB: a whole number with an optional unit K, M (default), G or T.
 Result<int64_t> ParseSlurmMemory(std::string_view s);
 // Durations for --walltime: Slurm's formats above, or a sum of parts with units d, h, m, s

@@ -19,6 +19,58 @@ using sbatch_text::Number;
 using sbatch_text::Split;
 using sbatch_text::Trim;
 
+Result<std::vector<Dependency>> ParseSlurmDependency(std::string_view text) {
+  const std::string v(Trim(text));
+  if (v.find('?') != std::string::npos) {
+    return InvalidArgument("dependency",
+                           fmt::format("--dependency={}: '?' (any one of) is not supported; "
+                                       "Arbiter's dependencies must all hold (',')",
+                                       v));
+  }
+  if (v.empty()) return InvalidArgument("dependency", "--dependency: empty");
+  std::vector<Dependency> out;
+  for (const std::string& part : Split(v, ',')) {
+    const std::vector<std::string> words = Split(part, ':');
+    Dependency d;
+    if (words.empty() || !ParseDependencyType(Lower(words[0]), &d.type)) {
+      return InvalidArgument(
+          "dependency",
+          fmt::format("--dependency={}: unknown type in '{}'; use after, afterok, afterany, "
+                      "afternotok or singleton",
+                      v, part));
+    }
+    if (d.type == DependencyType::kSingleton) {
+      if (words.size() > 1) {
+        return InvalidArgument("dependency",
+                               fmt::format("--dependency={}: singleton takes no job ids", v));
+      }
+      out.push_back(d);
+      continue;
+    }
+    if (words.size() < 2) {
+      return InvalidArgument(
+          "dependency",
+          fmt::format("--dependency={}: '{}' needs job ids ({}:ID[:ID...])", v, part, words[0]));
+    }
+    for (size_t i = 1; i < words.size(); ++i) {
+      const std::string& id = words[i];
+      if (id.find('+') != std::string::npos) {
+        return InvalidArgument(
+            "dependency", fmt::format("--dependency={}: a delay (+MINUTES) is not supported", v));
+      }
+      if (id.empty() || id.size() > 15 ||
+          !std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+          id == std::string(id.size(), '0')) {
+        return InvalidArgument("dependency",
+                               fmt::format("--dependency={}: '{}' is not a job id", v, id));
+      }
+      d.job = std::stoull(id);
+      if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+    }
+  }
+  return out;
+}
+
 Result<int64_t> ParseSlurmTime(std::string_view text) {
   const std::string s = Trim(text);
   const std::string l = Lower(s);
@@ -332,6 +384,13 @@ Status ApplyPartition(const std::string& v, BatchScript* s, int line) {
   return Status::Ok();
 }
 
+Status ApplyDependency(const std::string& v, BatchScript* s, int) {
+  auto deps = ParseSlurmDependency(v);
+  if (!deps.ok()) return deps.status();
+  s->slurm.dependency = v;
+  return Status::Ok();
+}
+
 Status ApplyNodes(const std::string& v, BatchScript* s, int line) {
   const size_t dash = v.find('-');
   if (dash == std::string::npos) return SetInt(&s->slurm.nodes, v, "nodes");
@@ -426,6 +485,7 @@ const std::vector<OptionSpec>& Options() {
       Text("chdir", 'D', &D::chdir),
       Text("container-image", 0, &D::container_image),
       Text("array", 'a', &D::array),
+      {"dependency", 'd', Arg::kRequired, ApplyDependency},
   };
   return kOptions;
 }

@@ -48,6 +48,38 @@ TEST(Durations, UnitsAndSlurmForms) {
   EXPECT_FALSE(ParseDuration("h").ok());
 }
 
+TEST(SlurmDependency, SlurmsFormsAndWhatIsNotSupported) {
+  using T = DependencyType;
+  auto d = ParseSlurmDependency("afterok:12:13,afterany:14,singleton,AFTERNOTOK:15,after:16");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(*d, (std::vector<Dependency>{{T::kAfterOk, 12},
+                                         {T::kAfterOk, 13},
+                                         {T::kAfterAny, 14},
+                                         {T::kSingleton, 0},
+                                         {T::kAfterNotOk, 15},
+                                         {T::kAfter, 16}}));
+  auto any = ParseSlurmDependency("afterok:1?afterok:2");
+  ASSERT_FALSE(any.ok());
+  EXPECT_NE(any.status().message().find("'?' (any one of) is not supported"), std::string::npos);
+  EXPECT_NE(ParseSlurmDependency("after:12+30").status().message().find("delay"),
+            std::string::npos);
+  EXPECT_NE(ParseSlurmDependency("aftercorr:12").status().message().find("unknown type"),
+            std::string::npos);
+  EXPECT_NE(ParseSlurmDependency("afterok").status().message().find("needs job ids"),
+            std::string::npos);
+  EXPECT_NE(ParseSlurmDependency("afterok:12_3").status().message().find("'12_3' is not a job id"),
+            std::string::npos);
+  EXPECT_EQ(ParseSlurmDependency("afterok:12").status().field(), "");
+  EXPECT_EQ(ParseSlurmDependency("afterok:x").status().field(), "dependency");
+  // In a script, with the line named.
+  auto script = ParseBatchScript("#!/bin/sh\n#SBATCH -d afterok:7 -p q\ntrue\n");
+  ASSERT_TRUE(script.ok()) << script.status().ToString();
+  EXPECT_EQ(script->slurm.dependency, "afterok:7");
+  auto bad = ParseBatchScript("#!/bin/sh\n#SBATCH --dependency=afterok:x\ntrue\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status().message();
+}
+
 TEST(SlurmMemory, Units) {
   EXPECT_EQ(*ParseSlurmMemory("64G"), 65536);
   EXPECT_EQ(*ParseSlurmMemory("64GB"), 65536);

@@ -32,7 +32,7 @@ namespace {
 // The flags that describe a job: on the command line and on #ARBITER lines.
 struct JobFlags {
   std::string queue, type, priority, name, walltime, workdir, image, cpus, memory, gpu_memory,
-      gpu_share;
+      gpu_share, dependency;
   int32_t gpus = 0, tasks = 1, retries = 0;
   int64_t grace = 0;
   std::vector<std::string> gpu_models, env, secret_env, selectors, tolerations;
@@ -66,6 +66,9 @@ void AddJobFlags(CLI::App* app, JobFlags* f) {
   add("name", f->name, "Job name");
   add("walltime", f->walltime, "Longest run: 2h, 1h30m, 90m, 1d12h or Slurm's 1-12, 2:30:00");
   add("retries", f->retries, "Retries after a failure")->check(CLI::Range(0, 1000));
+  add("dependency", f->dependency,
+      "Start only after other jobs: afterok:ID[:ID], afterany:ID, afternotok:ID, after:ID, "
+      "singleton; several joined by ',' (as Slurm's -d)");
   add("env", f->env, "Environment variable K=V (K alone: its value here), repeatable")
       ->allow_extra_args(false);
   add("secret-env", f->secret_env,
@@ -194,6 +197,11 @@ Status ApplyJobFlags(const JobFlags& f, JobSpec* job) {
     job->walltime_seconds = *w;
   }
   if (f.given("retries")) job->retry.max_retries = f.retries;
+  if (f.given("dependency")) {
+    auto deps = ParseSlurmDependency(f.dependency);
+    if (!deps.ok()) return deps.status();
+    job->depends_on = std::move(deps).value();
+  }
   // K=V, or K alone for its value in this environment (a secret then stays out of the history).
   auto put = [](const std::string& flag, const std::string& kv,
                 std::map<std::string, std::string>* out) -> Status {

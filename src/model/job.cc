@@ -44,6 +44,34 @@ bool ParseJobType(std::string_view s, JobType* out) {
   return false;
 }
 
+std::string_view DependencyTypeName(DependencyType t) {
+  switch (t) {
+    case DependencyType::kAfter:
+      return "after";
+    case DependencyType::kAfterOk:
+      return "afterok";
+    case DependencyType::kAfterAny:
+      return "afterany";
+    case DependencyType::kAfterNotOk:
+      return "afternotok";
+    case DependencyType::kSingleton:
+      return "singleton";
+  }
+  return "afterok";
+}
+
+bool ParseDependencyType(std::string_view s, DependencyType* out) {
+  for (DependencyType t :
+       {DependencyType::kAfter, DependencyType::kAfterOk, DependencyType::kAfterAny,
+        DependencyType::kAfterNotOk, DependencyType::kSingleton}) {
+    if (DependencyTypeName(t) == s) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
 int64_t RetryBackoffSeconds(const RetryPolicy& p, int32_t retry) {
   int64_t b = p.backoff_seconds;
   for (int32_t i = 1; i < retry && b < p.backoff_cap_seconds; ++i) {

@@ -26,6 +26,24 @@ struct Toleration {
   bool operator==(const Toleration&) const = default;
 };
 
+// A condition on other jobs before a job may start (Slurm's --dependency). A dependency that can
+// no longer be met (the job it waits for ended the other way) ends the waiting job.
+enum class DependencyType {
+  kAfter,       // the job has started (or ended)
+  kAfterOk,     // the job succeeded
+  kAfterAny,    // the job ended, however
+  kAfterNotOk,  // the job ended and did not succeed (failed, cancelled, timed out)
+  kSingleton,   // every earlier job of the same user and name has ended (no `job`)
+};
+std::string_view DependencyTypeName(DependencyType t);  // "afterok", ...
+bool ParseDependencyType(std::string_view s, DependencyType* out);
+
+struct Dependency {
+  DependencyType type = DependencyType::kAfterOk;
+  uint64_t job = 0;  // 0 for kSingleton
+  bool operator==(const Dependency&) const = default;
+};
+
 // When and how often a failed job runs again.
 struct RetryPolicy {
   int32_t max_retries = 0;
@@ -67,6 +85,7 @@ struct JobSpec {
   std::map<std::string, std::string> secret_env;
   std::string workdir;
   std::string container_image;
+  std::vector<Dependency> depends_on;  // all must hold before the job starts
 };
 
 // Checks every field; errors name the field ("resources.gpus", "tasks").

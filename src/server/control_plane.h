@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -349,6 +350,14 @@ class ControlPlane : public node::ExecutionBackend {
   void ApplyCycleLocked(const core::CycleInput& in, core::CycleResult& r,
                         const std::vector<uint64_t>& pending_ids,
                         const std::vector<JobEntry*>& pending_entries, store::WriteBatch* b);
+  // The earliest active job of each (tenant, user, name), for singleton dependencies; built by a
+  // cycle at its first singleton job.
+  using SingletonIndex = std::map<std::tuple<std::string, std::string, std::string>, uint64_t>;
+  // A pending job with depends_on: true when it stays out of this cycle, waiting (its verdict
+  // says for which job) or ended because a dependency can never hold (Slurm's
+  // kill_invalid_depend).
+  bool HoldForDependenciesLocked(JobEntry& j, std::optional<SingletonIndex>* singletons,
+                                 store::WriteBatch* b);
 
   store::Store* store_;
   NowFn now_;

@@ -247,6 +247,16 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
   }
   // Beyond a max of its queue or tenant: it could never start (nodes are no reason here).
   ARBITER_RETURN_IF_ERROR(CheckQuotaAdmissible(tree, compiled_->cluster, spec, q));
+  // A job may wait only for jobs its submitter can see (another tenant's look missing).
+  for (size_t i = 0; i < spec.depends_on.size(); ++i) {
+    const Dependency& d = spec.depends_on[i];
+    if (d.type == DependencyType::kSingleton) continue;
+    auto it = jobs_.all.find(d.job);
+    if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+      return InvalidArgument(fmt::format("depends_on[{}].job", i),
+                             fmt::format("job {} not found", d.job));
+    }
+  }
   spec.tenant = tenant;
   spec.user = p.user;
   return Status::Ok();

@@ -14,6 +14,7 @@
 #include "server/control_plane.h"
 #include "server/control_plane_compiled.h"
 #include "server/control_plane_helpers.h"
+#include "server/dependencies.h"
 #include "server/reports.h"
 
 namespace arbiter::server {
@@ -139,6 +140,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     const core::Cluster& cluster = compiled->cluster;
     const core::QuotaTree& tree = compiled->tree;
     store::WriteBatch b;
+    std::optional<SingletonIndex> singletons;
     for (auto at = jobs_.active.begin(); at != jobs_.active.end();) {
       const uint64_t id = at->first;
       JobEntry& j = *at->second;
@@ -153,6 +155,10 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
       // Finished jobs (most of a long-lived server's) are passed over before any lookup.
       const bool is_pending = j.state == JobState::kPending || j.state == JobState::kRetryWait;
       if (!is_pending && !(j.holds_capacity() && !j.placement.empty())) continue;
+      if (is_pending && !j.spec.depends_on.empty() &&
+          HoldForDependenciesLocked(j, &singletons, &b)) {
+        continue;
+      }
       if (j.resolved_generation != compiled->generation) {
         auto pit = compiled->classes.find(j.spec.priority_class);
         j.priority_class = pit != compiled->classes.end() ? &pit->second : nullptr;
@@ -209,6 +215,50 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
   MarkDecisionsDurable(result);
   ARBITER_RETURN_IF_ERROR(committed);
   return admitted;
+}
+
+bool ControlPlane::HoldForDependenciesLocked(JobEntry& j, std::optional<SingletonIndex>* singletons,
+                                             store::WriteBatch* b) {
+  uint64_t blocker = 0;
+  const bool singleton =
+      std::any_of(j.spec.depends_on.begin(), j.spec.depends_on.end(),
+                  [](const Dependency& d) { return d.type == DependencyType::kSingleton; });
+  if (singleton) {
+    if (!*singletons) {
+      singletons->emplace();
+      for (const auto& [id, e] : jobs_.active) {
+        if (IsFinal(e->state) && !e->stopping) continue;
+        auto [it, added] =
+            (*singletons)->try_emplace({e->spec.tenant, e->spec.user, e->spec.name}, id);
+        if (!added) it->second = std::min(it->second, id);
+      }
+    }
+    auto it = (*singletons)->find({j.spec.tenant, j.spec.user, j.spec.name});
+    if (it != (*singletons)->end() && it->second < j.spec.id.value()) blocker = it->second;
+  }
+  const DependencyVerdict v = EvaluateDependencies(
+      j.spec.depends_on,
+      [this](uint64_t id) -> std::optional<DependedJob> {
+        auto it = jobs_.all.find(id);
+        if (it == jobs_.all.end()) return std::nullopt;
+        const JobEntry& e = it->second;
+        return DependedJob{e.state, e.started_at > 0, IsFinal(e.state) && !e.stopping};
+      },
+      blocker);
+  if (v.kind == DependencyVerdict::Kind::kMet) return false;
+  if (v.kind == DependencyVerdict::Kind::kNever) {
+    StopJobLocked(j, JobState::kCancelled, v.message, b);
+    return true;
+  }
+  if (!j.verdict || j.verdict->code != core::VerdictCode::kDependency ||
+      j.verdict->message != v.message) {
+    core::Verdict verdict;
+    verdict.job = j.spec.id;
+    verdict.code = core::VerdictCode::kDependency;
+    verdict.message = v.message;
+    j.verdict = std::move(verdict);
+  }
+  return true;
 }
 
 void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResult& r,

@@ -322,8 +322,10 @@ TEST_F(CliLocalTest, UnsupportedDirectivesInOneWarning) {
   ASSERT_EQ(warnings.size(), 1u) << r.err;
   EXPECT_EQ(warnings[0],
             "warning: odd.sh: #SBATCH directives Arbiter does not support, ignored: "
-            "--mail-type=END (line 3), --mail-user=a@b.c (line 3), --exclusive (line 4), "
-            "--dependency=afterok:9 (line 5)");
+            "--mail-type=END (line 3), --mail-user=a@b.c (line 3), --exclusive (line 4)");
+  // --dependency is supported: it becomes depends_on.
+  EXPECT_EQ(ParseOrNull(r.out)["depends_on"], json::parse(R"([{"job": 9, "type": "afterok"}])"))
+      << r.out;
   // A bad directive is an error naming it and its line.
   WriteFile(work_.path() + "/bad.sh", "#!/bin/sh\n#SBATCH -p q\n#SBATCH -t 1h\necho\n");
   const CliResult bad = Run({"submit", "--dry-run", "bad.sh"});

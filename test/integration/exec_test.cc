@@ -115,7 +115,8 @@ TEST_F(ExecTest, TaskEnvironmentIsTheJobsOwnPlusReservedNames) {
     EXPECT_TRUE(IsReservedEnvName(name)) << name << " is set by the executor but not reserved";
   }
   EXPECT_EQ(seen, 2);
-  EXPECT_NE(Output(id).find("PATH=/usr/bin:/bin\n"), std::string::npos);
+  // The job's own PATH, after the node's tools folder (srun).
+  EXPECT_NE(Output(id).find("/bin:/usr/bin:/bin\n"), std::string::npos) << Output(id);
 }
 
 // A secret variable reaches the task, and no answer of the API, no event and no audit record

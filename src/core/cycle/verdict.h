@@ -25,6 +25,7 @@ enum class VerdictCode {
   kBackoff,                // waiting out a retry backoff
   kNotAllowed,             // the queue does not take this job (type, unknown queue)
   kInadmissible,           // can never start under the current maxima or nodes (admissible.h)
+  kDependency,             // waits for other jobs (depends_on; set by the server's driver)
 };
 
 std::string_view VerdictCodeName(VerdictCode c);  // "QuotaExceeded", ...

@@ -32,6 +32,8 @@ std::string_view VerdictCodeName(VerdictCode c) {
       return "NotAllowed";
     case VerdictCode::kInadmissible:
       return "Inadmissible";
+    case VerdictCode::kDependency:
+      return "Dependency";
   }
   return "Unknown";
 }
