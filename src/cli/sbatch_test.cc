@@ -152,9 +152,9 @@ TEST(Script, UnsupportedDirectivesAreNamedWithTheirLines) {
   EXPECT_EQ(s->unsupported,
             (std::vector<std::string>{
                 "--mail-type=END (line 2)", "--mail-user alice@example.com (line 3)",
-                "--exclusive (line 3)", "-w gpu-07 (line 4)", "--gres=nvme:1 (line 4)",
-                "--dependency=afterok:10 (line 5)"}));
+                "--exclusive (line 3)", "-w gpu-07 (line 4)", "--gres=nvme:1 (line 4)"}));
   EXPECT_EQ(s->slurm.gres_gpu, (GpuRequest{"", 2}));
+  EXPECT_EQ(s->slurm.dependency, "afterok:10");  // supported
 }
 
 TEST(Script, ErrorsNameTheLineAndTheDirective) {
