@@ -407,10 +407,7 @@ void SetNamesAndPlaces(const SlurmDirectives& d, const ScriptContext& ctx, JobSp
   job->queue = d.partition.value_or("");
   job->name = d.job_name.value_or(ctx.name);
   job->priority_class = d.qos.value_or("");
-  if (d.dependency) {
-    auto deps = ParseSlurmDependency(*d.dependency);
-    if (deps.ok()) job->depends_on = std::move(deps).value();  // checked when read
-  }
+  if (d.dependency) job->depends_on = *d.dependency;
   job->workdir = ctx.submit_dir;
   if (d.chdir) {
     job->workdir = fs::path(*d.chdir).is_absolute()

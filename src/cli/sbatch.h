@@ -57,7 +57,8 @@ struct GpuRequest {
 // What the #SBATCH directives said; each field is set when a directive gave it.
 struct SlurmDirectives {
   std::optional<std::string> job_name, partition, account, qos, output, error, chdir,
-      container_image, constraint, array, dependency;
+      container_image, constraint, array;
+  std::optional<std::vector<Dependency>> dependency;
   std::optional<int32_t> nodes, ntasks, ntasks_per_node, cpus_per_task, cpus_per_gpu;
   std::optional<GpuRequest> gres_gpu, gpus, gpus_per_node, gpus_per_task;
   std::optional<int64_t> mem_mib, mem_per_gpu_mib, mem_per_cpu_mib;

@@ -387,7 +387,7 @@ Status ApplyPartition(const std::string& v, BatchScript* s, int line) {
 Status ApplyDependency(const std::string& v, BatchScript* s, int) {
   auto deps = ParseSlurmDependency(v);
   if (!deps.ok()) return deps.status();
-  s->slurm.dependency = v;
+  s->slurm.dependency = std::move(deps).value();
   return Status::Ok();
 }
 

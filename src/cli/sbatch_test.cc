@@ -74,7 +74,7 @@ TEST(SlurmDependency, SlurmsFormsAndWhatIsNotSupported) {
   // In a script, with the line named.
   auto script = ParseBatchScript("#!/bin/sh\n#SBATCH -d afterok:7 -p q\ntrue\n");
   ASSERT_TRUE(script.ok()) << script.status().ToString();
-  EXPECT_EQ(script->slurm.dependency, "afterok:7");
+  EXPECT_EQ(script->slurm.dependency, (std::vector<Dependency>{{T::kAfterOk, 7}}));
   auto bad = ParseBatchScript("#!/bin/sh\n#SBATCH --dependency=afterok:x\ntrue\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status().message();
@@ -154,7 +154,8 @@ TEST(Script, UnsupportedDirectivesAreNamedWithTheirLines) {
                 "--mail-type=END (line 2)", "--mail-user alice@example.com (line 3)",
                 "--exclusive (line 3)", "-w gpu-07 (line 4)", "--gres=nvme:1 (line 4)"}));
   EXPECT_EQ(s->slurm.gres_gpu, (GpuRequest{"", 2}));
-  EXPECT_EQ(s->slurm.dependency, "afterok:10");  // supported
+  EXPECT_EQ(s->slurm.dependency,  // supported
+            (std::vector<Dependency>{{DependencyType::kAfterOk, 10}}));
 }
 
 TEST(Script, ErrorsNameTheLineAndTheDirective) {

@@ -8,13 +8,13 @@
 //                                      script's srun sends, until the script ends
 //   srun --arbiter-release             the batch wrapper, after the script: lets the workers end
 //
-// Multi-node steps: the srun in the script (task 0) listens on MASTER_ADDR's port ARBITER_STEP_PORT
-// (derived from the job id); the workers on the other nodes connect to it, prove they belong to
-// the job with ARBITER_STEP_KEY (a per-run secret the server gives every task of the job, and no
-// one else), receive the step, run their node's share of it, stream its output back, and report
-// their worst exit status. Both sides prove they hold the key without sending it (HMAC-SHA256 over
-// each other's nonces), so a process that takes the port first learns nothing and gets no worker.
-// Only the C++ runtime and libcrypto go into this binary.
+// Multi-node steps: the srun in the script (task 0) listens on MASTER_ADDR's step port
+// (40000 + the job id modulo 20000); the workers on the other nodes connect to it, prove they
+// belong to the job with ARBITER_STEP_KEY (a per-run secret the server gives every task of the job,
+// and no one else), receive the step, run their node's share of it, stream its output back, and
+// report their worst exit status. Both sides prove they hold the key without sending it
+// (HMAC-SHA256 over each other's nonces), so a process that takes the port first learns nothing and
+// gets no worker. Only the C++ runtime and libcrypto go into this binary.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -405,8 +405,6 @@ void InstallSignals() {
 // The port of the job's steps on MASTER_ADDR: apart from MASTER_PORT's range (20000-39999),
 // which the programs the steps start use for their own rendezvous.
 int StepPort() {
-  const std::string given = Env("ARBITER_STEP_PORT");
-  if (!given.empty()) return std::atoi(given.c_str());
   const long long job = std::atoll(Env("ARBITER_JOB_ID", "0").c_str());
   return 40000 + static_cast<int>(job % 20000);
 }

@@ -226,11 +226,10 @@ bool ControlPlane::HoldForDependenciesLocked(JobEntry& j, std::optional<Singleto
   if (singleton) {
     if (!*singletons) {
       singletons->emplace();
+      // In ascending ids: the first job of each key is its earliest.
       for (const auto& [id, e] : jobs_.active) {
         if (IsFinal(e->state) && !e->stopping) continue;
-        auto [it, added] =
-            (*singletons)->try_emplace({e->spec.tenant, e->spec.user, e->spec.name}, id);
-        if (!added) it->second = std::min(it->second, id);
+        (*singletons)->try_emplace({e->spec.tenant, e->spec.user, e->spec.name}, id);
       }
     }
     auto it = (*singletons)->find({j.spec.tenant, j.spec.user, j.spec.name});

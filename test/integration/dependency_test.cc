@@ -8,50 +8,15 @@
 
 #include <string>
 
-#include "cli_process.h"
-#include "cli_text.h"
-#include "server_process.h"
+#include "local_node_cli.h"
 
 namespace arbiter::testing {
 namespace {
 
 using nlohmann::json;
 
-constexpr const char* kConfig = R"(
-gpu_models:
-  - {name: A100-80G, memory_mib: 81920}
-tenants:
-  - name: lab
-    queues:
-      - {name: lab-q, guaranteed: {gpu: 0}}
-users:
-  - {name: ann, tenant: lab, role: member, run_as: {uid: 4243}}
-)";
-
-class DependencyTest : public ::testing::Test {
+class DependencyTest : public LocalNodeCliTest {
  protected:
-  void SetUp() override {
-    WriteFile(data_.path() + "/cluster.yaml", kConfig);
-    ASSERT_TRUE(server_.Start(data_.path(), {"--config", data_.path() + "/cluster.yaml",
-                                             "--local-node", "box", "--fake-gpus", "4"}))
-        << server_.output();
-    url_ = fmt::format("http://127.0.0.1:{}", server_.port());
-    auto admin = server_.Client(server_.admin_token());
-    auto t = admin->Post("/api/v1/tokens", json{{"user", "ann"}}.dump(), "application/json");
-    ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
-    token_ = json::parse(t->body)["token"].get<std::string>();
-    ASSERT_EQ(chown(work_.path().c_str(), 4243, 4243), 0);
-  }
-
-  CliResult Cli(const std::vector<std::string>& args) {
-    CliOptions o;
-    o.env["HOME"] = home_.path();
-    o.env["ARBITER_SERVER"] = url_;
-    o.env["ARBITER_TOKEN"] = token_;
-    o.cwd = work_.path();
-    return RunCli(args, o);
-  }
-
   std::string Submit(const std::vector<std::string>& args) {
     std::vector<std::string> all = {"submit", "--parsable"};
     all.insert(all.end(), args.begin(), args.end());
@@ -65,13 +30,6 @@ class DependencyTest : public ::testing::Test {
     EXPECT_EQ(r.code, 0) << r.err;
     return ParseOrNull(r.out);
   }
-
-  TempDir data_;
-  TempDir home_;
-  TempDir work_;
-  ServerProcess server_;
-  std::string url_;
-  std::string token_;
 };
 
 TEST_F(DependencyTest, AScriptWaitsForItsDependencyThenRuns) {

@@ -13,8 +13,7 @@
 #include <thread>
 
 #include "agent_process.h"
-#include "cli_process.h"
-#include "cli_text.h"
+#include "local_node_cli.h"
 #include "server_process.h"
 
 namespace arbiter::testing {
@@ -22,44 +21,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kConfig = R"(
-gpu_models:
-  - {name: A100-80G, memory_mib: 81920}
-priority_classes:
-  - {name: normal, value: 100, preemptible: true}
-tenants:
-  - name: lab
-    queues:
-      - {name: lab-q, guaranteed: {gpu: 0}}
-users:
-  - {name: ann, tenant: lab, role: member, run_as: {uid: 4243}}
-)";
-
-class SrunTest : public ::testing::Test {
+class SrunTest : public LocalNodeCliTest {
  protected:
-  void SetUp() override {
-    WriteFile(data_.path() + "/cluster.yaml", kConfig);
-    ASSERT_TRUE(server_.Start(data_.path(), {"--config", data_.path() + "/cluster.yaml",
-                                             "--local-node", "box", "--fake-gpus", "4"}))
-        << server_.output();
-    url_ = fmt::format("http://127.0.0.1:{}", server_.port());
-    auto admin = server_.Client(server_.admin_token());
-    auto t = admin->Post("/api/v1/tokens", json{{"user", "ann"}}.dump(), "application/json");
-    ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
-    token_ = json::parse(t->body)["token"].get<std::string>();
-    // The scripts run in the folder they were submitted from, as ann's uid.
-    ASSERT_EQ(chown(work_.path().c_str(), 4243, 4243), 0);
-  }
-
-  CliResult Cli(const std::vector<std::string>& args) {
-    CliOptions o;
-    o.env["HOME"] = home_.path();
-    o.env["ARBITER_SERVER"] = url_;
-    o.env["ARBITER_TOKEN"] = token_;
-    o.cwd = work_.path();
-    return RunCli(args, o);
-  }
-
   // Submits `script` and waits for the job to end; returns its id ("" on failure).
   std::string Run(const std::string& name, const std::string& script, int timeout_s = 60) {
     WriteFile(work_.path() + "/" + name, script);
@@ -71,13 +34,6 @@ class SrunTest : public ::testing::Test {
     EXPECT_EQ(wait.code, 0) << wait.out << wait.err << ReadFile(work_.path() + "/" + id + ".out");
     return id;
   }
-
-  TempDir data_;
-  TempDir home_;
-  TempDir work_;
-  ServerProcess server_;
-  std::string url_;
-  std::string token_;
 };
 
 TEST_F(SrunTest, OneNodeRunsATaskPerGpuWithSlurmsRanks) {
