@@ -41,6 +41,9 @@ struct TenantConfig {
   std::optional<BudgetConfig> budget;
   std::optional<RunAsConfig> run_as;
   bool allow_root = false;  // its tasks may run as uid 0 (run_as: {uid: 0})
+  // The queue a member's submission without one goes to (a leaf queue of this tenant); empty:
+  // a queue is required.
+  std::string default_queue;
   // The tenant itself first (is_tenant = true, no parent), then every queue under it, parents
   // before their children, each naming its parent: the form QuotaTree::Build takes.
   std::vector<QueueSpec> queues;

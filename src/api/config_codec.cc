@@ -246,8 +246,75 @@ class ConfigParser {
       Guarantees g;
       ARBITER_RETURN_IF_ERROR(Queue(seq.items[i], IndexPath("tenants", i), "", 0, &t, &g));
       t.name = t.queues.front().name;
+      ARBITER_RETURN_IF_ERROR(DefaultQueue(seq.items[i], IndexPath("tenants", i), t));
       tenant_names_.insert(t.name);
       out_->tenants.push_back(std::move(t));
+    }
+    // An alias is another name for one queue: no queue or tenant may have it as its name.
+    for (const auto& [lower, where] : alias_paths_) {
+      for (const auto& [name, path] : queue_names_) {
+        if (LowerAscii(name) == lower) {
+          return InvalidArgument(where.second,
+                                 fmt::format("alias {} is the name of {} ({}); an alias must not "
+                                             "be another queue's name",
+                                             Quote(where.first), Quote(name), path));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // A tenant's default_queue names one of its own leaf queues.
+  static Status DefaultQueue(const Value& v, const std::string& path, const TenantConfig& t) {
+    if (t.default_queue.empty()) return Status::Ok();
+    const std::string dp = ChildPath(path, "default_queue");
+    const Value& dv = *MappingReader(v, path).Get("default_queue");
+    std::vector<std::string> leaves;
+    bool has_children = false;
+    for (const QueueSpec& q : t.queues) {
+      const bool leaf = std::none_of(t.queues.begin(), t.queues.end(),
+                                     [&](const QueueSpec& c) { return c.parent == q.name; });
+      if (q.is_tenant) continue;
+      if (leaf) leaves.push_back(q.name);
+      if (q.name == t.default_queue) has_children = !leaf;
+    }
+    if (has_children) {
+      return ErrorAt(
+          dv, dp,
+          fmt::format("queue {} has child queues; name one of them", Quote(t.default_queue)));
+    }
+    if (std::find(leaves.begin(), leaves.end(), t.default_queue) == leaves.end()) {
+      return ErrorAt(
+          dv, dp,
+          fmt::format("{} is not a queue of tenant {}; its queues: {}", Quote(t.default_queue),
+                      Quote(t.name),
+                      leaves.empty() ? "none" : fmt::format("{}", fmt::join(leaves, ", "))));
+    }
+    return Status::Ok();
+  }
+
+  // aliases: [gpu_H100, GPU-H100]; letters of either case, digits, '_', '.', '-' (at most 63).
+  Status Aliases(const Value& v, const std::string& path, QueueSpec* s) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxAliases));
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      const std::string ip = IndexPath(path, i);
+      std::string alias;
+      ARBITER_RETURN_IF_ERROR(ReadString(v.items[i], ip, 63, &alias));
+      if (!IsValidQueueAlias(alias)) {
+        return ErrorAt(v.items[i], ip,
+                       fmt::format("{} is not a valid alias: use letters, digits, '_', '.' and "
+                                   "'-', starting with a letter or digit (at most 63)",
+                                   Quote(alias)));
+      }
+      const auto [it, inserted] =
+          alias_paths_.emplace(LowerAscii(alias), std::make_pair(alias, ip));
+      if (!inserted) {
+        return ErrorAt(v.items[i], ip,
+                       fmt::format("duplicate alias {} (first at {}; aliases are compared "
+                                   "without case)",
+                                   Quote(alias), it->second.second));
+      }
+      s->aliases.push_back(std::move(alias));
     }
     return Status::Ok();
   }
@@ -411,13 +478,14 @@ class ConfigParser {
     const bool is_tenant = parent.empty();
     MappingReader m(v, path);
     if (is_tenant) {
-      ARBITER_RETURN_IF_ERROR(m.Check({"name", "budget", "guaranteed", "max", "lending_limit",
-                                       "weight", "default_walltime_seconds", "allowed_types",
-                                       "fair_share", "queues", "run_as", "allow_root"}));
-    } else {
       ARBITER_RETURN_IF_ERROR(
-          m.Check({"name", "guaranteed", "max", "lending_limit", "weight",
-                   "default_walltime_seconds", "allowed_types", "fair_share", "queues"}));
+          m.Check({"name", "budget", "guaranteed", "max", "lending_limit", "weight",
+                   "default_walltime_seconds", "allowed_types", "fair_share", "queues", "run_as",
+                   "allow_root", "default_queue"}));
+    } else {
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "guaranteed", "max", "lending_limit", "weight",
+                                       "default_walltime_seconds", "allowed_types", "fair_share",
+                                       "queues", "aliases"}));
     }
     if (++queue_count_ > kMaxQueues) {
       return ErrorAt(v, path, fmt::format("at most {} tenants and queues in all", kMaxQueues));
@@ -440,6 +508,9 @@ class ConfigParser {
         ARBITER_RETURN_IF_ERROR(RunAs(*r, m.PathOf("run_as"), t->allow_root, &*t->run_as));
       }
       tenant_allow_root_[s.name] = t->allow_root;
+      ARBITER_RETURN_IF_ERROR(m.String("default_queue", 63, &t->default_queue));
+    } else if (const Value* a = m.Get("aliases")) {
+      ARBITER_RETURN_IF_ERROR(Aliases(*a, m.PathOf("aliases"), &s));
     }
     Guarantees own;
     ARBITER_RETURN_IF_ERROR(QueueFields(m, &s, &own));
@@ -659,6 +730,8 @@ class ConfigParser {
   ClusterConfig* out_;
   std::vector<ClassRef> class_refs_;
   std::map<std::string, std::string> queue_names_;  // tenants and queues
+  // Queue aliases, lower-cased -> (as written, path).
+  std::map<std::string, std::pair<std::string, std::string>> alias_paths_;
   std::set<std::string> tenant_names_;
   std::map<std::string, bool> tenant_allow_root_;  // tenant -> allow_root
   size_t queue_count_ = 0;

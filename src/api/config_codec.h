@@ -60,6 +60,7 @@ inline constexpr size_t kMaxGpuModels = 16;  // as the scheduling core (core::kM
 inline constexpr size_t kMaxPriorityClasses = 64;
 inline constexpr size_t kMaxTenants = 1000;
 inline constexpr size_t kMaxQueues = 10000;  // all tenants and queues together
+inline constexpr size_t kMaxAliases = 16;    // per queue
 inline constexpr size_t kMaxQueueDepth = 8;  // levels of queues below a tenant
 inline constexpr size_t kMaxUsers = 100000;
 inline constexpr size_t kMaxNodes = 20000;

@@ -607,6 +607,64 @@ users:
   }
 }
 
+TEST(QueueNamesConfig, DefaultQueueAndAliasesParseDumpAndDiff) {
+  Result<ClusterConfig> r = ParseConfigYaml(R"(
+tenants:
+  - name: hpc
+    default_queue: hpc-a100
+    queues:
+      - {name: hpc-a100, aliases: [gpu_a100, GPU-A100]}
+      - name: hpc-h100
+        aliases: [gpu_h100]
+        queues: [{name: hpc-h100-long}]
+)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tenants[0].default_queue, "hpc-a100");
+  EXPECT_EQ(r->tenants[0].queues[1].aliases, (std::vector<std::string>{"gpu_a100", "GPU-A100"}));
+  const std::string dumped = DumpConfigYaml(*r);
+  EXPECT_NE(dumped.find("default_queue: hpc-a100"), std::string::npos) << dumped;
+  Result<ClusterConfig> back = ParseConfigYaml(dumped);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << dumped;
+  EXPECT_TRUE(DiffConfig(*r, *back).empty()) << dumped;
+  // Another default, or one alias more, is an update of the tenant or the queue.
+  ClusterConfig changed = *r;
+  changed.tenants[0].default_queue = "hpc-h100-long";
+  changed.tenants[0].queues[2].aliases.push_back("h100");
+  const std::vector<ConfigChange> changes = DiffConfig(*r, changed);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_NE(changes[0].detail.find("default_queue"), std::string::npos) << changes[0].detail;
+  EXPECT_NE(changes[1].detail.find("aliases"), std::string::npos) << changes[1].detail;
+
+  struct Bad {
+    const char* yaml;
+    const char* field;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"tenants: [{name: t, default_queue: nope, queues: [{name: q}]}]",
+            "tenants[0].default_queue", "\"nope\" is not a queue of tenant \"t\"; its queues: q"},
+           {"tenants: [{name: t, queues: [{name: q}]}, {name: u, default_queue: q}]",
+            "tenants[1].default_queue", "not a queue of tenant \"u\"; its queues: none"},
+           {"tenants: [{name: t, default_queue: p, queues: [{name: p, queues: [{name: c}]}]}]",
+            "tenants[0].default_queue", "has child queues"},
+           {"tenants: [{name: t, queues: [{name: q, aliases: [gpu_a100]}, {name: r, aliases: "
+            "[GPU_A100]}]}]",
+            "tenants[0].queues[1].aliases[0]", "duplicate alias \"GPU_A100\""},
+           {"tenants: [{name: t, queues: [{name: q, aliases: [R]}, {name: r}]}]",
+            "tenants[0].queues[0].aliases[0]", "must not be another queue's name"},
+           {"tenants: [{name: t, queues: [{name: q, aliases: [\"gpu a100\"]}]}]",
+            "tenants[0].queues[0].aliases[0]", "not a valid alias"},
+           {"tenants: [{name: t, queues: [{name: q, aliases: [_x]}]}]",
+            "tenants[0].queues[0].aliases[0]", "not a valid alias"},
+           {"tenants: [{name: t, aliases: [x]}]", "tenants[0].aliases", "unknown field"},
+       }) {
+    Result<ClusterConfig> c = ParseConfigYaml(b.yaml);
+    ASSERT_FALSE(c.ok()) << b.yaml;
+    EXPECT_EQ(c.status().field(), b.field) << c.status().ToString();
+    EXPECT_NE(c.status().message().find(b.message), std::string::npos) << c.status().ToString();
+  }
+}
+
 TEST(PriorityClassConfig, AllowedTenantsAndQueuesParseDumpAndDiff) {
   Result<ClusterConfig> r = ParseConfigYaml(R"(
 priority_classes:

@@ -79,6 +79,10 @@ void AddQueueFields(const QueueSpec& q, Value* out) {
     out->Set("fair_share", Value::Mapping())
         .Set("half_life_seconds", Int(q.decay.half_life_seconds));
   }
+  if (!q.aliases.empty()) {
+    Value& aliases = out->Set("aliases", Value::Sequence());
+    for (const std::string& a : q.aliases) aliases.Add(Value::String(a));
+  }
 }
 
 // The queue named `name` with its children (by parent name, in list order) nested.
@@ -264,6 +268,7 @@ Value TenantValue(const TenantConfig& t) {
   }
   if (t.allow_root) v.Set("allow_root", Bool(true));
   if (t.run_as) v.Set("run_as", RunAsValue(*t.run_as));
+  if (!t.default_queue.empty()) v.Set("default_queue", Value::String(t.default_queue));
   if (!t.queues.empty() && t.queues.front().is_tenant) AddQueueFields(t.queues.front(), &v);
   return v;
 }

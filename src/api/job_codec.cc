@@ -182,11 +182,11 @@ Status ParseGpuModels(const Value& v, const std::string& path, std::vector<std::
 
 // Strings at the top level: names, paths, the image.
 Status ParseStrings(const MappingReader& m, JobSpec* job) {
-  ARBITER_RETURN_IF_ERROR(m.Require("queue"));
+  // Absent or empty: the tenant's default_queue (the server resolves it, and aliases).
   ARBITER_RETURN_IF_ERROR(m.String("queue", 63, &job->queue));
-  if (!IsValidName(job->queue)) {
-    return InvalidArgument("queue", fmt::format("{} is not a valid queue name: use lower-case "
-                                                "letters, digits and '-', starting with a letter "
+  if (!job->queue.empty() && !IsValidQueueAlias(job->queue)) {
+    return InvalidArgument("queue", fmt::format("{} is not a valid queue name: use letters, "
+                                                "digits, '-', '_' and '.', starting with a letter "
                                                 "or digit",
                                                 Quote(job->queue)));
   }
@@ -393,7 +393,7 @@ std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
   w.EndObject();
   if (job.preemptible) w.Field("preemptible", *job.preemptible);
   if (!job.priority_class.empty()) w.Field("priority_class", job.priority_class);
-  w.Field("queue", job.queue);
+  if (!job.queue.empty()) w.Field("queue", job.queue);  // empty: the tenant's default_queue
   w.Key("resources")
       .BeginObject()
       .Field("cpu_milli", job.resources.cpu_milli)

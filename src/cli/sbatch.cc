@@ -187,6 +187,7 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
       "SLURM_JOB_NUM_NODES=\"$WORLD_SIZE\" SLURM_JOB_GPUS=\"$CUDA_VISIBLE_DEVICES\" "
       "GPU_DEVICE_ORDINAL=\"$CUDA_VISIBLE_DEVICES\"\n"
       "export SLURM_NTASKS=\"${SLURM_NTASKS:-$WORLD_SIZE}\"\n"
+      "export SLURM_JOB_PARTITION=\"${SLURM_JOB_PARTITION:-$ARBITER_QUEUE}\"\n"
       "export SLURM_NPROCS=\"$SLURM_NTASKS\"\n"
       "n=0; o=$IFS; IFS=,; for g in $CUDA_VISIBLE_DEVICES; do n=$((n+1)); done; IFS=$o\n"
       "export SLURM_GPUS_ON_NODE=$n\n"

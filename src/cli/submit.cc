@@ -290,23 +290,12 @@ Result<JobSpec> JobFromFile(const std::string& path, const std::string& text,
     const Status& st = spec.status();
     std::string msg = st.message();
     if (st.field() == "queue" && !doc.contains("queue")) {
-      msg += "; add queue: to the file or pass --queue";
+      msg += "; add queue: to the file or pass --queue";  // (absent is the tenant's default)
     }
     return Status(st.code(),
                   fmt::format("{}: {}", path, Describe(Status(st.code(), msg, st.field()))));
   }
   return spec;
-}
-
-// The usable queues' names, for a message; "" when the server cannot say.
-std::string UsableQueues(ApiClient& api) {
-  auto r = api.Get("/api/v1/queues");
-  if (!r.ok()) return "";
-  std::string names;
-  for (const json& q : (*r)["items"]) {
-    AppendTo(&names, ", ", q.value("name", ""));
-  }
-  return names;
 }
 
 std::string RandomKey() {
@@ -541,6 +530,16 @@ json Masked(json j) {
 }
 
 // --dry-run: the body (every element of an array), nothing sent.
+// The server's "queue is required" for a job sent without one, with how to give one here.
+Status NoQueueHint(const Status& st, const std::string& queue, bool from_script) {
+  if (!queue.empty() || st.field().find("queue") == std::string::npos) return st;
+  return Status(st.code(),
+                fmt::format("{}; pass --queue QUEUE{} (or save a default with arbiter login "
+                            "--queue)",
+                            st.message(), from_script ? ", or add #SBATCH -p QUEUE" : ""),
+                st.field());
+}
+
 int DryRun(const ContextPtr& ctx, const JobArray& array, const JobSpec& checked, const json& body) {
   const OutputFormat f =
       ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml;
@@ -583,7 +582,7 @@ int SubmitArray(const ContextPtr& ctx, const SubmitState& st, ApiClient* api_ptr
                         items.size(), array.indices.size(), items.front().value("id", uint64_t{0}),
                         items.back().value("id", uint64_t{0}), key));
       }
-      return Fail(r.status());
+      return Fail(NoQueueHint(r.status(), base.queue, array.from_script));
     }
     for (const json& j : (*r)["items"]) items.push_back(j);
   }
@@ -595,7 +594,7 @@ int SubmitArray(const ContextPtr& ctx, const SubmitState& st, ApiClient* api_ptr
     PrintStructured(json{{"items", items}}, ctx->format());
   } else {
     std::printf("%zu jobs submitted to %s (ids %llu to %llu, ARBITER_ARRAY_INDEX %lld to %lld)\n",
-                items.size(), base.queue.c_str(),
+                items.size(), items.front().value("queue", "").c_str(),
                 static_cast<unsigned long long>(items.front().value("id", uint64_t{0})),
                 static_cast<unsigned long long>(items.back().value("id", uint64_t{0})),
                 static_cast<long long>(array.indices.front()),
@@ -627,21 +626,10 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
   }
   for (const std::string& n : b.notes) Note(n);
 
-  // 3. No queue: say which ones there are.
+  // 3. No queue: the server uses the tenant's default_queue (an error there lists the queues).
   if (b.job.queue.empty()) {
-    std::string usable;
-    if (!st.dry_run && !conn->token.empty()) {
-      ApiClient api(*conn);
-      usable = UsableQueues(api);
-    }
-    return Fail(
-        InvalidArgument(
-            "queue",
-            fmt::format("no queue: pass --queue QUEUE{} (or save a "
-                        "default with arbiter login --queue){}",
-                        from_script ? ", or add #SBATCH -p QUEUE" : "",
-                        usable.empty() ? "" : fmt::format("; queues you can use: {}", usable))),
-        kExitUsage);
+    Note(st.dry_run ? "no queue given: the server would use your tenant's default_queue"
+                    : "no queue given: the server uses your tenant's default_queue");
   }
 
   // 4. Validate as the server will.
@@ -669,7 +657,7 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
 
   // 6. Submit.
   ApiClient api(*conn);
-  if (!b.account.empty()) {
+  if (!b.account.empty() && !b.job.queue.empty()) {
     Status acc = CheckAccount(api, b.account, b.job.queue);
     if (!acc.ok()) return Fail(acc);
   }
@@ -689,7 +677,7 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
     r = api.Post("/api/v1/jobs", body, headers);
   }
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return Fail(NoQueueHint(r.status(), b.job.queue, from_script));
   if (st.parsable) {
     std::printf("%llu\n", static_cast<unsigned long long>(r->value("id", uint64_t{0})));
   } else if (IsStructured(ctx->format())) {

@@ -122,7 +122,8 @@ Status ValidateJobSpec(const JobSpec& job) {
   if (!job.name.empty() && job.name.size() > 253) {
     return InvalidArgument("name", "must be at most 253 characters");
   }
-  if (!IsValidName(job.queue)) {
+  // Empty (a submission for the tenant's default queue) or an alias until the server resolves it.
+  if (!job.queue.empty() && !IsValidQueueAlias(job.queue)) {
     return InvalidArgument("queue", fmt::format("'{}' is not a valid queue name", job.queue));
   }
   if (job.tasks < 1 || job.tasks > kMaxTasks) {

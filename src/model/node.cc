@@ -41,6 +41,26 @@ bool IsValidName(std::string_view name) {
   return true;
 }
 
+bool IsValidQueueAlias(std::string_view name) {
+  if (name.empty() || name.size() > 63) return false;
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (!alnum(name[0])) return false;
+  for (char c : name) {
+    if (!alnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+std::string LowerAscii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
 bool IsValidHostName(std::string_view name) {
   if (name.empty() || name.size() > 253) return false;
   for (char c : name) {

@@ -50,6 +50,11 @@ Status ValidateNode(const Node& n, const std::string& field);
 
 // Names: [a-z0-9][a-z0-9-]* (nodes also allow '.' and '_' as hostnames do).
 bool IsValidName(std::string_view name);
+// A queue's alias (a Slurm partition name): letters of either case, digits, '_', '.', '-',
+// starting with a letter or digit, at most 63. Every valid name is a valid alias.
+bool IsValidQueueAlias(std::string_view name);
+// `s` with A-Z lowered (names and aliases compare this way).
+std::string LowerAscii(std::string_view s);
 bool IsValidHostName(std::string_view name);
 
 }  // namespace arbiter

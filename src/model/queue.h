@@ -44,6 +44,9 @@ struct QueueSpec {
   FairShareDecay decay;
   int64_t default_walltime_seconds = 0;    // 0: none
   std::vector<std::string> allowed_types;  // empty: all job types
+  // Other names a submission may use for this queue (Slurm partition names: gpu_H100); unique
+  // across all queues and aliases, compared without case. Not the scheduler's concern.
+  std::vector<std::string> aliases;
 };
 
 }  // namespace arbiter

@@ -423,6 +423,7 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   env["ARBITER_JOB_ID"] = std::to_string(a.job);
   env["ARBITER_TASK_INDEX"] = std::to_string(a.task);
   env["ARBITER_NODE_NAME"] = node_;
+  env["ARBITER_QUEUE"] = a.spec.queue;  // the queue it runs in (a default or alias resolved)
   env["ARBITER_RESTART_COUNT"] = std::to_string(a.restarts);  // retries and preemptions
   env["ARBITER_CHECKPOINT_DIR"] = fmt::format("{}/checkpoints/{}", work_dir_, a.job);
   env["WORLD_SIZE"] = std::to_string(a.spec.tasks);

@@ -214,7 +214,12 @@ Status ControlPlane::CompileLocked() {
   c->cluster = std::move(cluster).value();
   std::vector<QueueSpec> specs;
   for (const api::TenantConfig& t : config_.tenants) {
+    if (!t.default_queue.empty()) c->default_queue[t.name] = t.default_queue;
     for (const QueueSpec& q : t.queues) {
+      if (!q.is_tenant) {
+        c->queue_names[LowerAscii(q.name)] = q.name;
+        for (const std::string& a : q.aliases) c->queue_names[LowerAscii(a)] = q.name;
+      }
       specs.push_back(q);
       QuotaLimits& tasks = specs.back().quota["tasks"];
       if (q.is_tenant && !tasks.max && task_limits_.tenant_max_tasks > 0) {

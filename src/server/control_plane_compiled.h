@@ -18,6 +18,9 @@ struct ControlPlane::Compiled {
   core::QuotaTree tree;
   std::unique_ptr<core::Profile> profile;
   std::map<std::string, PriorityClass> classes;
+  // Lower-cased queue names and aliases -> the queue (GPU-A100 and gpu_a100 find gpu-a100).
+  std::map<std::string, std::string> queue_names;
+  std::map<std::string, std::string> default_queue;  // tenant -> its default_queue, where set
   uint64_t generation = 0;  // grows at every compilation (JobEntry::resolved_generation)
 };
 

@@ -210,20 +210,45 @@ Status CheckClassAllowed(const PriorityClass& pc, const core::QuotaTree& tree, Q
 Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) const {
   ARBITER_RETURN_IF_ERROR(CheckSubmittedEnv(spec));
   const core::QuotaTree& tree = compiled_->tree;
-  QueueId q;
-  const bool found = tree.Find(spec.queue, &q) && !tree.node(q).is_tenant;
-  const std::string tenant = found ? tree.node(tree.node(q).tenant).name : "";
-  if (!found || (p.role != Role::kAdmin && tenant != p.tenant)) {
-    std::string usable;
+  auto usable = [&] {
+    std::string names;
     for (size_t i = 1; i < tree.size(); ++i) {
       const core::QuotaNode& n = tree.nodes()[i];
       if (!n.is_leaf() || n.is_tenant) continue;
       if (p.role != Role::kAdmin && tree.node(n.tenant).name != p.tenant) continue;
-      usable += (usable.empty() ? "" : ", ") + n.name;
+      names += (names.empty() ? "" : ", ") + n.name;
     }
-    return InvalidArgument("queue", fmt::format("queue {} not found; queues you can use: {}",
-                                                spec.queue, usable.empty() ? "none" : usable));
+    return names.empty() ? std::string("none") : names;
+  };
+  if (spec.queue.empty()) {
+    auto d = compiled_->default_queue.find(p.tenant);
+    if (d == compiled_->default_queue.end()) {
+      return InvalidArgument(
+          "queue", fmt::format("is required: {} has no default_queue; queues you can use: {}",
+                               p.tenant.empty() ? "an admin without a tenant"
+                                                : fmt::format("tenant {}", p.tenant),
+                               usable()));
+    }
+    spec.queue = d->second;
   }
+  QueueId q;
+  bool found = tree.Find(spec.queue, &q);
+  std::string resolved = spec.queue;
+  if (!found) {  // an alias, or a queue's name in other case
+    auto a = compiled_->queue_names.find(LowerAscii(spec.queue));
+    if (a != compiled_->queue_names.end() && tree.Find(a->second, &q)) {
+      found = true;
+      resolved = a->second;
+    }
+  }
+  found = found && !tree.node(q).is_tenant;
+  const std::string tenant = found ? tree.node(tree.node(q).tenant).name : "";
+  if (!found || (p.role != Role::kAdmin && tenant != p.tenant)) {
+    // The name as asked: what another tenant's alias stands for is not the caller's to learn.
+    return InvalidArgument(
+        "queue", fmt::format("queue {} not found; queues you can use: {}", spec.queue, usable()));
+  }
+  spec.queue = resolved;
   if (!tree.node(q).is_leaf()) {
     return InvalidArgument(
         "queue", fmt::format("queue {} has child queues; submit to one of them", spec.queue));
@@ -329,8 +354,12 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitJob(const Principal& p, JobS
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+    const std::string asked = spec.queue;
     ARBITER_RETURN_IF_ERROR(CheckSubmissionLocked(p, spec));
     ARBITER_RETURN_IF_ERROR(CheckReplayLocked(spec.tenant, p.user, idem_key, digest, ""));
+    // The stored text names the queue the default or alias resolved to.
+    if (spec.queue != asked)
+      spec_json = std::make_shared<const std::string>(api::JobSpecJsonText(spec));
     store::WriteBatch b;
     b.Reserve(3);  // the job, its first event, the audit record
     out.id = AddJobLocked(p, std::move(spec), std::move(spec_json), idem_key, digest, &b, &added);
@@ -367,7 +396,11 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
     if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
     // All or nothing: every job is checked before any is recorded.
     for (size_t i = 0; i < specs.size(); ++i) {
+      const std::string asked = specs[i].queue;
       ARBITER_RETURN_IF_ERROR(api::ForBatchJob(CheckSubmissionLocked(p, specs[i]), i));
+      if (specs[i].queue != asked) {
+        texts[i] = std::make_shared<const std::string>(api::JobSpecJsonText(specs[i]));
+      }
       ARBITER_RETURN_IF_ERROR(CheckReplayLocked(specs[i].tenant, p.user, key_of(i), digests[i],
                                                 fmt::format(" (job {} of the batch)", i)));
     }

@@ -1,6 +1,7 @@
 // LocalNodeCliTest: the real server with a built-in node of 4 fake GPUs, one tenant (lab, queue
-// lab-q) and its member ann (uid 4243), and the real client as ann, run from a folder ann owns:
-// for the tests of what a Slurm user's scripts do (srun, dependencies).
+// lab-q, its default, also called gpu_A100) and its member ann (uid 4243), and the real client as
+// ann, run from a folder ann owns: for the tests of what a Slurm user's scripts do (srun,
+// dependencies).
 #pragma once
 
 #include <fmt/format.h>
@@ -23,8 +24,9 @@ priority_classes:
   - {name: normal, value: 100, preemptible: true}
 tenants:
   - name: lab
+    default_queue: lab-q
     queues:
-      - {name: lab-q, guaranteed: {gpu: 0}}
+      - {name: lab-q, guaranteed: {gpu: 0}, aliases: [gpu_A100]}
 users:
   - {name: ann, tenant: lab, role: member, run_as: {uid: 4243}}
 )";
@@ -38,8 +40,8 @@ class LocalNodeCliTest : public ::testing::Test {
         << server_.output();
     url_ = fmt::format("http://127.0.0.1:{}", server_.port());
     auto admin = server_.Client(server_.admin_token());
-    auto t = admin->Post("/api/v1/tokens", nlohmann::json{{"user", "ann"}}.dump(),
-                         "application/json");
+    auto t =
+        admin->Post("/api/v1/tokens", nlohmann::json{{"user", "ann"}}.dump(), "application/json");
     ASSERT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
     token_ = nlohmann::json::parse(t->body)["token"].get<std::string>();
     // The scripts run in the folder they were submitted from, as ann's uid.
