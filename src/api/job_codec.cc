@@ -161,6 +161,50 @@ Status ParseDependencies(const Value& v, const std::string& path, std::vector<De
   return Status::Ok();
 }
 
+// nodes, exclude_nodes: node names, each once.
+Status ParseNodeNames(const Value& v, const std::string& path, std::vector<std::string>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxJobNodes));
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    const std::string ip = IndexPath(path, i);
+    std::string name;
+    ARBITER_RETURN_IF_ERROR(ReadString(v.items[i], ip, 253, &name));
+    if (!IsValidHostName(name)) {
+      return InvalidArgument(ip, fmt::format("{} is not a valid node name", Quote(name)));
+    }
+    if (std::find(out->begin(), out->end(), name) != out->end()) {
+      return InvalidArgument(ip, fmt::format("duplicate node {}", Quote(name)));
+    }
+    out->push_back(std::move(name));
+  }
+  return Status::Ok();
+}
+
+// mail: {"user": "alice@example.com", "types": ["END", "FAIL"]}.
+Status ParseMail(const Value& v, const std::string& path, std::optional<MailSpec>* out) {
+  MappingReader m(v, path);
+  ARBITER_RETURN_IF_ERROR(m.Check({"user", "types"}));
+  MailSpec mail;
+  ARBITER_RETURN_IF_ERROR(m.Require("user"));
+  ARBITER_RETURN_IF_ERROR(m.String("user", 254, &mail.user));
+  for (char c : mail.user) {
+    if (static_cast<unsigned char>(c) <= ' ') {
+      return InvalidArgument(ChildPath(path, "user"),
+                             "must not contain spaces or control characters");
+    }
+  }
+  if (const Value* t = m.Get("types")) {
+    const std::string tp = ChildPath(path, "types");
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(*t, tp, 16));
+    for (size_t i = 0; i < t->items.size(); ++i) {
+      std::string type;
+      ARBITER_RETURN_IF_ERROR(ReadString(t->items[i], IndexPath(tp, i), 32, &type));
+      mail.types.push_back(std::move(type));
+    }
+  }
+  *out = std::move(mail);
+  return Status::Ok();
+}
+
 Status ParseGpuModels(const Value& v, const std::string& path, std::vector<std::string>* out) {
   ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxJobGpuModels));
   for (size_t i = 0; i < v.items.size(); ++i) {
@@ -251,7 +295,11 @@ Status ParseBody(const Value& root, JobSpec* job) {
                                    "tolerations",
                                    "container_image",
                                    "secret_env",
-                                   "depends_on"}));
+                                   "depends_on",
+                                   "exclusive",
+                                   "nodes",
+                                   "exclude_nodes",
+                                   "mail"}));
   ARBITER_RETURN_IF_ERROR(ParseStrings(m, job));
   ARBITER_RETURN_IF_ERROR(m.Require("command"));
   ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), "command", &job->command));
@@ -261,6 +309,14 @@ Status ParseBody(const Value& root, JobSpec* job) {
   }
   ARBITER_RETURN_IF_ERROR(m.Int32("tasks", 1, kMaxTasks, &job->tasks));
   ARBITER_RETURN_IF_ERROR(m.Bool("distinct_nodes", &job->distinct_nodes));
+  ARBITER_RETURN_IF_ERROR(m.Bool("exclusive", &job->exclusive));
+  if (const Value* v = m.Get("nodes")) {
+    ARBITER_RETURN_IF_ERROR(ParseNodeNames(*v, "nodes", &job->nodes));
+  }
+  if (const Value* v = m.Get("exclude_nodes")) {
+    ARBITER_RETURN_IF_ERROR(ParseNodeNames(*v, "exclude_nodes", &job->exclude_nodes));
+  }
+  if (const Value* v = m.Get("mail")) ARBITER_RETURN_IF_ERROR(ParseMail(*v, "mail", &job->mail));
   if (const Value* v = m.Get("resources")) {
     ARBITER_RETURN_IF_ERROR(ParseResources(*v, "resources", &job->resources));
   }
@@ -385,12 +441,19 @@ std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
     }
   }
   w.EndObject();
+  if (!job.exclude_nodes.empty()) w.Field("exclude_nodes", job.exclude_nodes);
+  if (job.exclusive) w.Field("exclusive", true);
   w.Field("gpu_models", job.gpu_models);
   if (job.grace_period_seconds) w.Field("grace_period_seconds", *job.grace_period_seconds);
+  if (job.mail) {
+    w.Key("mail").BeginObject().Field("types", job.mail->types).Field("user", job.mail->user);
+    w.EndObject();
+  }
   if (!job.name.empty()) w.Field("name", job.name);
   w.Key("node_selector").BeginObject();
   for (const auto& [k, v] : job.node_selector) w.Field(k, v);
   w.EndObject();
+  if (!job.nodes.empty()) w.Field("nodes", job.nodes);
   if (job.preemptible) w.Field("preemptible", *job.preemptible);
   if (!job.priority_class.empty()) w.Field("priority_class", job.priority_class);
   if (!job.queue.empty()) w.Field("queue", job.queue);  // empty: the tenant's default_queue

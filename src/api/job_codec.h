@@ -47,6 +47,7 @@ inline constexpr size_t kMaxJobGpuModels = 16;
 inline constexpr size_t kMaxSelectorLabels = 64;
 inline constexpr size_t kMaxTolerations = 64;
 inline constexpr size_t kMaxDependencies = 100;
+inline constexpr size_t kMaxJobNodes = 1024;  // nodes, exclude_nodes
 inline constexpr size_t kMaxExitCodes = 256;
 inline constexpr size_t kMaxPathBytes = 4096;   // workdir
 inline constexpr size_t kMaxImageBytes = 1024;  // container_image

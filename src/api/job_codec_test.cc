@@ -208,6 +208,18 @@ INSTANTIATE_TEST_SUITE_P(
         Rejection{Body(R"("tolerations": [{"key": "k", "effect": "x"}])"), "tolerations[0].effect",
                   "unknown field"},
         Rejection{Body(R"("tolerations": {"key": "k"})"), "tolerations", "must be a list"},
+        // Nodes and mail (Slurm's --nodelist, --exclude, --mail-*).
+        Rejection{Body(R"("nodes": ["gpu 1"])"), "nodes[0]", "not a valid node name"},
+        Rejection{Body(R"("nodes": ["a", "a"])"), "nodes[1]", "duplicate node"},
+        Rejection{Body(R"("exclude_nodes": "a")"), "exclude_nodes", "must be a list"},
+        Rejection{Body(R"("nodes": ["a"], "exclude_nodes": ["b", "a"])"), "nodes[0]",
+                  "both listed and excluded"},
+        Rejection{Body(R"("exclusive": "yes")"), "exclusive", "must be true or false"},
+        Rejection{Body(R"("mail": {"types": ["END"]})"), "mail.user", "required"},
+        Rejection{Body(R"("mail": {"user": "a b"})"), "mail.user", "spaces"},
+        Rejection{Body(R"("mail": {"user": "a@b", "types": ["END", "LUNCH"]})"), "mail.types[1]",
+                  "unknown mail type 'LUNCH'"},
+        Rejection{Body(R"("mail": {"user": "a@b", "to": "c"})"), "mail.to", "unknown field"},
         // Bounded lists and maps.
         Rejection{Body(ManyEnv(1025)), "env", "at most 1024"},
         Rejection{fmt::format(R"({{"queue": "q", "command": [{}]}})", Repeated("\"a\"", 4097)),
@@ -305,7 +317,9 @@ TEST(JobSpecJsonText, IsTheCanonicalDumpOfTheBody) {
                 "retry": {"max_retries": 3, "on_exit_codes": [1, 137]},
                 "walltime_seconds": 3600, "preemptible": true, "grace_period_seconds": 5,
                 "tolerations": [{"key": "gpu-only"}, {"key": "k", "value": "v"}],
-                "env": {"A": "x\ny\t\r\b\f", "B": "é 漢字", "C": "\u001f\u007f"})")}) {
+                "env": {"A": "x\ny\t\r\b\f", "B": "é 漢字", "C": "\u001f\u007f"})"),
+        Body(R"("exclusive": true, "nodes": ["gpu-07", "gpu-01"], "exclude_nodes": ["gpu-02"],
+                "mail": {"user": "alice@example.com", "types": ["END", "FAIL"]})")}) {
     SCOPED_TRACE(body);
     Result<JobSpec> spec = ParseJobSubmission(body);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
@@ -318,6 +332,10 @@ TEST(JobSpecJsonText, IsTheCanonicalDumpOfTheBody) {
     EXPECT_EQ(again->env, spec->env);
     EXPECT_EQ(again->name, spec->name);
     EXPECT_EQ(again->node_selector, spec->node_selector);
+    EXPECT_EQ(again->exclusive, spec->exclusive);
+    EXPECT_EQ(again->nodes, spec->nodes);
+    EXPECT_EQ(again->exclude_nodes, spec->exclude_nodes);
+    EXPECT_EQ(again->mail, spec->mail);
   }
 }
 

@@ -157,6 +157,21 @@ int Show(const ContextPtr& ctx, uint64_t id) {
     AppendTo(&models, ", ", m.get<std::string>());
   }
   Line("GPU models:", models);
+  auto names = [&](const char* key) {
+    std::string out;
+    for (const json& n : j.value(key, json::array())) AppendTo(&out, ",", n.get<std::string>());
+    return out;
+  };
+  Line("Nodes:", names("nodes"));
+  Line("Excluded:", names("exclude_nodes"));
+  if (j.value("exclusive", false)) Line("Exclusive:", "yes: each task takes a node whole");
+  if (j.contains("mail") && j["mail"].is_object()) {
+    std::string types;
+    for (const json& t : j["mail"].value("types", json::array())) {
+      AppendTo(&types, ",", t.get<std::string>());
+    }
+    Line("Mail:", fmt::format("{} to {}", types.empty() ? "NONE" : types, Str(j["mail"], "user")));
+  }
   if (j.contains("gpu_model")) Line("Running on:", Str(j, "gpu_model"));
   std::string deps;  // as Slurm writes them: afterok:12,singleton
   for (const json& d : j.value("depends_on", json::array())) {
@@ -322,6 +337,7 @@ int Act(const ContextPtr& ctx, const std::string& action, const std::vector<uint
                   action == "cancel"    ? "cancelled"
                   : action == "suspend" ? "suspended"
                   : action == "resume"  ? "resumed"
+                  : action == "requeue" ? "requeued"
                                         : "queued for a retry",
                   Paint(state, StateColor(state), StdoutColors()).c_str());
     }
@@ -624,9 +640,18 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   for (const ActionHelp& a :
        {ActionHelp{"cancel", "Cancel jobs (running ones are stopped: SIGTERM, grace, SIGKILL)",
                    "arbiter cancel 12 13 14"},
-        ActionHelp{"suspend", "Suspend jobs: stop them and keep them out of scheduling",
+        ActionHelp{"suspend",
+                   "Suspend jobs: stop their processes (SIGTERM, grace, SIGKILL), free their GPUs "
+                   "and keep them out of scheduling until resumed. Not Slurm's SIGSTOP: a resumed "
+                   "job starts again, from its checkpoint if it keeps one",
                    "arbiter suspend 12"},
-        ActionHelp{"resume", "Resume suspended jobs (back to pending)", "arbiter resume 12"},
+        ActionHelp{"resume",
+                   "Resume suspended jobs: back to their queue, in their place (submit time kept)",
+                   "arbiter resume 12"},
+        ActionHelp{"requeue",
+                   "Requeue running jobs (Slurm's scontrol requeue): stop them and put them back "
+                   "in their queue at once",
+                   "arbiter requeue 12"},
         ActionHelp{"retry", "Run failed, cancelled or timed-out jobs again", "arbiter retry 12"}}) {
     auto* cmd = app.add_subcommand(a.name, a.help);
     cmd->add_option("ids", *ids, "Job ids")->required();

@@ -178,7 +178,7 @@ Status GpusPerNode(const SlurmDirectives& d, int32_t nodes, int32_t per_node_tas
 std::vector<std::string> BatchCommand(const std::string& script_text, const std::string& name,
                                       const std::vector<std::string>& args,
                                       const std::string& output, const std::string& error,
-                                      bool tasks_share_files) {
+                                      bool tasks_share_files, bool append) {
   std::string w =
       "export SLURM_JOB_ID=\"$ARBITER_JOB_ID\" SLURM_JOBID=\"$ARBITER_JOB_ID\" "
       "SLURM_PROCID=\"$ARBITER_TASK_INDEX\" SLURM_NODEID=\"$ARBITER_TASK_INDEX\" "
@@ -214,7 +214,9 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
     if (!error.empty()) return fmt::format("exec 2{}{}\n", redirect, PatternToShell(error));
     return std::string();
   };
-  if (tasks_share_files) {
+  if (append) {
+    w += redirect_with(">>");
+  } else if (tasks_share_files) {
     // Appended to only where every node runs the script into one file.
     w += "if [ -n \"$steps\" ]; then\n" + redirect_with(">") + "else\n" + redirect_with(">>") +
          "fi\n";
@@ -424,6 +426,93 @@ void SetNamesAndPlaces(const SlurmDirectives& d, const ScriptContext& ctx, JobSp
   }
 }
 
+// Whether the submitter's variable `name` may travel with the job (--export): not Arbiter's own
+// (its token among them), not one the node sets, not the submitting job's SLURM_* (the job gets
+// its own), and a name a shell can set.
+bool Exportable(const std::string& name) {
+  if (name.empty() || IsReservedEnvName(name) || name.rfind("SLURM_", 0) == 0 ||
+      name.rfind("SLURMD_", 0) == 0) {
+    return false;
+  }
+  if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+}  // namespace
+
+Status ExportEnvironment(std::string_view spec_text,
+                         const std::map<std::string, std::string>& environment, JobSpec* job,
+                         std::vector<std::string>* notes) {
+  const std::string spec(spec_text);
+  std::vector<std::string> items = Split(spec, ',');
+  bool all = false;
+  size_t skipped = 0;
+  auto put = [&](const std::string& name, const std::string& value) {
+    if (value.size() > 128 * 1024) {
+      ++skipped;
+      return;
+    }
+    job->env[name] = value;
+  };
+  for (const std::string& item : items) {
+    const std::string upper = sbatch_text::Lower(item);
+    if (upper == "all") {
+      all = true;
+      continue;
+    }
+    if (upper == "none" || upper == "nil") continue;
+    const size_t eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    if (!Exportable(name)) {
+      return InvalidArgument("export", fmt::format("--export={}: {} is not a variable a job may "
+                                                   "set",
+                                                   spec, name));
+    }
+    if (eq != std::string::npos) {
+      put(name, item.substr(eq + 1));
+    } else if (auto it = environment.find(name); it != environment.end()) {
+      put(name, it->second);
+    }
+  }
+  if (all) {
+    for (const auto& [name, value] : environment) {
+      if (Exportable(name) && job->env.count(name) == 0) put(name, value);
+    }
+  }
+  if (skipped > 0) {
+    notes->push_back(fmt::format("--export: {} variable{} longer than 128 KiB left out", skipped,
+                                 skipped == 1 ? "" : "s"));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Nodes (--nodelist, --exclude, --exclusive) and who hears about the job (--mail-*).
+void SetNodesAndMail(const SlurmDirectives& d, const ScriptContext& ctx, JobSpec* job,
+                     std::vector<std::string>* notes) {
+  if (d.nodelist) job->nodes = *d.nodelist;
+  if (d.exclude) job->exclude_nodes = *d.exclude;
+  if (d.exclusive) job->exclusive = *d.exclusive;
+  if (d.mail_user || d.mail_type) {
+    MailSpec mail;
+    auto user = ctx.environment.find("USER");
+    mail.user = d.mail_user.value_or(user != ctx.environment.end() ? user->second : "");
+    if (d.mail_type) {
+      for (std::string t : Split(*d.mail_type, ',')) {
+        for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        mail.types.push_back(std::move(t));
+      }
+    }
+    job->mail = std::move(mail);
+    notes->push_back(
+        "--mail-user/--mail-type: kept with the job (arbiter show); the server's notifications "
+        "deliver them where they are set up");
+  }
+}
+
 void SetEnvAndCommand(const SlurmDirectives& d, const Layout& l, const ScriptContext& ctx,
                       JobSpec* job, std::vector<std::string>* notes) {
   job->env["SLURM_SUBMIT_DIR"] = ctx.submit_dir;
@@ -438,7 +527,8 @@ void SetEnvAndCommand(const SlurmDirectives& d, const Layout& l, const ScriptCon
   const std::string out = d.output.value_or("");
   const std::string err = d.error.value_or("");
   const bool shared = l.nodes > 1 && !(PatternPerTask(out) && (err.empty() || PatternPerTask(err)));
-  job->command = BatchCommand(ctx.text, ctx.name, ctx.args, out, err, shared);
+  job->command =
+      BatchCommand(ctx.text, ctx.name, ctx.args, out, err, shared, d.open_append.value_or(false));
   if (!out.empty() || !err.empty()) {
     notes->push_back(
         fmt::format("-o/-e: the script's output goes to {} on the node, as with "
@@ -465,6 +555,10 @@ Result<JobSpec> JobFromBatchScript(const BatchScript& script, const ScriptContex
   // 4. Time and retries, 5. names and places, 6. the environment and the command.
   SetTimeAndRetry(d, &job, notes);
   SetNamesAndPlaces(d, ctx, &job);
+  SetNodesAndMail(d, ctx, &job, notes);
+  // 7. The submitter's environment (--export), then the job's own SLURM_* and the command.
+  ARBITER_RETURN_IF_ERROR(
+      ExportEnvironment(d.export_env.value_or("ALL"), ctx.environment, &job, notes));
   SetEnvAndCommand(d, *layout, ctx, &job, notes);
   SetSlurmJobEnv(&job);
   return job;

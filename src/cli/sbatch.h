@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,11 @@ struct SlurmDirectives {
   std::optional<bool> requeue;
   std::optional<std::string> signal_name;  // "TERM", "USR1", ...
   std::optional<int64_t> signal_seconds;   // lead time before the end
+  std::optional<bool> exclusive;
+  std::optional<std::vector<std::string>> nodelist, exclude;  // host lists, expanded
+  std::optional<std::string> mail_user, mail_type;
+  std::optional<std::string> export_env;  // --export: ALL, NONE, or VAR[=VALUE],... after ALL,
+  std::optional<bool> open_append;        // --open-mode=append (true) or truncate
 };
 
 struct BatchScript {
@@ -79,6 +85,15 @@ struct BatchScript {
 // Reads the directives. Errors name the line and the directive ("line 3: --nodes=two: must be a
 // whole number").
 Result<BatchScript> ParseBatchScript(std::string_view text);
+
+// Applies sbatch's command-line options (`arbiter sbatch -p gpu -N 2 script.sh ARGS`) on top of
+// the script's directives, as sbatch does: they override them. Reads options up to the first
+// word that is not one (the script) and returns its index (words.size() when there is none).
+Result<size_t> ApplySbatchOptions(const std::vector<std::string>& words, BatchScript* s);
+
+// Slurm's host lists: "gpu-[01-04,07],cpu1" is gpu-01 .. gpu-04, gpu-07, cpu1 (zero padding
+// kept; several bracket groups multiply). At most 1024 names.
+Result<std::vector<std::string>> ExpandHostList(std::string_view list);
 
 // A job array's indices from Slurm's --array syntax: "0-9", "1,3,5", "0-20:5", "1-3,10"; at most
 // kMaxArrayJobs of them, each 0..kMaxArrayIndex. A "%N" limit on how many run at once is refused
@@ -112,6 +127,8 @@ struct ScriptContext {
   std::vector<std::string> args;  // its arguments
   std::string submit_dir;         // absolute: the default working directory
   std::string submit_host;
+  // The submitter's environment (--export: by default the job gets it, as with sbatch).
+  std::map<std::string, std::string> environment;
 };
 
 // The job the script describes, as above (queue "" when no --partition). `notes` gets how
@@ -121,11 +138,20 @@ Result<JobSpec> JobFromBatchScript(const BatchScript& script, const ScriptContex
 
 // The wrapper command that runs `script_text` (see above). `output`/`error`: the -o/-e patterns
 // ("" : the job's own logs); `tasks_share_files`: whether several tasks may write one file
-// (then it is appended to rather than truncated).
+// (then it is appended to rather than truncated); `append`: --open-mode=append, the files are
+// always appended to.
 std::vector<std::string> BatchCommand(const std::string& script_text, const std::string& name,
                                       const std::vector<std::string>& args,
                                       const std::string& output, const std::string& error,
-                                      bool tasks_share_files);
+                                      bool tasks_share_files, bool append = false);
+
+// --export: ALL (sbatch's default: the submitter's `environment`), NONE, or VAR (its value in
+// `environment`) and VAR=VALUE items, alone or after ALL ("ALL,HF_HOME=/data"), into job->env.
+// Never exported: Arbiter's own variables (its token among them), those the node sets, the
+// submitter's SLURM_*, names a shell cannot set, values over 128 KiB (left out with a note).
+Status ExportEnvironment(std::string_view spec,
+                         const std::map<std::string, std::string>& environment, JobSpec* job,
+                         std::vector<std::string>* notes);
 
 // Sets the fixed SLURM_* variables that follow the job's final fields (SLURM_JOB_NAME,
 // SLURM_JOB_PARTITION, SLURM_CPUS_ON_NODE, SLURM_MEM_PER_NODE); call after the last change.

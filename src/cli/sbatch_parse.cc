@@ -275,6 +275,12 @@ Result<GpuRequest> ParseGpuCount(const std::string& v, const std::string& flag) 
   return g;
 }
 
+// Where an option was given, for messages: "line 3" of the script, or sbatch's command line
+// (line 0).
+std::string Where(int line) {
+  return line > 0 ? fmt::format("line {}", line) : std::string("command line");
+}
+
 // --gres=gpu[:type][:count][(S:0-1)][,other...]: the GPU part; other resources are unsupported.
 Status ParseGres(const std::string& v, SlurmDirectives* d, std::vector<std::string>* unsupported,
                  int line) {
@@ -284,7 +290,7 @@ Status ParseGres(const std::string& v, SlurmDirectives* d, std::vector<std::stri
     std::vector<std::string> parts = Split(item, ':');
     if (parts[0].rfind("gres/", 0) == 0) parts[0] = parts[0].substr(5);
     if (parts[0] != "gpu") {
-      unsupported->push_back(fmt::format("--gres={} (line {})", item, line));
+      unsupported->push_back(fmt::format("--gres={} ({})", item, Where(line)));
       continue;
     }
     GpuRequest g;
@@ -312,7 +318,8 @@ Status ParseGres(const std::string& v, SlurmDirectives* d, std::vector<std::stri
   return Status::Ok();
 }
 
-enum class Arg { kNone, kRequired };
+// kOptional: a value only as --name=VALUE (--exclusive, --exclusive=user).
+enum class Arg { kNone, kRequired, kOptional };
 
 struct OptionSpec {
   const char* long_name;
@@ -378,8 +385,8 @@ Status ApplyPartition(const std::string& v, BatchScript* s, int line) {
   const std::vector<std::string> parts = Split(v, ',');
   s->slurm.partition = parts[0];
   if (parts.size() > 1) {
-    s->notes.push_back(fmt::format("--partition={} (line {}): a job waits in one queue; using {}",
-                                   v, line, parts[0]));
+    s->notes.push_back(fmt::format("--partition={} ({}): a job waits in one queue; using {}", v,
+                                   Where(line), parts[0]));
   }
   return Status::Ok();
 }
@@ -396,9 +403,9 @@ Status ApplyNodes(const std::string& v, BatchScript* s, int line) {
   if (dash == std::string::npos) return SetInt(&s->slurm.nodes, v, "nodes");
   ARBITER_RETURN_IF_ERROR(SetInt(&s->slurm.nodes, v.substr(0, dash), "nodes"));
   s->notes.push_back(
-      fmt::format("--nodes={} (line {}): node ranges are not supported; using {} "
+      fmt::format("--nodes={} ({}): node ranges are not supported; using {} "
                   "nodes",
-                  v, line, *s->slurm.nodes));
+                  v, Where(line), *s->slurm.nodes));
   return Status::Ok();
 }
 
@@ -406,9 +413,9 @@ Status ApplyMem(const std::string& v, BatchScript* s, int line) {
   ARBITER_RETURN_IF_ERROR(SetMem(&s->slurm.mem_mib, v));
   if (*s->slurm.mem_mib == 0) {
     s->notes.push_back(
-        fmt::format("--mem={} (line {}): \"all of a node's memory\" is not a "
+        fmt::format("--mem={} ({}): \"all of a node's memory\" is not a "
                     "request in Arbiter; the job asks for no memory",
-                    v, line));
+                    v, Where(line)));
   }
   return Status::Ok();
 }
@@ -442,6 +449,36 @@ Status ApplySignal(const std::string& v, BatchScript* s, int) {
   if (sig.empty()) return InvalidArgument("signal", fmt::format("--signal={}: no signal", v));
   s->slurm.signal_name = sig;
   s->slurm.signal_seconds = lead;
+  return Status::Ok();
+}
+
+Status ApplyExclusive(const std::string& v, BatchScript* s, int line) {
+  s->slurm.exclusive = true;
+  if (!v.empty()) {
+    s->notes.push_back(
+        fmt::format("--exclusive={} ({}): the job takes its nodes whole, "
+                    "shared with nobody",
+                    v, Where(line)));
+  }
+  return Status::Ok();
+}
+
+Status ApplyHostList(std::optional<std::vector<std::string>>* out, const char* flag,
+                     const std::string& v) {
+  auto hosts = ExpandHostList(v);
+  if (!hosts.ok()) {
+    return InvalidArgument(flag, fmt::format("--{}={}: {}", flag, v, hosts.status().message()));
+  }
+  *out = std::move(hosts).value();
+  return Status::Ok();
+}
+
+Status ApplyOpenMode(const std::string& v, BatchScript* s, int) {
+  const std::string mode = Lower(v);
+  if (mode != "append" && mode != "truncate") {
+    return InvalidArgument("open-mode", fmt::format("--open-mode={}: use append or truncate", v));
+  }
+  s->slurm.open_append = mode == "append";
   return Status::Ok();
 }
 
@@ -486,6 +523,19 @@ const std::vector<OptionSpec>& Options() {
       Text("container-image", 0, &D::container_image),
       Text("array", 'a', &D::array),
       {"dependency", 'd', Arg::kRequired, ApplyDependency},
+      {"exclusive", 0, Arg::kOptional, ApplyExclusive},
+      {"nodelist", 'w', Arg::kRequired,
+       [](const std::string& v, BatchScript* s, int) {
+         return ApplyHostList(&s->slurm.nodelist, "nodelist", v);
+       }},
+      {"exclude", 'x', Arg::kRequired,
+       [](const std::string& v, BatchScript* s, int) {
+         return ApplyHostList(&s->slurm.exclude, "exclude", v);
+       }},
+      Text("mail-user", 0, &D::mail_user),
+      Text("mail-type", 0, &D::mail_type),
+      Text("export", 0, &D::export_env),
+      {"open-mode", 0, Arg::kRequired, ApplyOpenMode},
   };
   return kOptions;
 }
@@ -531,13 +581,20 @@ const OptionSpec* FindOption(const std::string& name, bool is_long) {
   return nullptr;
 }
 
-// Applies the options of one #SBATCH line.
-Status ParseDirectiveLine(const std::vector<std::string>& words, int line, BatchScript* s) {
+// Applies the options of one #SBATCH line (line > 0), or of sbatch's command line (line 0: the
+// first word that is no option ends them; its index goes to *end).
+Status ParseDirectiveLine(const std::vector<std::string>& words, int line, BatchScript* s,
+                          size_t* end = nullptr) {
+  if (end != nullptr) *end = words.size();
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
     std::string name;
     std::optional<std::string> value;
     bool is_long = false;
+    if (end != nullptr && (w == "--" || w.empty() || w[0] != '-' || w == "-")) {
+      *end = w == "--" ? i + 1 : i;
+      return Status::Ok();
+    }
     if (w.rfind("--", 0) == 0 && w.size() > 2) {
       is_long = true;
       const size_t eq = w.find('=');
@@ -547,7 +604,7 @@ Status ParseDirectiveLine(const std::vector<std::string>& words, int line, Batch
       name = w.substr(1, 1);
       if (w.size() > 2) value = w.substr(w[2] == '=' ? 3 : 2);
     } else {
-      s->unsupported.push_back(fmt::format("'{}' (line {}: not an option)", w, line));
+      s->unsupported.push_back(fmt::format("'{}' ({}: not an option)", w, Where(line)));
       continue;
     }
     const OptionSpec* o = FindOption(name, is_long);
@@ -557,30 +614,107 @@ Status ParseDirectiveLine(const std::vector<std::string>& words, int line, Batch
       if (!value && !IsSlurmFlag(name) && i + 1 < words.size() && words[i + 1][0] != '-') {
         shown += fmt::format(" {}", words[++i]);
       }
-      s->unsupported.push_back(fmt::format("{} (line {})", shown, line));
+      s->unsupported.push_back(fmt::format("{} ({})", shown, Where(line)));
       continue;
     }
     if (o->arg == Arg::kNone) {
       if (value) {
         return InvalidArgument(o->long_name,
-                               fmt::format("line {}: --{} takes no value", line, o->long_name));
+                               fmt::format("{}: --{} takes no value", Where(line), o->long_name));
       }
       value = "";
+    } else if (o->arg == Arg::kOptional) {
+      if (!value) value = "";
     } else if (!value) {
       if (i + 1 >= words.size()) {
-        return InvalidArgument(o->long_name, fmt::format("line {}: {} needs a value", line, w));
+        return InvalidArgument(o->long_name, fmt::format("{}: {} needs a value", Where(line), w));
       }
       value = words[++i];
     }
     Status st = o->apply(*value, s, line);
     if (!st.ok()) {
-      return Status(st.code(), fmt::format("line {}: {}", line, st.message()), st.field());
+      return Status(st.code(), fmt::format("{}: {}", Where(line), st.message()), st.field());
     }
   }
   return Status::Ok();
 }
 
 }  // namespace
+
+Result<size_t> ApplySbatchOptions(const std::vector<std::string>& words, BatchScript* s) {
+  size_t end = 0;
+  ARBITER_RETURN_IF_ERROR(ParseDirectiveLine(words, 0, s, &end));
+  return end;
+}
+
+Result<std::vector<std::string>> ExpandHostList(std::string_view list) {
+  constexpr size_t kMaxHosts = 1024;
+  std::vector<std::string> out;
+  // Split at commas outside brackets.
+  std::vector<std::string> parts;
+  std::string cur;
+  int depth = 0;
+  for (char c : list) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (depth < 0 || depth > 1) return InvalidArgument("", "unbalanced brackets");
+    if (c == ',' && depth == 0) {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (depth != 0) return InvalidArgument("", "unbalanced brackets");
+  parts.push_back(cur);
+  for (const std::string& part : parts) {
+    if (Trim(part).empty()) return InvalidArgument("", "an empty host name");
+    // Expand bracket groups left to right: prefix[ranges]rest.
+    std::vector<std::string> names = {""};
+    size_t at = 0;
+    while (at < part.size()) {
+      const size_t open = part.find('[', at);
+      const std::string literal = part.substr(at, open - at);
+      for (std::string& n : names) n += literal;
+      if (open == std::string::npos) break;
+      const size_t close = part.find(']', open);
+      std::vector<std::string> items;
+      for (const std::string& r : Split(part.substr(open + 1, close - open - 1), ',')) {
+        const size_t dash = r.find('-');
+        const std::string a = r.substr(0, dash);
+        const std::string b = dash == std::string::npos ? a : r.substr(dash + 1);
+        auto lo = Number(a, 99999999);
+        auto hi = Number(b, 99999999);
+        if (!lo || !hi || *hi < *lo) {
+          return InvalidArgument("", fmt::format("'[{}]': use numbers and ranges such as "
+                                                 "[01-04,07]",
+                                                 part.substr(open + 1, close - open - 1)));
+        }
+        if (*hi - *lo > static_cast<int64_t>(kMaxHosts)) {
+          return InvalidArgument("", fmt::format("more than {} hosts", kMaxHosts));
+        }
+        for (int64_t k = *lo; k <= *hi; ++k) {
+          items.push_back(fmt::format("{:0{}}", k, a.size()));
+        }
+      }
+      std::vector<std::string> grown;
+      for (const std::string& n : names) {
+        for (const std::string& item : items) {
+          grown.push_back(n + item);
+          if (grown.size() + out.size() > kMaxHosts) {
+            return InvalidArgument("", fmt::format("more than {} hosts", kMaxHosts));
+          }
+        }
+      }
+      names = std::move(grown);
+      at = close + 1;
+    }
+    for (std::string& n : names) {
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    }
+  }
+  return out;
+}
 
 Result<BatchScript> ParseBatchScript(std::string_view text) {
   BatchScript s;

@@ -143,16 +143,20 @@ TEST(Script, DirectiveSyntaxes) {
 TEST(Script, UnsupportedDirectivesAreNamedWithTheirLines) {
   auto s = ParseBatchScript(
       "#!/bin/sh\n"
-      "#SBATCH --mail-type=END\n"
-      "#SBATCH --mail-user alice@example.com --exclusive\n"
-      "#SBATCH -w gpu-07 --gres=gpu:2,nvme:1\n"
+      "#SBATCH --mail-type=END --hold\n"
+      "#SBATCH --mail-user alice@example.com --exclusive --licenses=matlab:2\n"
+      "#SBATCH -w gpu-[07-08] --gres=gpu:2,nvme:1\n"
       "#SBATCH --dependency=afterok:10\n"
       "echo hi\n");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->unsupported,
-            (std::vector<std::string>{
-                "--mail-type=END (line 2)", "--mail-user alice@example.com (line 3)",
-                "--exclusive (line 3)", "-w gpu-07 (line 4)", "--gres=nvme:1 (line 4)"}));
+            (std::vector<std::string>{"--hold (line 2)", "--licenses=matlab:2 (line 3)",
+                                      "--gres=nvme:1 (line 4)"}));
+  // Supported: mail settings, whole nodes, node lists.
+  EXPECT_EQ(s->slurm.mail_type, "END");
+  EXPECT_EQ(s->slurm.mail_user, "alice@example.com");
+  EXPECT_EQ(s->slurm.exclusive, true);
+  EXPECT_EQ(s->slurm.nodelist, (std::vector<std::string>{"gpu-07", "gpu-08"}));
   EXPECT_EQ(s->slurm.gres_gpu, (GpuRequest{"", 2}));
   EXPECT_EQ(s->slurm.dependency,  // supported
             (std::vector<Dependency>{{DependencyType::kAfterOk, 10}}));
@@ -182,7 +186,7 @@ struct Made {
 Made Make(const std::string& text) {
   auto s = ParseBatchScript(text);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
-  ScriptContext ctx{text, "job.sh", {"--lr", "0.1"}, "/home/alice/exp", "login-1"};
+  ScriptContext ctx{text, "job.sh", {"--lr", "0.1"}, "/home/alice/exp", "login-1", {}};
   Made m;
   m.notes = s->notes;
   auto j = JobFromBatchScript(*s, ctx, &m.notes);
@@ -194,7 +198,7 @@ Made Make(const std::string& text) {
 Status MakeError(const std::string& text) {
   auto s = ParseBatchScript(text);
   if (!s.ok()) return s.status();
-  ScriptContext ctx{text, "job.sh", {}, "/tmp", ""};
+  ScriptContext ctx{text, "job.sh", {}, "/tmp", "", {}};
   std::vector<std::string> notes;
   auto j = JobFromBatchScript(*s, ctx, &notes);
   return j.ok() ? Status::Ok() : j.status();
@@ -375,6 +379,75 @@ TEST(Wrapper, OutputPatternsAreExpandedOnTheNode) {
   std::getline(err, b);
   EXPECT_EQ(a, "to-out");
   EXPECT_EQ(b, "to-err");
+}
+
+TEST(HostList, SlurmsSyntax) {
+  auto h = ExpandHostList("gpu-[01-03,07],cpu1,rack[1-2]-n[8-9]");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(*h, (std::vector<std::string>{"gpu-01", "gpu-02", "gpu-03", "gpu-07", "cpu1",
+                                          "rack1-n8", "rack1-n9", "rack2-n8", "rack2-n9"}));
+  EXPECT_EQ(*ExpandHostList("n[8-10]"), (std::vector<std::string>{"n8", "n9", "n10"}));
+  EXPECT_EQ(*ExpandHostList("a,a"), std::vector<std::string>{"a"});
+  for (const char* bad : {"gpu-[3-1]", "gpu-[01", "gpu-]", "a,,b", "n[x]", "n[1-99999]"}) {
+    EXPECT_FALSE(ExpandHostList(bad).ok()) << bad;
+  }
+}
+
+TEST(Export, AllNoneAndLists) {
+  const std::map<std::string, std::string> env = {
+      {"FOO", "1"},          {"BAR", "2"},        {"ARBITER_TOKEN", "secret"},
+      {"SLURM_JOB_ID", "9"}, {"HOME", "/home/a"}, {"BASH_FUNC_x%%", "() { :; }"}};
+  auto run = [&](const char* spec) {
+    JobSpec job;
+    std::vector<std::string> notes;
+    EXPECT_TRUE(ExportEnvironment(spec, env, &job, &notes).ok()) << spec;
+    return job.env;
+  };
+  // Never Arbiter's own (its token), the node's (HOME), the submitter's SLURM_*, odd names.
+  EXPECT_EQ(run("ALL"), (std::map<std::string, std::string>{{"BAR", "2"}, {"FOO", "1"}}));
+  EXPECT_TRUE(run("NONE").empty());
+  EXPECT_EQ(run("FOO"), (std::map<std::string, std::string>{{"FOO", "1"}}));
+  EXPECT_EQ(run("FOO,BAR=x,MISSING"),
+            (std::map<std::string, std::string>{{"BAR", "x"}, {"FOO", "1"}}));
+  EXPECT_EQ(run("ALL,FOO=z"), (std::map<std::string, std::string>{{"BAR", "2"}, {"FOO", "z"}}));
+  JobSpec job;
+  std::vector<std::string> notes;
+  const Status st = ExportEnvironment("ARBITER_TOKEN", env, &job, &notes);
+  EXPECT_EQ(st.field(), "export");
+  EXPECT_NE(st.message().find("ARBITER_TOKEN is not a variable a job may set"), std::string::npos);
+}
+
+TEST(SbatchOptions, CommandLineOverridesDirectivesAndStopsAtTheScript) {
+  auto s = ParseBatchScript("#!/bin/sh\n#SBATCH -J script -p a --exclusive\ntrue\n");
+  ASSERT_TRUE(s.ok());
+  auto end = ApplySbatchOptions({"-J", "cli", "--partition=b", "-w", "n[1-2]", "--open-mode",
+                                 "append", "train.sh", "-J", "arg"},
+                                &*s);
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(*end, 7u);  // train.sh; what follows is the script's
+  EXPECT_EQ(s->slurm.job_name, "cli");
+  EXPECT_EQ(s->slurm.partition, "b");
+  EXPECT_EQ(s->slurm.exclusive, true);
+  EXPECT_EQ(s->slurm.nodelist, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(s->slurm.open_append, true);
+  auto bad = ApplySbatchOptions({"--open-mode=sometimes", "x.sh"}, &*s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("command line: --open-mode=sometimes"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(Job, NodesMailAndOpenMode) {
+  const Made m = Make(
+      "#!/bin/sh\n#SBATCH -w gpu-[01-02] -x gpu-03 --exclusive\n"
+      "#SBATCH --mail-type=end,FAIL --mail-user=a@b.c -o out.txt --open-mode=append\n");
+  EXPECT_EQ(m.job.nodes, (std::vector<std::string>{"gpu-01", "gpu-02"}));
+  EXPECT_EQ(m.job.exclude_nodes, std::vector<std::string>{"gpu-03"});
+  EXPECT_TRUE(m.job.exclusive);
+  ASSERT_TRUE(m.job.mail.has_value());
+  EXPECT_EQ(m.job.mail->user, "a@b.c");
+  EXPECT_EQ(m.job.mail->types, (std::vector<std::string>{"END", "FAIL"}));
+  EXPECT_NE(m.job.command[2].find("exec >>\"out.txt\" 2>&1"), std::string::npos)
+      << m.job.command[2];
 }
 
 }  // namespace

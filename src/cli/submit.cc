@@ -22,6 +22,7 @@
 #include "api/job_codec.h"
 #include "cli/commands.h"
 #include "cli/sbatch.h"
+#include "cli/views.h"
 
 namespace arbiter::cli {
 
@@ -32,11 +33,11 @@ namespace {
 // The flags that describe a job: on the command line and on #ARBITER lines.
 struct JobFlags {
   std::string queue, type, priority, name, walltime, workdir, image, cpus, memory, gpu_memory,
-      gpu_share, dependency;
+      gpu_share, dependency, nodelist, exclude, mail_user, mail_type, export_env;
   int32_t gpus = 0, tasks = 1, retries = 0;
   int64_t grace = 0;
   std::vector<std::string> gpu_models, env, secret_env, selectors, tolerations;
-  bool distinct_nodes = false, preemptible = false, not_preemptible = false;
+  bool distinct_nodes = false, preemptible = false, not_preemptible = false, exclusive = false;
   std::map<std::string, CLI::Option*> opts;
 
   bool given(const std::string& flag) const {
@@ -90,6 +91,17 @@ void AddJobFlags(CLI::App* app, JobFlags* f) {
           ->group(g);
   f->opts["no-preemptible"] =
       app->add_flag("--no-preemptible", f->not_preemptible, "Must not be preempted")->group(g);
+  f->opts["exclusive"] =
+      app->add_flag("--exclusive", f->exclusive,
+                    "Each task takes a node no other job uses, whole (and is charged for it)")
+          ->group(g);
+  add("nodelist", f->nodelist, "Only these nodes, a Slurm host list: gpu-[01-04],gpu-07");
+  add("exclude", f->exclude, "Never these nodes, a Slurm host list");
+  add("mail-user", f->mail_user, "Who hears about the job (kept with it; Slurm's --mail-user)");
+  add("mail-type", f->mail_type, "When: BEGIN, END, FAIL, ALL, ... joined by ','");
+  add("export", f->export_env,
+      "The submitter's environment for the job: ALL, NONE, or VAR[=VALUE],... (scripts: ALL "
+      "by default, as sbatch; commands: none)");
 }
 
 // A decimal with at most 3 decimals in thousandths ("0.5" -> 500).
@@ -151,6 +163,50 @@ Result<int64_t> MemoryMib(const std::string& s, const std::string& flag) {
     return InvalidArgument(flag, fmt::format("--{} {}: too large", flag, s));
   }
   return (*milli * per_mib + 999) / 1000;
+}
+
+// --exclusive, --nodelist, --exclude, --mail-user, --mail-type (as sbatch's).
+Status ApplyNodeAndMailFlags(const JobFlags& f, JobSpec* job) {
+  if (f.given("exclusive")) job->exclusive = f.exclusive;
+  for (const auto& [flag, out] :
+       {std::pair<const char*, std::vector<std::string>*>{"nodelist", &job->nodes},
+        {"exclude", &job->exclude_nodes}}) {
+    if (!f.given(flag)) continue;
+    auto hosts = ExpandHostList(std::string(flag) == "nodelist" ? f.nodelist : f.exclude);
+    if (!hosts.ok()) {
+      return InvalidArgument(flag, fmt::format("--{}: {}", flag, hosts.status().message()));
+    }
+    *out = std::move(hosts).value();
+  }
+  if (f.given("mail-user") || f.given("mail-type")) {
+    MailSpec mail = job->mail.value_or(MailSpec{});
+    if (f.given("mail-user")) mail.user = f.mail_user;
+    if (mail.user.empty() && std::getenv("USER") != nullptr) mail.user = std::getenv("USER");
+    if (f.given("mail-type")) {
+      mail.types.clear();
+      std::string t;
+      for (char c : f.mail_type + ",") {
+        if (c != ',') {
+          t += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        } else if (!t.empty()) {
+          mail.types.push_back(std::exchange(t, ""));
+        }
+      }
+    }
+    job->mail = std::move(mail);
+  }
+  return Status::Ok();
+}
+
+// The submitter's environment, for --export.
+std::map<std::string, std::string> Environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos && eq > 0) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
 }
 
 Status ApplyJobFlags(const JobFlags& f, JobSpec* job) {
@@ -248,7 +304,7 @@ Status ApplyJobFlags(const JobFlags& f, JobSpec* job) {
   }
   if (f.given("preemptible")) job->preemptible = true;
   if (f.given("no-preemptible")) job->preemptible = false;
-  return Status::Ok();
+  return ApplyNodeAndMailFlags(f, job);
 }
 
 struct SubmitState {
@@ -259,6 +315,11 @@ struct SubmitState {
   bool parsable = false;
   std::string idempotency_key;
   std::string array;  // --array: a job array's indices (Slurm's syntax)
+  // arbiter sbatch: its words (options, the script, its arguments), and what sbatch prints.
+  bool sbatch = false;
+  std::vector<std::string> sbatch_words;
+  bool wait = false;                // sbatch -W: wait for the job; exit with its exit code
+  std::vector<std::string> extras;  // options submit does not know
 };
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -368,6 +429,23 @@ Status CheckAccount(ApiClient& api, const std::string& account, const std::strin
   return Status::Ok();
 }
 
+// The words of the command line from `first` (the first positional word after "submit") on, in
+// the order typed, without "--": a command written without the separator, flags included.
+std::vector<std::string> CommandAsTyped(const std::vector<std::string>& argv,
+                                        const std::string& first) {
+  std::vector<std::string> out;
+  bool in_submit = false;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (!in_submit) {
+      in_submit = argv[i] == "submit";
+      continue;
+    }
+    if (out.empty() && argv[i] != first) continue;
+    if (argv[i] != "--") out.push_back(argv[i]);
+  }
+  return out;
+}
+
 // Where "--" is on the command line after "submit" (-1: not there), and how many words follow.
 int WordsAfterSeparator(const std::vector<std::string>& argv) {
   bool in_submit = false;
@@ -396,14 +474,23 @@ struct Built {
   std::vector<std::string> notes;
 };
 
+// A batch script's job: its directives, then `sbatch_options` (arbiter sbatch's command line,
+// which overrides them, as sbatch's does), then --export when given.
 Result<Built> BuildFromScript(const std::string& path, const std::string& text,
-                              std::vector<std::string> args) {
+                              std::vector<std::string> args,
+                              const std::vector<std::string>& sbatch_options,
+                              const std::string& export_override) {
   Built b;
   auto script = ParseBatchScript(text);
   if (!script.ok()) {
     return Status(script.status().code(), fmt::format("{}: {}", path, script.status().message()),
                   script.status().field());
   }
+  if (!sbatch_options.empty()) {
+    auto end = ApplySbatchOptions(sbatch_options, &*script);
+    if (!end.ok()) return end.status();
+  }
+  if (!export_override.empty()) script->slurm.export_env = export_override;
   namespace fs = std::filesystem;
   std::error_code ec;
   ScriptContext sc;
@@ -413,6 +500,7 @@ Result<Built> BuildFromScript(const std::string& path, const std::string& text,
   sc.submit_dir = fs::current_path(ec).string();
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) == 0) sc.submit_host = host;
+  sc.environment = Environment();
   b.notes = script->notes;
   auto job = JobFromBatchScript(*script, sc, &b.notes);
   if (!job.ok()) {
@@ -460,17 +548,27 @@ Result<Built> BuildJob(const ContextPtr& ctx, const SubmitState& st, const Conne
   }
   Built b;
   std::error_code ec;
-  if (before.empty() || !std::filesystem::is_regular_file(before[0], ec)) {
-    if (!before.empty() && (HasSuffix(before[0], ".yaml") || HasSuffix(before[0], ".yml") ||
-                            HasSuffix(before[0], ".json") || HasSuffix(before[0], ".sh") ||
-                            HasSuffix(before[0], ".sbatch") || HasSuffix(before[0], ".slurm"))) {
-      return InvalidArgument("", fmt::format("{}: no such file (to run a command on the node, "
-                                             "put it after --)",
-                                             before[0]));
+  if (before.empty()) {
+    b.job.command = rest;
+    if (st.flags.given("export")) {
+      ARBITER_RETURN_IF_ERROR(
+          ExportEnvironment(st.flags.export_env, Environment(), &b.job, &b.notes));
     }
-    b.job.command = before;
-    b.job.command.insert(b.job.command.end(), rest.begin(), rest.end());
     return b;
+  }
+  if (!std::filesystem::is_regular_file(before[0], ec)) {
+    // A command written without "--" would run something other than the user meant (its flags
+    // taken for this command's): say how to write it, and send nothing.
+    std::string words;
+    for (const std::string& w : CommandAsTyped(ctx->argv, before[0])) {
+      AppendTo(&words, " ", ShellQuote(w));
+    }
+    return InvalidArgument(
+        "", fmt::format("{}: no such file{}; to run a command on the node, put it after --: "
+                        "arbiter submit [FLAGS] -- {}",
+                        before[0],
+                        std::filesystem::is_directory(before[0], ec) ? " (it is a folder)" : "",
+                        words));
   }
   const std::string& path = before[0];
   b.source = path;
@@ -482,7 +580,10 @@ Result<Built> BuildJob(const ContextPtr& ctx, const SubmitState& st, const Conne
   const bool job_file = HasSuffix(path, ".yaml") || HasSuffix(path, ".yml") ||
                         HasSuffix(path, ".json") ||
                         (first != std::string::npos && (*text)[first] == '{');
-  if (!job_file) return BuildFromScript(path, *text, std::move(args));
+  if (!job_file) {
+    return BuildFromScript(path, *text, std::move(args), {},
+                           st.flags.given("export") ? st.flags.export_env : "");
+  }
   if (!args.empty()) {
     return InvalidArgument("", fmt::format("{} is a job file: it takes no arguments (the command "
                                            "is in the file)",
@@ -603,12 +704,78 @@ int SubmitArray(const ContextPtr& ctx, const SubmitState& st, ApiClient* api_ptr
   return kExitOk;
 }
 
+// arbiter sbatch [OPTIONS] script.sh [ARGS...]: sbatch's own options (--parsable, --test-only,
+// -W/--wait) are this command's; the others are the script's directives, given on the command
+// line, where they override the script's.
+Result<Built> BuildSbatch(SubmitState& st) {
+  std::vector<std::string> options;
+  size_t at = 0;
+  for (; at < st.sbatch_words.size(); ++at) {
+    const std::string& w = st.sbatch_words[at];
+    if (w == "--parsable") {
+      st.parsable = true;
+    } else if (w == "--test-only") {
+      st.dry_run = true;
+    } else if (w == "-W" || w == "--wait") {
+      st.wait = true;
+    } else {
+      options.push_back(w);
+    }
+  }
+  BatchScript probe;
+  auto end = ApplySbatchOptions(options, &probe);
+  if (!end.ok()) return end.status();
+  if (*end >= options.size()) {
+    return InvalidArgument("",
+                           "no batch script: arbiter sbatch [OPTIONS] script.sh [ARGS...] "
+                           "(reading the script from standard input is not supported)");
+  }
+  const std::string path = options[*end];
+  std::vector<std::string> args(options.begin() + static_cast<std::ptrdiff_t>(*end) + 1,
+                                options.end());
+  options.resize(*end);
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return BuildFromScript(path, *text, std::move(args), options, "");
+}
+
+// sbatch -W: waits for the job to end; its exit code (1 when it ended without one).
+int WaitForExit(ApiClient& api, uint64_t id) {
+  static const std::set<std::string> kFinal = {"succeeded", "failed", "cancelled", "timed-out"};
+  auto pause = std::chrono::milliseconds(100);
+  for (;;) {
+    auto r = api.Get(fmt::format("/api/v1/jobs/{}", id));
+    if (!r.ok() && r.status().code() != StatusCode::kUnavailable) return Fail(r.status());
+    if (r.ok() && kFinal.count(r->value("state", ""))) {
+      const json& exit = r->value("exit_code", json());
+      return exit.is_number() ? exit.get<int>() : (r->value("state", "") == "succeeded" ? 0 : 1);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+  }
+}
+
 int Submit(const ContextPtr& ctx, SubmitState& st) {
   auto conn = ctx->Resolve();
   if (!conn.ok()) return Fail(conn.status(), kExitUsage);
+  // Options this command does not know: a command's own flags written without "--" (BuildJob
+  // says how to write it), else a mistake.
+  if (!st.extras.empty()) {
+    std::error_code ec;
+    const int after = WordsAfterSeparator(ctx->argv);
+    const bool command_before_separator =
+        !st.args.empty() && (after < 0 || static_cast<size_t>(after) < st.args.size()) &&
+        !std::filesystem::is_regular_file(st.args[0], ec);
+    if (!command_before_separator) {
+      return Fail(InvalidArgument("", fmt::format("unknown option {} (see arbiter submit --help; "
+                                                  "a command's own options go after --)",
+                                                  st.extras[0])),
+                  kExitUsage);
+    }
+  }
 
   // 1. What to run.
-  auto built = BuildJob(ctx, st, *conn);
+  auto built = st.sbatch ? BuildSbatch(st) : BuildJob(ctx, st, *conn);
   if (!built.ok()) return Fail(built.status(), kExitUsage);
   Built& b = *built;
   const bool from_script = b.from_script;
@@ -678,14 +845,21 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
     r = api.Post("/api/v1/jobs", body, headers);
   }
   if (!r.ok()) return Fail(NoQueueHint(r.status(), b.job.queue, from_script));
+  const uint64_t id = r->value("id", uint64_t{0});
   if (st.parsable) {
-    std::printf("%llu\n", static_cast<unsigned long long>(r->value("id", uint64_t{0})));
+    std::printf("%llu\n", static_cast<unsigned long long>(id));
+  } else if (st.sbatch) {
+    std::printf("Submitted batch job %llu\n", static_cast<unsigned long long>(id));
   } else if (IsStructured(ctx->format())) {
     PrintStructured(*r, ctx->format());
   } else {
     std::printf("job %llu submitted to %s (%s)\n",
                 static_cast<unsigned long long>(r->value("id", uint64_t{0})),
                 r->value("queue", "").c_str(), r->value("state", "").c_str());
+  }
+  if (st.wait) {
+    std::fflush(stdout);
+    return WaitForExit(api, id);
   }
   return kExitOk;
 }
@@ -739,7 +913,38 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
       "  arbiter submit --array 0-99 --queue q -- sh -c 'python eval.py --shard "
       "$ARBITER_ARRAY_INDEX'\n"
       "  ID=$(arbiter submit --parsable --queue q -- ./run.sh) && arbiter wait $ID");
-  cmd->callback([ctx, st] { ctx->Run([&] { return Submit(ctx, *st); }); });
+  // Unknown options are checked in Submit: a command written without "--" gets a better answer.
+  cmd->allow_extras();
+  cmd->callback([ctx, st, cmd] {
+    // The separator itself comes back from CLI11 once the command's words are in `args`.
+    st->extras.clear();
+    for (const std::string& e : cmd->remaining()) {
+      if (e != "--") st->extras.push_back(e);
+    }
+    ctx->Run([&] { return Submit(ctx, *st); });
+  });
+
+  auto sb = std::make_shared<SubmitState>();
+  sb->sbatch = true;
+  auto* sbatch = app.add_subcommand(
+      "sbatch", "Submit a Slurm batch script with sbatch's options (they override #SBATCH lines)");
+  // Every word after the command is sbatch's: options, then the script and its arguments.
+  sbatch->prefix_command();
+  sbatch->footer(
+      "Takes the options of #SBATCH lines on the command line, as sbatch does (docs/cli.md,\n"
+      "\"Coming from Slurm\"), and prints \"Submitted batch job ID\". Also --parsable (the id\n"
+      "only), --test-only (print the job, submit nothing), -W/--wait (wait; exit with the job's\n"
+      "exit code). The server and token come from ARBITER_SERVER/ARBITER_TOKEN or arbiter "
+      "login.\n\n"
+      "Examples:\n"
+      "  arbiter sbatch train.sh\n"
+      "  arbiter sbatch -p gpu_a100 -N 2 --gres=gpu:8 -t 1-00:00:00 train.sh --lr 3e-4\n"
+      "  arbiter sbatch --parsable --dependency=afterok:12 eval.sh\n"
+      "  JOB=$(arbiter sbatch --parsable -W smoke.sh) && echo \"passed: $JOB\"");
+  sbatch->callback([ctx, sb, sbatch] {
+    sb->sbatch_words = sbatch->remaining();
+    ctx->Run([&] { return Submit(ctx, *sb); });
+  });
 }
 
 }  // namespace arbiter::cli

@@ -135,4 +135,43 @@ Constraints Cluster::MakeConstraints(const std::map<std::string, std::string>& s
   return c;
 }
 
+void Cluster::AddNodeConstraints(const std::vector<std::string>& only,
+                                 const std::vector<std::string>& exclude, bool exclusive,
+                                 Constraints* c) const {
+  auto ids = [this](const std::vector<std::string>& names) {
+    std::vector<uint32_t> out;
+    for (const std::string& name : names) {
+      NodeId n;
+      if (FindNode(name, &n)) out.push_back(n.value());
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  };
+  c->only_listed = !only.empty();
+  c->nodes = ids(only);
+  c->excluded = ids(exclude);
+  c->exclusive = exclusive;
+}
+
+QuotaVec Cluster::PlacedQuota(const std::vector<TaskPlacement>& tasks) const {
+  QuotaVec q;
+  for (const TaskPlacement& t : tasks) {
+    q[kDimCpu] += t.cpu_milli;
+    q[kDimMemory] += t.memory_mib;
+    q[kDimTasks] += 1;
+    const NodeInfo& info = node(t.node);
+    for (const GpuShare& g : t.gpus) {
+      q[kDimGpu] += g.milli;
+      q[ModelDim(gpus_[info.gpu_begin + g.slot].model)] += g.milli;
+    }
+  }
+  return q;
+}
+
+QuotaVec Cluster::RunningQuota(const RunningJob& r) const {
+  if (r.exclusive) return PlacedQuota(r.tasks);
+  return JobQuotaRequest(r.resources, static_cast<int32_t>(r.tasks.size()), r.model);
+}
+
 }  // namespace arbiter::core

@@ -102,6 +102,18 @@ class Cluster {
   // node uses map to Constraints::kUnknown (a selector on them matches nothing).
   Constraints MakeConstraints(const std::map<std::string, std::string>& selector,
                               const std::vector<Toleration>& tolerations) const;
+  // Adds a job's node list (`only`, Slurm's --nodelist; empty: any node), the nodes it excludes
+  // and whether it takes its nodes whole. Names the cluster does not have are left out.
+  void AddNodeConstraints(const std::vector<std::string>& only,
+                          const std::vector<std::string>& exclude, bool exclusive,
+                          Constraints* c) const;
+
+  // What tasks placed this way hold, as quota: CPU, memory, tasks, and each GPU's milli under
+  // `gpu` and its own model's dimension.
+  QuotaVec PlacedQuota(const std::vector<TaskPlacement>& tasks) const;
+  // The quota a running job charges: its request (JobQuotaRequest), or, for a job that took its
+  // nodes whole (exclusive), what its placement holds.
+  QuotaVec RunningQuota(const RunningJob& r) const;
 
  private:
   std::vector<GpuModel> models_;

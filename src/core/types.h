@@ -55,11 +55,19 @@ QuotaVec JobQuotaRequest(const TaskResources& per_task, int32_t tasks, GpuModelI
 
 inline constexpr GpuModelId kNoModel{0xffff};
 
-// Node constraints shared by many jobs (selector and tolerations), interned by the driver into
-// CycleInput::constraints; index 0 means "no constraints".
+// Node constraints shared by many jobs (selector, tolerations, node lists, exclusive use),
+// interned by the driver into CycleInput::constraints; index 0 means "no constraints".
 struct Constraints {
   std::vector<std::pair<uint32_t, uint32_t>> selector;     // (label key id, value id), sorted
   std::vector<std::pair<uint32_t, uint32_t>> tolerations;  // (key id, value id or kAnyValue)
+  // Slurm's --nodelist: when `only_listed`, the tasks go only to these nodes (ids, sorted; names
+  // the cluster does not have are left out, so an empty list matches nothing).
+  bool only_listed = false;
+  std::vector<uint32_t> nodes;
+  std::vector<uint32_t> excluded;  // --exclude: never these nodes (ids, sorted)
+  // --exclusive: each task takes a node nobody else uses, whole: every usable GPU, all its CPU
+  // and memory (what its quota is charged), so nothing else is placed there while it runs.
+  bool exclusive = false;
   static constexpr uint32_t kAnyValue = 0xffffffffu;
   static constexpr uint32_t kUnknown = 0xfffffffeu;  // a name no node has: never matches
 };
@@ -107,6 +115,7 @@ struct RunningJob {
   GpuModelId model = kNoModel;
   TaskResources resources;  // per task, as admitted
   std::vector<TaskPlacement> tasks;
+  bool exclusive = false;  // took its nodes whole: its quota is what `tasks` hold (PlacedQuota)
   TimeMs start_time = 0;
   DurationMs walltime = 0;  // 0: the queue's default walltime, else none
   // Preemption guards and costs.

@@ -118,6 +118,17 @@ Status CheckSubmittedEnv(const JobSpec& job) {
   return Status::Ok();
 }
 
+bool IsMailType(std::string_view type) {
+  static constexpr std::string_view kTypes[] = {
+      "NONE",          "BEGIN",          "END",        "FAIL",       "REQUEUE",
+      "ALL",           "INVALID_DEPEND", "STAGE_OUT",  "TIME_LIMIT", "TIME_LIMIT_90",
+      "TIME_LIMIT_80", "TIME_LIMIT_50",  "ARRAY_TASKS"};
+  for (std::string_view t : kTypes) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
 Status ValidateJobSpec(const JobSpec& job) {
   if (!job.name.empty() && job.name.size() > 253) {
     return InvalidArgument("name", "must be at most 253 characters");
@@ -162,6 +173,34 @@ Status ValidateJobSpec(const JobSpec& job) {
     return InvalidArgument(
         "grace_period_seconds",
         fmt::format("must be between 0 and 86400, got {}", *job.grace_period_seconds));
+  }
+  for (const auto* list : {&job.nodes, &job.exclude_nodes}) {
+    const char* field = list == &job.nodes ? "nodes" : "exclude_nodes";
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (!IsValidHostName((*list)[i])) {
+        return InvalidArgument(fmt::format("{}[{}]", field, i),
+                               fmt::format("'{}' is not a valid node name", (*list)[i]));
+      }
+    }
+  }
+  for (size_t i = 0; i < job.nodes.size(); ++i) {
+    if (std::find(job.exclude_nodes.begin(), job.exclude_nodes.end(), job.nodes[i]) !=
+        job.exclude_nodes.end()) {
+      return InvalidArgument(fmt::format("nodes[{}]", i),
+                             fmt::format("node '{}' is both listed and excluded", job.nodes[i]));
+    }
+  }
+  if (job.mail) {
+    if (job.mail->user.empty()) return InvalidArgument("mail.user", "must not be empty");
+    for (size_t i = 0; i < job.mail->types.size(); ++i) {
+      if (!IsMailType(job.mail->types[i])) {
+        return InvalidArgument(
+            fmt::format("mail.types[{}]", i),
+            fmt::format("unknown mail type '{}': use BEGIN, END, FAIL, REQUEUE, ALL, "
+                        "INVALID_DEPEND, TIME_LIMIT, TIME_LIMIT_90/80/50, ARRAY_TASKS or NONE",
+                        job.mail->types[i]));
+      }
+    }
   }
   return Status::Ok();
 }

@@ -44,6 +44,16 @@ struct Dependency {
   bool operator==(const Dependency&) const = default;
 };
 
+// Who hears about a job and when (Slurm's --mail-user and --mail-type): kept with the job and
+// delivered by the server's notifications where they are configured.
+struct MailSpec {
+  std::string user;                // an address or a user name
+  std::vector<std::string> types;  // Slurm's names: BEGIN, END, FAIL, REQUEUE, ALL, ...
+  bool operator==(const MailSpec&) const = default;
+};
+// Slurm's --mail-type names.
+bool IsMailType(std::string_view type);
+
 // When and how often a failed job runs again.
 struct RetryPolicy {
   int32_t max_retries = 0;
@@ -71,8 +81,13 @@ struct JobSpec {
   std::vector<std::string> gpu_models;  // allowed models, in order of preference; empty: any
   std::map<std::string, std::string> node_selector;
   std::vector<Toleration> tolerations;
-  bool distinct_nodes = false;   // every task on its own node
-  int64_t walltime_seconds = 0;  // 0: the queue's default, else none
+  bool distinct_nodes = false;  // every task on its own node
+  // Slurm's --exclusive: each task takes a node no other job uses, whole (all its GPUs, CPU and
+  // memory, which is what the job is charged), so nothing else runs there meanwhile.
+  bool exclusive = false;
+  std::vector<std::string> nodes;          // --nodelist: only these nodes (empty: any)
+  std::vector<std::string> exclude_nodes;  // --exclude: never these nodes
+  int64_t walltime_seconds = 0;            // 0: the queue's default, else none
   RetryPolicy retry;
   std::optional<bool> preemptible;              // overrides the priority class when set
   std::optional<int64_t> grace_period_seconds;  // overrides the priority class when set
@@ -86,6 +101,7 @@ struct JobSpec {
   std::string workdir;
   std::string container_image;
   std::vector<Dependency> depends_on;  // all must hold before the job starts
+  std::optional<MailSpec> mail;
 };
 
 // Checks every field; errors name the field ("resources.gpus", "tasks").

@@ -41,7 +41,6 @@ std::vector<JobCase> JobCases() {
   return {
       {"NameTooLong", [](JobSpec& j) { j.name = std::string(254, 'a'); }, "name",
        "at most 253 characters"},
-      {"EmptyQueue", [](JobSpec& j) { j.queue = ""; }, "queue", "'' is not a valid queue name"},
       {"BadQueue", [](JobSpec& j) { j.queue = "Vision Train"; }, "queue",
        "'Vision Train' is not a valid queue name"},
       {"NoTasks", [](JobSpec& j) { j.tasks = 0; }, "tasks", "must be between 1 and 100000, got 0"},

@@ -153,7 +153,7 @@ json ControlPlane::QueueJsonLocked(size_t index) const {
     }
     if (j.holds_capacity()) {
       const GpuModelId m = compiled_->cluster.FindModel(j.gpu_model);
-      usage.Add(q, core::JobQuotaRequest(j.spec.resources, j.spec.tasks, m));
+      usage.Add(q, j.HeldQuota(m));
       running += below ? 1 : 0;
     } else if (j.state == JobState::kPending && below) {
       ++pending;

@@ -266,8 +266,13 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
   }
   for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
     if (compiled_->cluster.FindModel(spec.gpu_models[i]) == core::kNoModel) {
+      std::string known;
+      for (const GpuModel& m : compiled_->cluster.models()) {
+        known += (known.empty() ? "" : ", ") + m.name;
+      }
       return InvalidArgument(fmt::format("gpu_models[{}]", i),
-                             fmt::format("unknown GPU model '{}'", spec.gpu_models[i]));
+                             fmt::format("unknown GPU model '{}'; the cluster's models: {}",
+                                         spec.gpu_models[i], known.empty() ? "none" : known));
     }
   }
   // Beyond a max of its queue or tenant: it could never start (nodes are no reason here).
@@ -490,6 +495,25 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
                       fmt::format("job {} is {}, not suspended", id, JobStateName(j.state)));
       }
       to = JobState::kPending;
+      if (j.stopping) {
+        // Its processes are still stopping: it goes back to its queue once they are gone, so
+        // the capacity they hold is never handed out twice.
+        j.stop_cause = "requeue";
+        j.reason =
+            fmt::format("resume by {}: back to its queue once its processes are gone", p.user);
+        b.PutJob(JobRecordLocked(j));
+        to = j.state;
+      }
+    } else if (action == "requeue") {
+      // Slurm's scontrol requeue: stop it and put it back in its queue (its submit time kept).
+      if (j.state != JobState::kAdmitted && j.state != JobState::kStarting &&
+          j.state != JobState::kRunning) {
+        return Status(StatusCode::kConflict,
+                      fmt::format("job {} is {}; only admitted, starting or running jobs can be "
+                                  "requeued",
+                                  id, JobStateName(j.state)));
+      }
+      to = JobState::kSuspended;
     } else if (action == "retry") {
       if (j.state != JobState::kFailed && j.state != JobState::kCancelled &&
           j.state != JobState::kTimedOut) {
@@ -502,8 +526,16 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
     } else {
       return NotFoundError(fmt::format("unknown action '{}'", action));
     }
-    ARBITER_RETURN_IF_ERROR(CheckTransition(j.state, to));
-    if (to == JobState::kCancelled || to == JobState::kSuspended) {
+    if (to != j.state) ARBITER_RETURN_IF_ERROR(CheckTransition(j.state, to));
+    if (action == "requeue") {
+      if (StopJobLocked(j, to, reason, &b)) {
+        j.stop_cause = "requeue";  // pending once its processes are gone
+      } else {
+        RecordTransitionLocked(j, JobState::kPending, "requeued: nothing had started", &b);
+      }
+    } else if (to == j.state) {
+      // resume of a job still stopping: recorded above
+    } else if (to == JobState::kCancelled || to == JobState::kSuspended) {
       StopJobLocked(j, to, reason, &b);
     } else {
       if (to == JobState::kRetryWait) {

@@ -103,7 +103,7 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
     QueueId q;
     if (!j.holds_capacity() || !tree.Find(j.spec.queue, &q)) continue;
     const GpuModelId m = compiled_->cluster.FindModel(j.gpu_model);
-    usage.Add(q, core::JobQuotaRequest(j.spec.resources, j.spec.tasks, m));
+    usage.Add(q, j.HeldQuota(m));
   }
   for (size_t i = 1; i < tree.size(); ++i) {
     const core::QuotaNode& n = tree.nodes()[i];

@@ -40,8 +40,11 @@ core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster&
   p.tasks = j.spec.tasks;
   p.resources = j.spec.resources;
   for (const std::string& m : j.spec.gpu_models) p.models.push_back(cluster.FindModel(m));
-  if (!j.spec.node_selector.empty() || !j.spec.tolerations.empty()) {
+  if (!j.spec.node_selector.empty() || !j.spec.tolerations.empty() || !j.spec.nodes.empty() ||
+      !j.spec.exclude_nodes.empty() || j.spec.exclusive) {
     constraints.push_back(cluster.MakeConstraints(j.spec.node_selector, j.spec.tolerations));
+    cluster.AddNodeConstraints(j.spec.nodes, j.spec.exclude_nodes, j.spec.exclusive,
+                               &constraints.back());
     p.constraints = static_cast<uint32_t>(constraints.size() - 1);
   }
   p.walltime = SecondsToMs(j.spec.walltime_seconds);
@@ -61,6 +64,7 @@ bool RunningJobOf(const JobEntry& j, QueueId q, bool orphan, const core::Cluster
   r.preemptible = !orphan && j.spec.preemptible.value_or(pc == nullptr || pc->preemptible);
   r.model = cluster.FindModel(j.gpu_model);
   r.resources = j.spec.resources;
+  r.exclusive = j.spec.exclusive;
   r.start_time = j.started_at > 0 ? j.started_at : j.updated_at;
   r.walltime = SecondsToMs(j.spec.walltime_seconds);
   if (pc != nullptr) {
@@ -650,6 +654,10 @@ void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
   j.stopping = false;
   j.stop_cause.clear();
   const TimeMs now = now_();
+  if (j.state == JobState::kSuspended && cause == "requeue") {
+    RecordTransitionLocked(j, JobState::kPending, "requeued: its processes are gone", b);
+    return;
+  }
   if (j.state == JobState::kCancelled || j.state == JobState::kSuspended) {
     b->PutJob(JobRecordLocked(j));  // already in its final or held state; resources now free
     return;

@@ -88,7 +88,7 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
           if (!id.ok()) return SendError(res, id.status());
           Reply(res, cp_->WhyPending(p, *id));
         });
-  for (const char* action : {"cancel", "suspend", "resume", "retry"}) {
+  for (const char* action : {"cancel", "suspend", "resume", "retry", "requeue"}) {
     route("POST", fmt::format("/api/v1/jobs/{{id}}/{}", action),
           fmt::format(R"(/api/v1/jobs/(\d+)/{})", action), fmt::format("{} a job", action),
           [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {

@@ -74,6 +74,23 @@ struct JobEntry {
   QueueId queue_id;
   const PriorityClass* priority_class = nullptr;
   bool holds_capacity() const { return HoldsResources(state) || stopping; }
+  // What it charges its queue while it holds capacity on GPUs of `model`: its request, or, for a
+  // job that took its nodes whole (exclusive), what its placement holds (core::Cluster's
+  // RunningQuota, from the stored placement).
+  core::QuotaVec HeldQuota(GpuModelId model) const {
+    if (!spec.exclusive) return core::JobQuotaRequest(spec.resources, spec.tasks, model);
+    core::QuotaVec q;
+    for (const PlacedTask& t : placement) {
+      q[core::kDimCpu] += t.cpu_milli;
+      q[core::kDimMemory] += t.memory_mib;
+      q[core::kDimTasks] += 1;
+      for (int32_t milli : t.gpu_milli) {
+        q[core::kDimGpu] += milli;
+        if (model != core::kNoModel) q[core::ModelDim(model)] += milli;
+      }
+    }
+    return q;
+  }
 };
 
 // The jobs, by id, and their indexes.

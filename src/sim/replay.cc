@@ -467,8 +467,7 @@ void Replayer::Cycle(TimeMs t) {
     // Usage per tree node from now until the next cycle (no event in between changes it).
     std::fill(usage_.begin(), usage_.end(), core::QuotaVec{});
     for (const core::RunningJob& rj : running_) {
-      const core::QuotaVec q =
-          core::JobQuotaRequest(rj.resources, static_cast<int32_t>(rj.tasks.size()), rj.model);
+      const core::QuotaVec q = w_.cluster->RunningQuota(rj);
       for (QueueId n = rj.queue;; n = w_.tree->node(n).parent) {
         usage_[n.value()] += q;
         if (n == core::QuotaTree::kRoot) break;

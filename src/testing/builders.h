@@ -396,6 +396,17 @@ struct World {
     return static_cast<uint32_t>(constraints.size() - 1);
   }
 
+  // Interns a node list (`only`, empty: any), excluded nodes and exclusive use; the index for
+  // JobBuilder::Constraints.
+  uint32_t AddNodeConstraints(const std::vector<std::string>& only,
+                              const std::vector<std::string>& exclude = {},
+                              bool exclusive = false) {
+    core::Constraints c;
+    cluster.AddNodeConstraints(only, exclude, exclusive, &c);
+    constraints.push_back(std::move(c));
+    return static_cast<uint32_t>(constraints.size() - 1);
+  }
+
   void Add(const JobBuilder& b) { pending.push_back(b.Build()); }
 
   core::CycleInput Input() const {

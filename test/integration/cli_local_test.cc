@@ -332,11 +332,11 @@ TEST_F(CliLocalTest, UnsupportedDirectivesInOneWarning) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_TRUE(Contains(bad.err, "bad.sh: line 3:")) << bad.err;
   EXPECT_TRUE(Contains(bad.err, "D-H:M:S")) << bad.err;
-  // No queue anywhere.
+  // No queue anywhere: the server would use the tenant's default_queue.
   WriteFile(work_.path() + "/noq.sh", "#!/bin/sh\n#SBATCH --gres=gpu:1\necho\n");
   const CliResult noq = Run({"submit", "--dry-run", "noq.sh"});
-  EXPECT_EQ(noq.code, 2);
-  EXPECT_TRUE(Contains(noq.err, "#SBATCH -p QUEUE")) << noq.err;
+  EXPECT_EQ(noq.code, 0) << noq.err;
+  EXPECT_TRUE(Contains(noq.err, "the server would use your tenant's default_queue")) << noq.err;
 }
 
 TEST_F(CliLocalTest, JobFilesDryRunPrintExactlyTheBody) {

@@ -384,16 +384,21 @@ TEST_F(CliTest, ServerErrorsAreShownAsTheServerSaysThem) {
   const CliResult model = As("alice", {"submit", "--queue", "vision-dev", "--gpus", "1",
                                        "--gpu-model", "H100", "--", "true"});
   EXPECT_EQ(model.code, 1);
-  EXPECT_EQ(model.err, "error: gpu_models[0]: unknown GPU model 'H100'\n");
+  EXPECT_EQ(model.err,
+            "error: gpu_models[0]: unknown GPU model 'H100'; the cluster's models: A100-80G\n");
   const CliResult bad_token = As("alice", {"jobs", "--token", "nope"});
   EXPECT_EQ(bad_token.code, 4);
   EXPECT_TRUE(
       Contains(bad_token.err, "refused the token; log in with `arbiter login --server " + url_))
       << bad_token.err;
-  // No queue at all: the message lists the usable ones.
+  // No queue at all, and no default_queue for the tenant: the server's message lists the usable
+  // ones, and the client says how to give one.
   const CliResult noq = As("alice", {"submit", "--", "true"});
-  EXPECT_EQ(noq.code, 2);
-  EXPECT_TRUE(Contains(noq.err, "queues you can use: vision-train, vision-dev")) << noq.err;
+  EXPECT_EQ(noq.code, 1);
+  EXPECT_TRUE(Contains(noq.err,
+                       "tenant vision has no default_queue; queues you can use: "
+                       "vision-train, vision-dev; pass --queue QUEUE"))
+      << noq.err;
   // The default queue from the environment.
   const CliResult envq = As("alice", {"submit", "--dry-run", "-o", "json", "--", "true"}, false,
                             {{"ARBITER_QUEUE", "vision-dev"}});

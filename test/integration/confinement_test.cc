@@ -172,6 +172,7 @@ TEST_F(ConfinementTest, EnvironmentIsOnlyTheJobsAndArbiters) {
                                          "ARBITER_JOB_ID",
                                          "ARBITER_TASK_INDEX",
                                          "ARBITER_NODE_NAME",
+                                         "ARBITER_QUEUE",
                                          "ARBITER_RESTART_COUNT",
                                          "ARBITER_CHECKPOINT_DIR",
                                          "ARBITER_STEP_KEY",

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,11 @@ class LocalNodeCliTest : public ::testing::Test {
     ASSERT_EQ(chown(work_.path().c_str(), 4243, 4243), 0);
   }
 
-  // The client as ann, in the work folder.
-  CliResult Cli(const std::vector<std::string>& args) {
+  // The client as ann, in the work folder (with `env` added to its environment).
+  CliResult Cli(const std::vector<std::string>& args,
+                const std::map<std::string, std::string>& env = {}) {
     CliOptions o;
+    o.env = env;
     o.env["HOME"] = home_.path();
     o.env["ARBITER_SERVER"] = url_;
     o.env["ARBITER_TOKEN"] = token_;

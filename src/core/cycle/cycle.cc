@@ -144,9 +144,7 @@ class CycleRunner {
     }
   }
 
-  static QuotaVec RunningQuota(const RunningJob& r) {
-    return JobQuotaRequest(r.resources, static_cast<int32_t>(r.tasks.size()), r.model);
-  }
+  QuotaVec RunningQuota(const RunningJob& r) const { return in_.cluster->RunningQuota(r); }
 
   void BuildDistribution() {
     if (!profile_.needs_distribution()) return;
@@ -468,10 +466,26 @@ class CycleRunner {
     const TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
     Admission a;
     PlacementFailure pf;
+    Snapshot::Txn txn(snap_);
     if (PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, &pf,
                   frag_cache_.get())) {
-      Admit(j, m, r, std::move(a));
-      return true;
+      if (!Exclusive(j)) {
+        Admit(j, m, r, std::move(a));
+        txn.Commit();
+        return true;
+      }
+      // Whole nodes: the quota is what they hold, known only now (at least the request).
+      const QuotaVec whole = in_.cluster->PlacedQuota(a.tasks);
+      const QuotaFailure wf = snap_.quota().Check(j.queue, whole);
+      if (wf.ok()) {
+        Admit(j, m, whole, std::move(a));
+        txn.Commit();
+        return true;
+      }
+      t->code = wf.kind == QuotaFailure::Kind::kMax ? VerdictCode::kQuotaExceeded
+                                                    : VerdictCode::kBorrowLimit;
+      t->why = fmt::format("its whole nodes exceed the quota: {}", DescribeQuotaFailure(j, wf));
+      return false;  // txn undoes the placement; nothing cached: smaller nodes may free up
     }
     CachedFailure f;
     f.release_version = snap_.release_version();
@@ -484,9 +498,15 @@ class CycleRunner {
     return false;
   }
 
-  // Step 6: preemption, for each model in order, cached per shape, queue and priority.
+  bool Exclusive(const PendingJob& j) const {
+    const Constraints* c = ConstraintsOf(j);
+    return c != nullptr && c->exclusive;
+  }
+
+  // Step 6: preemption, for each model in order, cached per shape, queue and priority. A job that
+  // takes whole nodes waits for free ones: what it would charge is known only once placed.
   bool TryPreemption(const PendingJob& j, int32_t position, const std::vector<ModelTry>& tries) {
-    if (!in_.preemption.enabled || running_.empty()) return false;
+    if (!in_.preemption.enabled || running_.empty() || Exclusive(j)) return false;
     for (const ModelTry& t : tries) {
       if (t.code == VerdictCode::kQuotaExceeded) continue;  // a max never yields to preemption
       const ShapeKey key{j.resources,     j.tasks,          j.constraints,
@@ -770,6 +790,9 @@ void ApplyAdmissions(const CycleInput& in, const CycleResult& result, TimeMs sta
     r.tasks = a.tasks;
     r.start_time = start;
     r.walltime = j.walltime;
+    r.exclusive = j.constraints != 0 && in.constraints != nullptr &&
+                  j.constraints < in.constraints->size() &&
+                  (*in.constraints)[j.constraints].exclusive;
     if (a.best_effort) {
       r.priority = kBestEffortPriority;
       r.preemptible = true;

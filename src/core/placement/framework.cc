@@ -33,6 +33,12 @@ std::string_view FilterCodeName(FilterCode c) {
       return "taint not tolerated";
     case FilterCode::kGangNodeTaken:
       return "already used by this gang";
+    case FilterCode::kNodeNotListed:
+      return "not in the job's node list";
+    case FilterCode::kNodeExcluded:
+      return "excluded by the job";
+    case FilterCode::kNodeShared:
+      return "in use (the job wants whole nodes)";
     case FilterCode::kCount:
       break;
   }
@@ -531,8 +537,23 @@ bool FindPlacement(const Snapshot& snap, const Profile& profile, const Placement
   out->gpus = std::move(best_gpus);
   out->cpu_milli = req.resources->cpu_milli;
   out->memory_mib = req.resources->memory_mib;
+  if (req.constraints != nullptr && req.constraints->exclusive) TakeWholeNode(snap, out);
   if (score_out != nullptr) *score_out = best_score;
   return true;
+}
+
+void TakeWholeNode(const Snapshot& snap, TaskPlacement* t) {
+  // The exclusive filter admitted only a node with nothing allocated: its free capacity is all
+  // of it.
+  const NodeInfo& info = snap.cluster().node(t->node);
+  t->gpus.clear();
+  for (uint16_t s = 0; s < info.gpu_count; ++s) {
+    const uint32_t g = info.gpu_begin + s;
+    if (!snap.gpu_usable(g)) continue;
+    t->gpus.push_back({s, static_cast<int16_t>(snap.gpu_free_milli(g)), snap.gpu_free_memory(g)});
+  }
+  t->cpu_milli = snap.free_cpu(t->node);
+  t->memory_mib = snap.free_memory(t->node);
 }
 
 bool PlaceTask(Snapshot& snap, const Profile& profile, const PlacementContext& ctx,

@@ -39,6 +39,9 @@ enum class FilterCode : uint8_t {
   kSelectorMismatch,
   kUntoleratedTaint,
   kGangNodeTaken,
+  kNodeNotListed,  // not in the job's node list (--nodelist)
+  kNodeExcluded,   // in the job's excluded nodes (--exclude)
+  kNodeShared,     // an exclusive task needs a node nothing else uses
   kCount,
 };
 std::string_view FilterCodeName(FilterCode c);
@@ -243,9 +246,14 @@ bool SelectGpus(const PlacementContext& ctx, GpuSelector selector, const TaskReq
                 std::vector<GpuShare>* out);
 
 // Finds where PlaceTask would put one task, without reserving it: the best node, its GPUs and
-// (when `score` is not null) its summed weighted score. Returns false when no node fits.
+// (when `score` is not null) its summed weighted score. Returns false when no node fits. A task
+// whose constraints are exclusive takes its node whole (TakeWholeNode).
 bool FindPlacement(const Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
                    const TaskRequest& req, TaskPlacement* out, int64_t* score);
+
+// Makes `t` hold all of its node's free capacity: every usable GPU (its free milli and memory),
+// the free CPU and memory. For exclusive tasks, on nodes with nothing allocated.
+void TakeWholeNode(const Snapshot& snap, TaskPlacement* t);
 
 // Places one task: filter, select GPUs, score, and allocate the best node on the snapshot.
 // Returns false when no node fits.

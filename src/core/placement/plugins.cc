@@ -97,6 +97,42 @@ class TaintFilter final : public FilterPlugin {
   }
 };
 
+// Slurm's --nodelist and --exclude.
+class NodeNameFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "node-name"; }
+  FilterCode Filter(const PlacementContext&, const TaskRequest& req, NodeId n) const override {
+    const Constraints* c = req.constraints;
+    if (c == nullptr) return FilterCode::kOk;
+    if (c->only_listed && !std::binary_search(c->nodes.begin(), c->nodes.end(), n.value())) {
+      return FilterCode::kNodeNotListed;
+    }
+    if (std::binary_search(c->excluded.begin(), c->excluded.end(), n.value())) {
+      return FilterCode::kNodeExcluded;
+    }
+    return FilterCode::kOk;
+  }
+};
+
+// An exclusive task (--exclusive) goes only to a node with nothing allocated on it; it then takes
+// the node whole (TakeWholeNode), so no other task fits there while it holds it.
+class ExclusiveFilter final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "exclusive"; }
+  FilterCode Filter(const PlacementContext& ctx, const TaskRequest& req, NodeId n) const override {
+    if (req.constraints == nullptr || !req.constraints->exclusive) return FilterCode::kOk;
+    const Snapshot& s = *ctx.snapshot;
+    const NodeInfo& info = s.cluster().node(n);
+    if (s.free_cpu(n) != info.cpu_milli || s.free_memory(n) != info.memory_mib) {
+      return FilterCode::kNodeShared;
+    }
+    for (uint32_t g = info.gpu_begin; g < info.gpu_begin + info.gpu_count; ++g) {
+      if (s.gpu_free_milli(g) != kMilliPerGpu) return FilterCode::kNodeShared;
+    }
+    return FilterCode::kOk;
+  }
+};
+
 class GpuModelFilter final : public FilterPlugin {
  public:
   std::string_view name() const override { return "gpu-model"; }
@@ -411,8 +447,8 @@ class FgdPlusScore final : public ScorePlugin {
 }  // namespace
 
 std::vector<std::string_view> BuiltinFilterNames() {
-  return {"node-state", "node-selector", "taints", "gpu-model",          "gpu",
-          "gpu-memory", "cpu",           "memory", "gang-distinct-nodes"};
+  return {"node-state", "node-selector", "node-name", "taints",    "gpu-model",          "gpu",
+          "gpu-memory", "cpu",           "memory",    "exclusive", "gang-distinct-nodes"};
 }
 
 std::vector<std::string_view> BuiltinScoreNames() {
@@ -425,6 +461,8 @@ std::unique_ptr<FilterPlugin> MakeFilter(std::string_view name) {
   if (name == "node-state") return std::make_unique<NodeStateFilter>();
   if (name == "node-selector") return std::make_unique<SelectorFilter>();
   if (name == "taints") return std::make_unique<TaintFilter>();
+  if (name == "node-name") return std::make_unique<NodeNameFilter>();
+  if (name == "exclusive") return std::make_unique<ExclusiveFilter>();
   if (name == "gpu-model") return std::make_unique<GpuModelFilter>();
   if (name == "gpu") return std::make_unique<GpuFilter>();
   if (name == "gpu-memory") return std::make_unique<GpuMemoryFilter>();

@@ -324,6 +324,8 @@ TEST(FilterTest, EveryBuiltinFilterIsCovered) {
   for (const FilterCase& c : FilterCases()) covered.insert(c.filter);
   for (std::string_view name : BuiltinFilterNames()) {
     if (name == "gang-distinct-nodes") continue;  // GangFilterTest
+    if (name == "node-name") continue;            // NodeNameFilterTest
+    if (name == "exclusive") continue;            // ExclusiveFilterTest
     EXPECT_TRUE(covered.count(std::string(name))) << name;
   }
   EXPECT_EQ(MakeFilter("no-such-filter"), nullptr);
@@ -346,6 +348,50 @@ TEST(GangFilterTest, DistinctNodesExcludesNodesTheGangUses) {
   EXPECT_EQ(f->Filter(ctx, req, bed.Node("a")), kOk);
   PlacementContext no_gang{&bed.snap, nullptr, nullptr};
   EXPECT_EQ(f->Filter(no_gang, req, bed.Node("a")), kOk);
+}
+
+TEST(NodeNameFilterTest, ListedAndExcludedNodes) {
+  Bed bed(ClusterBuilder().Node("a").Gpus(8, "A100").Node("b").Gpus(8, "A100"));
+  const auto f = MakeFilter("node-name");
+  const TaskResources r = WholeGpus(1);
+  PlacementContext ctx{&bed.snap, nullptr, nullptr};
+  auto with = [&](const std::vector<std::string>& only, const std::vector<std::string>& exclude,
+                  const char* node) {
+    Constraints c;
+    bed.cluster.AddNodeConstraints(only, exclude, false, &c);
+    TaskRequest req{&r, bed.Model("A100"), &c, JobType::kTraining};
+    return f->Filter(ctx, req, bed.Node(node));
+  };
+  EXPECT_EQ(with({}, {}, "a"), kOk);
+  EXPECT_EQ(with({"b"}, {}, "a"), FilterCode::kNodeNotListed);
+  EXPECT_EQ(with({"b"}, {}, "b"), kOk);
+  EXPECT_EQ(with({"nowhere"}, {}, "b"), FilterCode::kNodeNotListed);  // unknown: nothing matches
+  EXPECT_EQ(with({}, {"a"}, "a"), FilterCode::kNodeExcluded);
+  EXPECT_EQ(with({}, {"a", "nowhere"}, "b"), kOk);
+  EXPECT_EQ(with({"a", "b"}, {"a"}, "a"), FilterCode::kNodeExcluded);
+  TaskRequest none{&r, bed.Model("A100"), nullptr, JobType::kTraining};
+  EXPECT_EQ(f->Filter(ctx, none, bed.Node("a")), kOk);
+}
+
+TEST(ExclusiveFilterTest, OnlyNodesWithNothingAllocated) {
+  Bed bed(
+      ClusterBuilder().Node("free").Gpus(4, "A100").Node("gpu").Gpus(4, "A100").Node("cpu").Gpus(
+          4, "A100"));
+  bed.Use("gpu", {{2, 250}}, 0, 0);
+  bed.Use("cpu", {}, 1000, 0);
+  const auto f = MakeFilter("exclusive");
+  const TaskResources r = WholeGpus(1);
+  PlacementContext ctx{&bed.snap, nullptr, nullptr};
+  Constraints whole;
+  whole.exclusive = true;
+  TaskRequest req{&r, bed.Model("A100"), &whole, JobType::kTraining};
+  EXPECT_EQ(f->Filter(ctx, req, bed.Node("free")), kOk);
+  EXPECT_EQ(f->Filter(ctx, req, bed.Node("gpu")), FilterCode::kNodeShared);
+  EXPECT_EQ(f->Filter(ctx, req, bed.Node("cpu")), FilterCode::kNodeShared);
+  // A task that does not ask for whole nodes is not this filter's concern.
+  Constraints shared;
+  TaskRequest other{&r, bed.Model("A100"), &shared, JobType::kTraining};
+  EXPECT_EQ(f->Filter(ctx, other, bed.Node("gpu")), kOk);
 }
 
 TEST(FilterCodeTest, NamesAreReadable) {

@@ -21,8 +21,8 @@ std::string_view PreemptionReasonName(PreemptionReason r) {
 
 namespace {
 
-QuotaVec QuotaOf(const RunningJob& v) {
-  return JobQuotaRequest(v.resources, static_cast<int32_t>(v.tasks.size()), v.model);
+QuotaVec QuotaOf(const Snapshot& snap, const RunningJob& v) {
+  return snap.cluster().RunningQuota(v);
 }
 
 // The node that accounts dimension d for leaf q: q itself or its nearest configuring ancestor.
@@ -81,7 +81,7 @@ std::vector<Preemptor::Candidate> Preemptor::Candidates(const Snapshot& snap,
       out.push_back({i, PreemptionReason::kAnywhere});
       continue;
     }
-    if (!may_reclaim || !QueueBorrowing(snap, v.queue, QuotaOf(v))) continue;
+    if (!may_reclaim || !QueueBorrowing(snap, v.queue, QuotaOf(snap, v))) continue;
     // Loop guard: v started by preempting j's queue; it stays unless the shares differ enough.
     const bool started_on_us = std::find(v.preempted_queues.begin(), v.preempted_queues.end(),
                                          j.queue) != v.preempted_queues.end();
@@ -103,12 +103,12 @@ std::vector<Preemptor::Candidate> Preemptor::Candidates(const Snapshot& snap,
 
 void Preemptor::ReleaseJob(Snapshot& snap, const RunningJob& v) const {
   for (const TaskPlacement& t : v.tasks) snap.Release(t);
-  snap.RefundQuota(v.queue, QuotaOf(v));
+  snap.RefundQuota(v.queue, QuotaOf(snap, v));
 }
 
 void Preemptor::RestoreJob(Snapshot& snap, const RunningJob& v) const {
   for (const TaskPlacement& t : v.tasks) snap.Allocate(t);
-  snap.ChargeQuota(v.queue, QuotaOf(v));
+  snap.ChargeQuota(v.queue, QuotaOf(snap, v));
 }
 
 bool Preemptor::Fits(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
@@ -136,7 +136,8 @@ bool Preemptor::TryPreempt(Snapshot& snap, const Profile& profile, const TaskDis
   for (const Candidate& c : candidates) {
     const RunningJob& v = running_[c.index];
     // A reclaim victim's queue may have stopped borrowing through earlier removals.
-    if (c.reason == PreemptionReason::kReclaim && !QueueBorrowing(snap, v.queue, QuotaOf(v))) {
+    if (c.reason == PreemptionReason::kReclaim &&
+        !QueueBorrowing(snap, v.queue, QuotaOf(snap, v))) {
       continue;
     }
     ReleaseJob(snap, v);
