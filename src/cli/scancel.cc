@@ -256,8 +256,8 @@ int CancelIds(const ScancelFlags& f, ApiClient& api, const std::vector<JobRef>& 
 int Scancel(const ContextPtr& ctx, const ScancelFlags& f) {
   for (const auto& [flag, option] : f.refused) {
     if (option->count() > 0) {
-      return Fail(InvalidArgument(flag, fmt::format("scancel --{} is not supported: {}", flag,
-                                                    RefusedFlags().at(flag))),
+      return Fail(InvalidArgument("", fmt::format("scancel --{} is not supported: {}", flag,
+                                                  RefusedFlags().at(flag))),
                   kExitUsage);
     }
   }
