@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "model/job.h"
+
 namespace arbiter {
 namespace {
 
@@ -57,6 +59,19 @@ TEST(JobArray, TextAndBoundsAsSlurmGivesThem) {
   for (const char* spec : {"0-9", "0-20:5", "1,3,7-9", "2"}) {
     EXPECT_EQ(ArrayIndicesText(*ExpandArrayIndices(spec, "array")), spec);
   }
+}
+
+TEST(JobArray, AnElementsPlaceIsValidated) {
+  JobSpec j;
+  j.queue = "q";
+  j.array = {12, 3, 8, 2};
+  EXPECT_TRUE(ValidateJobSpec(j).ok());
+  j.array.index = kMaxArrayIndex + 1;
+  EXPECT_EQ(ValidateJobSpec(j).field(), "array.index");
+  j.array = {12, 3, 0, 0};
+  EXPECT_EQ(ValidateJobSpec(j).field(), "array.size");
+  j.array = {12, 3, 8, -1};
+  EXPECT_EQ(ValidateJobSpec(j).field(), "array.max_running");
 }
 
 }  // namespace
