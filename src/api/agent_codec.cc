@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "model/job_array.h"
+
 namespace arbiter::api {
 
 using nlohmann::json;
@@ -289,6 +291,14 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
           {"walltime_seconds", a.spec.walltime_seconds},
           {"tenant", a.spec.tenant},
           {"user", a.spec.user},
+          {"queue", a.spec.queue},
+          {"array", a.spec.array.id == 0 ? json(nullptr)
+                                         : json{{"id", a.spec.array.id},
+                                                {"index", a.spec.array.index},
+                                                {"size", a.spec.array.size},
+                                                {"min", a.array_bounds.min},
+                                                {"max", a.array_bounds.max},
+                                                {"step", a.array_bounds.step}}},
           {"run_as",
            {{"user", a.run_as.user},
             {"uid", a.run_as.uid},
@@ -338,6 +348,19 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
     a.spec.walltime_seconds = Int(j, p, "walltime_seconds", false, 0, int64_t{1} << 40);
     a.spec.tenant = Str(j, p, "tenant", false, 253);
     a.spec.user = Str(j, p, "user", false, 253);
+    a.spec.queue = Str(j, p, "queue", false, 253);
+    if (j.contains("array") && !j["array"].is_null()) {
+      const std::string ap = Join(p, "array");
+      const json& r = j["array"];
+      ExpectObject(r, ap);
+      a.spec.array.id = Uint(r, ap, "id", true);
+      a.spec.array.index = Int(r, ap, "index", true, 0, kMaxArrayIndex);
+      a.spec.array.size = static_cast<int32_t>(
+          Int(r, ap, "size", true, 1, static_cast<int64_t>(kMaxArrayElements)));
+      a.array_bounds.min = Int(r, ap, "min", false, 0, kMaxArrayIndex);
+      a.array_bounds.max = Int(r, ap, "max", false, 0, kMaxArrayIndex);
+      a.array_bounds.step = Int(r, ap, "step", false, 1, kMaxArrayIndex);
+    }
     if (j.contains("run_as") && !j["run_as"].is_null()) {
       const std::string rp = Join(p, "run_as");
       const json& r = j["run_as"];

@@ -8,6 +8,7 @@
 #include "api/json_writer.h"
 #include "api/parse_tree.h"
 #include "api/value.h"
+#include "model/job_array.h"
 #include "model/node.h"
 
 namespace arbiter::api {
@@ -205,6 +206,34 @@ Status ParseMail(const Value& v, const std::string& path, std::optional<MailSpec
   return Status::Ok();
 }
 
+// "array" of a submission: {"indices": "0-99:2,200", "max_running": 8}.
+Status ParseArrayRequest(const Value& v, const std::string& path, ArrayRequest* out) {
+  MappingReader m(v, path);
+  ARBITER_RETURN_IF_ERROR(m.Check({"indices", "max_running"}));
+  ARBITER_RETURN_IF_ERROR(m.Require("indices"));
+  ARBITER_RETURN_IF_ERROR(m.String("indices", 4096, &out->indices));
+  auto expanded = ExpandArrayIndices(out->indices, m.PathOf("indices"));
+  if (!expanded.ok()) return expanded.status();
+  out->expanded = std::move(expanded).value();
+  return m.Int32("max_running", 0, kMaxArrayRunning, &out->max_running);
+}
+
+// "array" of a stored element: {"id": 12, "index": 3, "max_running": 0, "size": 8}.
+Status ParseArrayElement(const Value& v, const std::string& path, JobArrayElement* out) {
+  MappingReader m(v, path);
+  ARBITER_RETURN_IF_ERROR(m.Check({"id", "index", "size", "max_running"}));
+  for (std::string_view k : {"id", "index", "size"}) ARBITER_RETURN_IF_ERROR(m.Require(k));
+  int64_t id = 0;
+  ARBITER_RETURN_IF_ERROR(m.Int("id", 1, int64_t{1} << 53, &id));
+  out->id = static_cast<uint64_t>(id);
+  ARBITER_RETURN_IF_ERROR(m.Int("index", 0, kMaxArrayIndex, &out->index));
+  ARBITER_RETURN_IF_ERROR(m.Int32("size", 1, static_cast<int32_t>(kMaxArrayElements), &out->size));
+  return m.Int32("max_running", 0, kMaxArrayRunning, &out->max_running);
+}
+
+// What "array" may be in a body: refused (a batch's job), a request, or a stored element.
+enum class ArrayForm { kRefused, kRequest, kElement };
+
 Status ParseGpuModels(const Value& v, const std::string& path, std::vector<std::string>* out) {
   ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxJobGpuModels));
   for (size_t i = 0; i < v.items.size(); ++i) {
@@ -267,7 +296,24 @@ Status ParseStrings(const MappingReader& m, JobSpec* job) {
   return Status::Ok();
 }
 
-Status ParseBody(const Value& root, JobSpec* job) {
+Status ParseArrayMember(const MappingReader& m, ArrayForm form, JobSpec* job,
+                        std::optional<ArrayRequest>* request) {
+  const Value* v = m.Get("array");
+  if (v == nullptr) return Status::Ok();
+  if (form == ArrayForm::kElement) return ParseArrayElement(*v, "array", &job->array);
+  if (form == ArrayForm::kRefused) {
+    return InvalidArgument("array",
+                           "a job array is submitted on its own, with POST /api/v1/jobs; a "
+                           "batch's jobs cannot be arrays");
+  }
+  ArrayRequest a;
+  ARBITER_RETURN_IF_ERROR(ParseArrayRequest(*v, "array", &a));
+  *request = std::move(a);
+  return Status::Ok();
+}
+
+Status ParseBody(const Value& root, ArrayForm form, JobSpec* job,
+                 std::optional<ArrayRequest>* request) {
   MappingReader m(root, "");
   for (std::string_view k : {"tenant", "user", "id", "submit_time"}) {
     if (root.kind == Value::Kind::kMapping && root.Find(k) != nullptr) {
@@ -299,8 +345,10 @@ Status ParseBody(const Value& root, JobSpec* job) {
                                    "exclusive",
                                    "nodes",
                                    "exclude_nodes",
-                                   "mail"}));
+                                   "mail",
+                                   "array"}));
   ARBITER_RETURN_IF_ERROR(ParseStrings(m, job));
+  ARBITER_RETURN_IF_ERROR(ParseArrayMember(m, form, job, request));
   ARBITER_RETURN_IF_ERROR(m.Require("command"));
   ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), "command", &job->command));
   if (const Value* v = m.Get("env")) ARBITER_RETURN_IF_ERROR(ParseEnv(*v, "env", &job->env));
@@ -367,13 +415,32 @@ Result<Value> ParseBodyObject(std::string_view json) {
 
 }  // namespace
 
-Result<JobSpec> ParseJobSubmission(std::string_view json) {
+Result<JobSpec> ParseJobSubmission(std::string_view json, std::optional<ArrayRequest>* array) {
   Result<Value> tree = ParseBodyObject(json);
   if (!tree.ok()) return tree.status();
   JobSpec job;
-  ARBITER_RETURN_IF_ERROR(ParseBody(*tree, &job));
+  std::optional<ArrayRequest> request;
+  ARBITER_RETURN_IF_ERROR(ParseBody(
+      *tree, array != nullptr ? ArrayForm::kRequest : ArrayForm::kRefused, &job, &request));
+  ARBITER_RETURN_IF_ERROR(ValidateJobSpec(job));
+  if (array != nullptr) *array = std::move(request);
+  return job;
+}
+
+Result<JobSpec> ParseStoredJob(std::string_view json) {
+  Result<Value> tree = ParseBodyObject(json);
+  if (!tree.ok()) return tree.status();
+  JobSpec job;
+  std::optional<ArrayRequest> none;
+  ARBITER_RETURN_IF_ERROR(ParseBody(*tree, ArrayForm::kElement, &job, &none));
   ARBITER_RETURN_IF_ERROR(ValidateJobSpec(job));
   return job;
+}
+
+nlohmann::json ArrayRequestToJson(const ArrayRequest& a) {
+  nlohmann::json j = {{"indices", a.indices}};
+  if (a.max_running > 0) j["max_running"] = a.max_running;
+  return j;
 }
 
 Status ForBatchJob(const Status& st, size_t index) {
@@ -405,12 +472,43 @@ Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json) {
   std::vector<JobSpec> out(jobs->items.size());
   for (size_t i = 0; i < out.size(); ++i) {
     const Value& v = jobs->items[i];
+    std::optional<ArrayRequest> none;
     Status st = v.kind == Value::Kind::kMapping
-                    ? ParseBody(v, &out[i])
+                    ? ParseBody(v, ArrayForm::kRefused, &out[i], &none)
                     : InvalidArgument("", fmt::format("must be a job object, got {}", Describe(v)));
     if (st.ok()) st = ValidateJobSpec(out[i]);
     ARBITER_RETURN_IF_ERROR(ForBatchJob(st, i));
   }
+  return out;
+}
+
+namespace {
+
+// "array": {"id": A, "index": I, "max_running": M, "size": N}, keys in byte order.
+void WriteArrayElement(JsonWriter& w, const JobArrayElement& a) {
+  w.Key("array")
+      .BeginObject()
+      .Field("id", a.id)
+      .Field("index", a.index)
+      .Field("max_running", a.max_running)
+      .Field("size", a.size)
+      .EndObject();
+}
+
+}  // namespace
+
+std::string ElementSpecText(std::string_view base, const JobArrayElement& element) {
+  // An element's own "array" (a flat object of numbers) goes: the rest is the array's spec.
+  constexpr std::string_view kOwn = "{\"array\":{";
+  if (base.substr(0, kOwn.size()) == kOwn) base = base.substr(base.find('}') + 1);
+  std::string out;
+  out.reserve(base.size() + 80);
+  JsonWriter w(&out);
+  w.BeginObject();
+  WriteArrayElement(w, element);
+  // `base` is an object with at least "command": its members follow.
+  out += ',';
+  out.append(base.substr(1));
   return out;
 }
 
@@ -420,6 +518,7 @@ std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
   out.reserve(384);
   JsonWriter w(&out);
   w.BeginObject();
+  if (job.array.id != 0) WriteArrayElement(w, job.array);
   w.Field("command", job.command);
   if (!job.container_image.empty()) w.Field("container_image", job.container_image);
   if (!job.depends_on.empty()) {

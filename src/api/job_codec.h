@@ -12,7 +12,12 @@
 //    "preemptible": true, "grace_period_seconds": 60,
 //    "tolerations": [{"key": "dedicated", "value": "inference"}], "container_image": "..."}
 //
-// Required: queue and command. Defaults: type "training", tasks 1, resources.gpu_milli 1000, the
+// A job array: "array": {"indices": "0-99:2,200", "max_running": 8} (Slurm's --array=0-99:2,200%8),
+// only in POST /api/v1/jobs: one job per index, at most max_running of them holding resources at
+// once (0 or absent: no limit). Each element's job object then has "array": {"id", "index", "size",
+// "max_running"} instead (the stored form, ParseStoredJob).
+//
+// Required: command. Defaults: type "training", tasks 1, resources.gpu_milli 1000, the
 // rest as in JobSpec. A null member counts as absent. The tenant, the user, the id and the submit
 // time are not part of the body (the server sets them from the token and its clock): they are
 // refused like any unknown field.
@@ -26,7 +31,10 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "model/job.h"
@@ -54,9 +62,22 @@ inline constexpr size_t kMaxImageBytes = 1024;  // container_image
 inline constexpr int64_t kMaxWalltimeSeconds = int64_t{366} * 86400;
 inline constexpr int64_t kMaxBackoffCapSeconds = int64_t{30} * 86400;
 
+// A submission's job array (above).
+struct ArrayRequest {
+  std::string indices;            // as given: "0-99:2,200"
+  std::vector<int64_t> expanded;  // ascending, each once (ExpandArrayIndices)
+  int32_t max_running = 0;        // 0: no limit
+};
+
 // Parses and validates a submission body (ValidateJobSpec included). tenant, user, id and
-// submit_time are left empty.
-Result<JobSpec> ParseJobSubmission(std::string_view json);
+// submit_time are left empty. `array`: where a job array's request goes (nullopt when the body has
+// none); without it, a body with "array" is refused (a batch's jobs, for one).
+Result<JobSpec> ParseJobSubmission(std::string_view json,
+                                   std::optional<ArrayRequest>* array = nullptr);
+// A stored spec (JobSpecJsonText): as a submission, but "array" is an element's (JobArrayElement).
+Result<JobSpec> ParseStoredJob(std::string_view json);
+// {"indices": ..., "max_running": ...}: the "array" member of a submission.
+nlohmann::json ArrayRequestToJson(const ArrayRequest& a);
 
 // At most this many jobs in one batch submission.
 inline constexpr size_t kMaxBatchJobs = 1000;
@@ -78,6 +99,10 @@ nlohmann::json JobSpecToJson(const JobSpec& job);
 // building the tree. Never holds `secret_env` (SecretEnvJsonText keeps it apart). With
 // `env_values` false, every `env` value is null: the names only (docs/security.md).
 std::string JobSpecJsonText(const JobSpec& job, bool env_values = true);
+// JobSpecJsonText of an array's element, from its array's spec text (`base`: JobSpecJsonText of
+// the job, with another "array" or none) without writing it again: "array" is the first key in
+// sorted order.
+std::string ElementSpecText(std::string_view base, const JobArrayElement& element);
 
 // `secret_env` as a JSON object ("" when empty), stored apart from the spec; ParseSecretEnv reads
 // it back into `job->secret_env`.

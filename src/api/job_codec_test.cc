@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -389,6 +390,8 @@ TEST(ParseJobBatch, EveryJobParsedAndErrorsNameTheJob) {
       {R"({"jobs": {}})", "jobs"},
       {R"({})", "jobs"},
       {fmt::format(R"({{"jobs": [{}], "extra": 1}})", job), "extra"},
+      // A job array is submitted on its own (POST /api/v1/jobs).
+      {R"({"jobs": [{"command": ["x"], "array": {"indices": "0-3"}}]})", "jobs[0].array"},
   };
   for (const auto& [body, field] : bad) {
     auto r = ParseJobBatch(body);
@@ -400,6 +403,66 @@ TEST(ParseJobBatch, EveryJobParsedAndErrorsNameTheJob) {
   for (size_t i = 0; i <= kMaxBatchJobs; ++i) many += (i ? "," : "") + job;
   many += "]}";
   EXPECT_EQ(ParseJobBatch(many).status().field(), "jobs");
+}
+
+// A submission's "array" is the request (indices, max_running); a stored element's is its place in
+// the array (id, index, size, max_running), which a submission may not set.
+TEST(JobArrays, TheRequestAndTheElementAreApart) {
+  std::optional<ArrayRequest> array;
+  auto spec =
+      ParseJobSubmission(Body(R"("array": {"indices": "0-99:2,200", "max_running": 8})"), &array);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(array.has_value());
+  EXPECT_EQ(array->indices, "0-99:2,200");
+  EXPECT_EQ(array->expanded.size(), 51u);
+  EXPECT_EQ(array->max_running, 8);
+  EXPECT_EQ(spec->array.id, 0u);  // the server makes the elements
+  EXPECT_EQ(ArrayRequestToJson(*array),
+            (nlohmann::json{{"indices", "0-99:2,200"}, {"max_running", 8}}));
+  ASSERT_TRUE(ParseJobSubmission(Body(""), &array).ok());
+  EXPECT_FALSE(array.has_value());
+  // Where no array may be: refused, naming the field.
+  EXPECT_EQ(ParseJobSubmission(Body(R"("array": {"indices": "0-3"})")).status().field(), "array");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"("array": {"max_running": 2})", "array.indices"},
+      {R"("array": {"indices": "3-1"})", "array.indices"},
+      {R"("array": {"indices": "0-10000"})", "array.indices"},
+      {R"("array": {"indices": "0-3", "max_running": -1})", "array.max_running"},
+      {R"("array": {"indices": "0-3", "size": 4})", "array.size"},
+      {R"("array": {"id": 7, "index": 0, "size": 4})", "array.id"},
+      {R"("array": "0-3")", "array"},
+  };
+  for (const auto& [member, field] : bad) {
+    std::optional<ArrayRequest> a;
+    auto r = ParseJobSubmission(Body(member), &a);
+    ASSERT_FALSE(r.ok()) << member;
+    EXPECT_EQ(r.status().field(), field) << member << ": " << r.status().ToString();
+  }
+}
+
+TEST(JobArrays, AnElementsStoredSpecRoundTrips) {
+  auto spec = ParseJobSubmission(Body(R"("name": "sweep")"));
+  ASSERT_TRUE(spec.ok());
+  const std::string base = JobSpecJsonText(*spec);
+  JobSpec element = *spec;
+  element.array = {12, 7, 10, 2};
+  const std::string text = JobSpecJsonText(element);
+  EXPECT_EQ(text.rfind(R"({"array":{"id":12,"index":7,"max_running":2,"size":10},"command":)", 0),
+            0u)
+      << text;
+  EXPECT_EQ(nlohmann::json::parse(text).dump(), text);  // keys in sorted order
+  EXPECT_EQ(ElementSpecText(base, element.array), text);
+  // Another element's text, or the same one's with a new limit, from an element's text.
+  element.array.max_running = 0;
+  EXPECT_EQ(ElementSpecText(text, element.array), JobSpecJsonText(element));
+  auto stored = ParseStoredJob(text);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->array, (JobArrayElement{12, 7, 10, 2}));
+  EXPECT_EQ(stored->name, "sweep");
+  // A submission may not claim a place in an array.
+  EXPECT_EQ(ParseJobSubmission(text).status().field(), "array");
+  auto bad = ParseStoredJob(R"({"command": ["x"], "array": {"id": 12, "index": 7, "size": 0}})");
+  EXPECT_EQ(bad.status().field(), "array.size");
 }
 
 }  // namespace

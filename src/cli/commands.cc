@@ -46,6 +46,8 @@ void RegisterUserCommands(CLI::App& app, int argc, char** argv, int* exit_code,
       "Each command has --help with examples; docs/cli.md has the exit codes.");
   RegisterSubmitCommand(app, ctx);
   RegisterJobCommands(app, ctx);
+  RegisterArrayCommands(app, ctx);
+  RegisterScancelCommand(app, ctx);
   RegisterAdminCommands(app, ctx);
   RegisterTopCommand(app, ctx);
   RegisterLoginCommands(app, ctx);

@@ -59,5 +59,7 @@ void RegisterAdminCommands(CLI::App& app, const ContextPtr& ctx);      // admin.
 void RegisterTopCommand(CLI::App& app, const ContextPtr& ctx);         // top.cc
 void RegisterCompletionCommand(CLI::App& app, const ContextPtr& ctx);  // completion.cc
 void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx);      // report.cc
+void RegisterScancelCommand(CLI::App& app, const ContextPtr& ctx);     // scancel.cc
+void RegisterArrayCommands(CLI::App& app, const ContextPtr& ctx);      // arrays.cc
 
 }  // namespace arbiter::cli

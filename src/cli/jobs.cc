@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <set>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/job_refs.h"
 #include "cli/views.h"
 
 namespace arbiter::cli {
@@ -27,6 +29,18 @@ std::string Str(const json& j, const char* key, const char* fallback = "") {
 }
 
 uint64_t IdOf(const json& j) { return j.value("id", uint64_t{0}); }
+
+// The job `text` names (123, or an array's element 123_7) into `*id`; else the exit code of why
+// not (2 for another form, before any request).
+int OneJob(ApiClient& api, const std::string& text, uint64_t* id) {
+  auto ref = ParseJobRef(text);
+  if (!ref.ok()) return Fail(ref.status(), kExitUsage);
+  if (Status st = OneJobOnly(*ref); !st.ok()) return Fail(st, kExitUsage);
+  auto r = ResolveOneJob(api, *ref);
+  if (!r.ok()) return Fail(r.status());
+  *id = *r;
+  return kExitOk;
+}
 
 // --- jobs --------------------------------------------------------------------------------------
 
@@ -122,10 +136,12 @@ std::string When(const json& v) {
   return fmt::format("{} ({} ago)", v.get<std::string>(), Age(v));
 }
 
-int Show(const ContextPtr& ctx, uint64_t id) {
+int Show(const ContextPtr& ctx, const std::string& ref) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
+  uint64_t id = 0;
+  if (int rc = OneJob(api, ref, &id); rc != kExitOk) return rc;
   auto r = api.Get(fmt::format("/api/v1/jobs/{}", id));
   if (!r.ok()) return Fail(r.status());
   const json& j = *r;
@@ -180,6 +196,13 @@ int Show(const ContextPtr& ctx, uint64_t id) {
                                : Str(d, "type"));
   }
   Line("Depends on:", deps);
+  if (const json& a = j.value("array", json()); a.is_object()) {  // as Slurm names it: 12_3
+    const int max_running = a.value("max_running", 0);
+    Line("Array:",
+         fmt::format("{}_{} (array {} of {} jobs{})", a.value("id", uint64_t{0}),
+                     a.value("index", int64_t{0}), a.value("id", uint64_t{0}), a.value("size", 0),
+                     max_running > 0 ? fmt::format(", at most {} at once", max_running) : ""));
+  }
   const int64_t wall = j.value("walltime_seconds", int64_t{0});
   Line("Walltime:", wall > 0 ? fmt::format("{} ({} s)", ShortDuration(wall), wall) : "");
   Line("Submitted:", When(j.value("submitted_at", json())));
@@ -232,10 +255,12 @@ int Show(const ContextPtr& ctx, uint64_t id) {
 
 // --- why ---------------------------------------------------------------------------------------
 
-int Why(const ContextPtr& ctx, uint64_t id) {
+int Why(const ContextPtr& ctx, const std::string& ref) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
+  uint64_t id = 0;
+  if (int rc = OneJob(api, ref, &id); rc != kExitOk) return rc;
   auto r = api.Get(fmt::format("/api/v1/jobs/{}/why", id));
   if (!r.ok()) return Fail(r.status());
   if (IsStructured(ctx->format())) {
@@ -287,9 +312,15 @@ Status StreamLog(const Connection& c, uint64_t id, int task, const char* stream,
 
 // The task's stdout goes to our stdout and its stderr to our stderr; `--stream` picks one, which
 // then comes on stdout. With --follow both are followed at once, each on its own connection.
-int Logs(const ContextPtr& ctx, uint64_t id, int task, bool follow, const std::string& stream) {
+int Logs(const ContextPtr& ctx, const std::string& ref, int task, bool follow,
+         const std::string& stream) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
+  uint64_t id = 0;
+  {
+    ApiClient api(*c);
+    if (int rc = OneJob(api, ref, &id); rc != kExitOk) return rc;
+  }
   const bool want_out = stream != "stderr";
   const bool want_err = stream != "stdout";
   Status out_st, err_st;
@@ -318,98 +349,193 @@ int Logs(const ContextPtr& ctx, uint64_t id, int task, bool follow, const std::s
 
 // --- cancel, suspend, resume, retry ------------------------------------------------------------
 
-int Act(const ContextPtr& ctx, const std::string& action, const std::vector<uint64_t>& ids) {
+const char* ActionDone(const std::string& action) {
+  return action == "cancel"    ? "cancelled"
+         : action == "suspend" ? "suspended"
+         : action == "resume"  ? "resumed"
+         : action == "requeue" ? "requeued"
+                               : "queued for a retry";
+}
+
+// `action` on every job the references stand for: a whole array in one request.
+int Act(const ContextPtr& ctx, const std::string& action, const std::vector<std::string>& texts) {
+  auto refs = ParseJobRefs(texts);
+  if (!refs.ok()) return Fail(refs.status(), kExitUsage);
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
   int rc = kExitOk;
   json done = json::array();
-  for (uint64_t id : ids) {
-    auto r = api.Post(fmt::format("/api/v1/jobs/{}/{}", id, action), json());
-    if (!r.ok()) {
-      rc = Fail(r.status());
+  const bool table = !IsStructured(ctx->format());
+  for (const JobRef& ref : *refs) {
+    auto target = ResolveJobRef(api, ref);
+    if (!target.ok()) {
+      rc = Fail(target.status());
       continue;
     }
-    done.push_back(*r);
-    if (!IsStructured(ctx->format())) {
-      const std::string state = Str(*r, "state");
-      std::printf("job %llu %s (%s)\n", static_cast<unsigned long long>(id),
-                  action == "cancel"    ? "cancelled"
-                  : action == "suspend" ? "suspended"
-                  : action == "resume"  ? "resumed"
-                  : action == "requeue" ? "requeued"
-                                        : "queued for a retry",
-                  Paint(state, StateColor(state), StdoutColors()).c_str());
+    if (target->array != 0) {
+      auto r = api.Post(fmt::format("/api/v1/arrays/{}/{}", target->array, action), json());
+      if (!r.ok()) {
+        rc = Fail(r.status());
+        continue;
+      }
+      done.push_back(*r);
+      if (table) {
+        const size_t n = r->value("changed", json::array()).size();
+        std::printf("array %llu: %zu job%s %s\n", static_cast<unsigned long long>(target->array), n,
+                    n == 1 ? "" : "s", ActionDone(action));
+      }
+      continue;
+    }
+    for (uint64_t id : target->jobs) {
+      auto r = api.Post(fmt::format("/api/v1/jobs/{}/{}", id, action), json());
+      if (!r.ok()) {
+        rc = Fail(r.status());
+        continue;
+      }
+      done.push_back(*r);
+      if (table) {
+        const std::string state = Str(*r, "state");
+        std::printf("job %llu %s (%s)\n", static_cast<unsigned long long>(id), ActionDone(action),
+                    Paint(state, StateColor(state), StdoutColors()).c_str());
+      }
     }
   }
-  if (IsStructured(ctx->format())) {
-    if (ids.size() == 1 && done.size() == 1) {
-      PrintStructured(done[0], ctx->format());
-    } else {
-      PrintStructured(done, ctx->format());
-    }
+  if (!table) {
+    const bool one = refs->size() == 1 && refs->front().kind == JobRef::Kind::kJob;
+    PrintStructured(one && done.size() == 1 ? done[0] : done, ctx->format());
   }
   return rc;
 }
 
 // --- wait --------------------------------------------------------------------------------------
 
-int Wait(const ContextPtr& ctx, const std::vector<uint64_t>& ids, double timeout_s) {
-  auto c = ctx->Resolve();
-  if (!c.ok()) return Fail(c.status(), kExitUsage);
-  ApiClient api(*c);
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  int rc = kExitOk;
-  json finals = json::array();
-  for (uint64_t id : ids) {
-    std::string last_state;
+// Polls `path` (a job or an array) until `ended` says so, the deadline passes (false, with `*last`
+// the last answer), or an error that is not a restarting server's.
+struct Poller {
+  ApiClient& api;
+  double timeout_s;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  // `on_answer` returns true once the object has ended.
+  Result<bool> Until(const std::string& path, const std::function<bool(const json&)>& on_answer) {
     auto pause = std::chrono::milliseconds(100);
     double unreachable_since = -1;
-    json j;
     while (true) {
-      auto r = api.Get(fmt::format("/api/v1/jobs/{}", id));
+      auto r = api.Get(path);
       if (!r.ok()) {
         // A restarting server is waited for (up to a minute); anything else is an answer.
-        if (r.status().code() != StatusCode::kUnavailable) return Fail(r.status());
-        if (unreachable_since < 0) unreachable_since = elapsed();
-        if (elapsed() - unreachable_since > 60) return Fail(r.status());
+        if (r.status().code() != StatusCode::kUnavailable) return r.status();
+        if (unreachable_since < 0) unreachable_since = Elapsed();
+        if (Elapsed() - unreachable_since > 60) return r.status();
       } else {
         unreachable_since = -1;
-        j = *r;
-        const std::string state = Str(j, "state");
-        if (state != last_state && !IsStructured(ctx->format()) && !last_state.empty()) {
-          std::fprintf(stderr, "job %llu is %s\n", static_cast<unsigned long long>(id),
-                       state.c_str());
-        }
-        last_state = state;
-        if (FinalStates().count(state)) break;
+        if (on_answer(*r)) return true;
       }
-      if (timeout_s > 0 && elapsed() >= timeout_s) {
-        std::fprintf(stderr, "error: job %llu is still %s after %g s\n",
-                     static_cast<unsigned long long>(id),
-                     last_state.empty() ? "unknown" : last_state.c_str(), timeout_s);
-        return kExitTimeout;
-      }
+      if (timeout_s > 0 && Elapsed() >= timeout_s) return false;
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(1000));
     }
-    finals.push_back(j);
+  }
+};
+
+// Waits for one job; its last state in `*final`. Exit code as `wait`'s.
+int WaitJob(const ContextPtr& ctx, Poller& poll, uint64_t id, json* final) {
+  std::string last_state;
+  auto ended = poll.Until(fmt::format("/api/v1/jobs/{}", id), [&](const json& j) {
+    *final = j;
     const std::string state = Str(j, "state");
-    if (state != "succeeded") rc = kExitFailed;
-    if (!IsStructured(ctx->format())) {
-      const json& exit = j.value("exit_code", json());
-      std::printf("job %llu %s%s%s\n", static_cast<unsigned long long>(id),
-                  Paint(state, StateColor(state), StdoutColors()).c_str(),
-                  exit.is_number() ? fmt::format(" (exit code {})", exit.get<int>()).c_str() : "",
-                  state != "succeeded" && !Str(j, "reason").empty()
-                      ? fmt::format(": {}", Str(j, "reason")).c_str()
-                      : "");
+    if (state != last_state && !IsStructured(ctx->format()) && !last_state.empty()) {
+      std::fprintf(stderr, "job %llu is %s\n", static_cast<unsigned long long>(id), state.c_str());
+    }
+    last_state = state;
+    return FinalStates().count(state) > 0;
+  });
+  if (!ended.ok()) return Fail(ended.status());
+  if (!*ended) {
+    std::fprintf(stderr, "error: job %llu is still %s after %g s\n",
+                 static_cast<unsigned long long>(id),
+                 last_state.empty() ? "unknown" : last_state.c_str(), poll.timeout_s);
+    return kExitTimeout;
+  }
+  const json& j = *final;
+  const std::string state = Str(j, "state");
+  if (!IsStructured(ctx->format())) {
+    const json& exit = j.value("exit_code", json());
+    std::printf("job %llu %s%s%s\n", static_cast<unsigned long long>(id),
+                Paint(state, StateColor(state), StdoutColors()).c_str(),
+                exit.is_number() ? fmt::format(" (exit code {})", exit.get<int>()).c_str() : "",
+                state != "succeeded" && !Str(j, "reason").empty()
+                    ? fmt::format(": {}", Str(j, "reason")).c_str()
+                    : "");
+  }
+  return state == "succeeded" ? kExitOk : kExitFailed;
+}
+
+// "6 succeeded, 1 failed" of an array's "states".
+std::string StatesText(const json& states) {
+  std::string out;
+  for (const auto& [state, n] : states.items()) {
+    AppendTo(&out, ", ", fmt::format("{} {}", n.get<int64_t>(), state));
+  }
+  return out;
+}
+
+// Waits for every element of array `id` to end; the array in `*final`.
+int WaitArray(const ContextPtr& ctx, Poller& poll, uint64_t id, json* final) {
+  auto ended = poll.Until(fmt::format("/api/v1/arrays/{}", id), [&](const json& a) {
+    *final = a;
+    const json states = a.value("states", json::object());
+    for (const auto& [state, n] : states.items()) {
+      if (!FinalStates().count(state)) return false;
+    }
+    return true;
+  });
+  if (!ended.ok()) return Fail(ended.status());
+  const std::string states = StatesText(final->value("states", json::object()));
+  if (!*ended) {
+    std::fprintf(stderr, "error: array %llu has not ended after %g s: %s\n",
+                 static_cast<unsigned long long>(id), poll.timeout_s, states.c_str());
+    return kExitTimeout;
+  }
+  const json all = final->value("states", json::object());
+  const bool succeeded = all.size() == 1 && all.contains("succeeded");
+  if (!IsStructured(ctx->format())) {
+    std::printf("array %llu ended: %s\n", static_cast<unsigned long long>(id), states.c_str());
+  }
+  return succeeded ? kExitOk : kExitFailed;
+}
+
+int Wait(const ContextPtr& ctx, const std::vector<std::string>& texts, double timeout_s) {
+  auto refs = ParseJobRefs(texts);
+  if (!refs.ok()) return Fail(refs.status(), kExitUsage);
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  Poller poll{api, timeout_s};
+  int rc = kExitOk;
+  json finals = json::array();
+  for (const JobRef& ref : *refs) {
+    auto target = ResolveJobRef(api, ref);
+    if (!target.ok()) return Fail(target.status());
+    std::vector<std::pair<uint64_t, bool>> waits;  // id, whether an array
+    if (target->array != 0) waits.emplace_back(target->array, true);
+    for (uint64_t id : target->jobs) waits.emplace_back(id, false);
+    for (const auto& [id, is_array] : waits) {
+      json final;
+      const int code = is_array ? WaitArray(ctx, poll, id, &final) : WaitJob(ctx, poll, id, &final);
+      if (code == kExitTimeout || (code != kExitOk && code != kExitFailed) || final.is_null()) {
+        return code;
+      }
+      finals.push_back(final);
+      if (code != kExitOk) rc = code;
     }
   }
   if (IsStructured(ctx->format())) {
-    PrintStructured(ids.size() == 1 ? finals[0] : finals, ctx->format());
+    PrintStructured(finals.size() == 1 ? finals[0] : finals, ctx->format());
   }
   return rc;
 }
@@ -538,11 +664,17 @@ int JobHistory(const ContextPtr& ctx, ApiClient& api, uint64_t id) {
   return kExitOk;
 }
 
-int Events(const ContextPtr& ctx, std::optional<uint64_t> job, bool follow,
+int Events(const ContextPtr& ctx, const std::optional<std::string>& ref, bool follow,
            std::optional<uint64_t> since) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
+  std::optional<uint64_t> job;
+  if (ref) {
+    uint64_t id = 0;
+    if (int rc = OneJob(api, *ref, &id); rc != kExitOk) return rc;
+    job = id;
+  }
   if (job && !follow) return JobHistory(ctx, api, *job);
   if (job) {
     // The job must exist (and be visible) before its changes are awaited.
@@ -598,16 +730,16 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
                "arbiter jobs --active --mine -o wide", "arbiter jobs -o json | jq '.items[].id'"});
   jobs->callback([ctx, lf] { ctx->Run([&] { return ListJobs(ctx, *lf); }); });
 
-  auto id = std::make_shared<uint64_t>(0);
+  auto id = std::make_shared<std::string>();
   auto* show = app.add_subcommand("show", "Show a job: resources, placement, times, command");
-  show->add_option("id", *id, "Job id")->required();
+  show->add_option("id", *id, "Job id, or an array's element (123_7)")->required();
   AddClientFlags(show, ctx);
   AddOutputFlag(show, ctx, false);
-  SetExamples(show, {"arbiter show 12", "arbiter show 12 -o yaml"});
+  SetExamples(show, {"arbiter show 12", "arbiter show 12_3", "arbiter show 12 -o yaml"});
   show->callback([ctx, id] { ctx->Run([&] { return Show(ctx, *id); }); });
 
   auto* why = app.add_subcommand("why", "Explain why a job is not running yet");
-  why->add_option("id", *id, "Job id")->required();
+  why->add_option("id", *id, "Job id, or an array's element (123_7)")->required();
   AddClientFlags(why, ctx);
   AddOutputFlag(why, ctx, false);
   SetExamples(why, {"arbiter why 12", "arbiter why 12 -o json"});
@@ -616,7 +748,7 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   auto task = std::make_shared<int>(0);
   auto follow = std::make_shared<bool>(false);
   auto* logs = app.add_subcommand("logs", "Print a task's output (stdout and stderr)");
-  logs->add_option("id", *id, "Job id")->required();
+  logs->add_option("id", *id, "Job id, or an array's element (123_7)")->required();
   logs->add_option("--task", *task, "Task index (0 .. tasks-1)")->check(CLI::Range(0, 100000));
   logs->add_flag("-f,--follow", *follow, "Keep printing while the task runs");
   auto stream = std::make_shared<std::string>("both");
@@ -626,12 +758,15 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
       ->capture_default_str();
   AddClientFlags(logs, ctx);
   SetExamples(logs, {"arbiter logs 12", "arbiter logs 12 -f", "arbiter logs 12 --task 3",
-                     "arbiter logs 12 --stream stderr"});
+                     "arbiter logs 12_7", "arbiter logs 12 --stream stderr"});
   logs->callback([ctx, id, task, follow, stream] {
     ctx->Run([&] { return Logs(ctx, *id, *task, *follow, *stream); });
   });
 
-  auto ids = std::make_shared<std::vector<uint64_t>>();
+  auto ids = std::make_shared<std::vector<std::string>>();
+  const char* ids_help =
+      "Job ids: 123 (for an array's id, the whole array), 123_7 (an array's element), "
+      "123_[1-5,9] (elements), 11-20 (a range of job ids)";
   struct ActionHelp {
     const char* name;
     const char* help;
@@ -639,7 +774,8 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   };
   for (const ActionHelp& a :
        {ActionHelp{"cancel", "Cancel jobs (running ones are stopped: SIGTERM, grace, SIGKILL)",
-                   "arbiter cancel 12 13 14"},
+                   "arbiter cancel 12 13 14 20-29 31_[2-4]"},
+
         ActionHelp{"suspend",
                    "Suspend jobs: stop their processes (SIGTERM, grace, SIGKILL), free their GPUs "
                    "and keep them out of scheduling until resumed. Not Slurm's SIGSTOP: a resumed "
@@ -654,7 +790,7 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
                    "arbiter requeue 12"},
         ActionHelp{"retry", "Run failed, cancelled or timed-out jobs again", "arbiter retry 12"}}) {
     auto* cmd = app.add_subcommand(a.name, a.help);
-    cmd->add_option("ids", *ids, "Job ids")->required();
+    cmd->add_option("ids", *ids, ids_help)->required();
     AddClientFlags(cmd, ctx);
     AddOutputFlag(cmd, ctx, false);
     SetExamples(cmd, {a.example, fmt::format("arbiter {} 12 -o json", a.name)});
@@ -665,7 +801,7 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   auto timeout = std::make_shared<double>(0);
   auto* wait = app.add_subcommand(
       "wait", "Wait until jobs end; exit 0 when all succeeded, 1 when one did not");
-  wait->add_option("ids", *ids, "Job ids")->required();
+  wait->add_option("ids", *ids, ids_help)->required();
   wait->add_option("--timeout", *timeout, "Give up after S seconds (exit 5); 0: never")
       ->check(CLI::Range(0.0, 1e9));
   AddClientFlags(wait, ctx);
@@ -674,11 +810,12 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
                      "ID=$(arbiter submit --parsable train.sh) && arbiter wait $ID"});
   wait->callback([ctx, ids, timeout] { ctx->Run([&] { return Wait(ctx, *ids, *timeout); }); });
 
-  auto job_opt = std::make_shared<uint64_t>(0);
+  auto job_opt = std::make_shared<std::string>();
   auto since_opt = std::make_shared<uint64_t>(0);
   auto* events = app.add_subcommand(
       "events", "Job and node changes: what the server holds, or live with -f; one job's history");
-  auto* job_o = events->add_option("id", *job_opt, "A job: its history (with -f: its changes)");
+  auto* job_o = events->add_option(
+      "id", *job_opt, "A job (or an array's element, 123_7): its history (with -f: its changes)");
   events->add_flag("-f,--follow", *follow, "Keep printing changes as they happen");
   auto* since_o =
       events->add_option("--since", *since_opt, "Only events after this sequence number");
@@ -687,7 +824,7 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   SetExamples(events, {"arbiter events", "arbiter events -f", "arbiter events 12",
                        "arbiter events -f -o json | jq -c 'select(.kind==\"job\")'"});
   events->callback([ctx, follow, job_o, since_o, job_opt, since_opt] {
-    std::optional<uint64_t> j;
+    std::optional<std::string> j;
     std::optional<uint64_t> s;
     if (job_o->count() > 0) j = *job_opt;
     if (since_o->count() > 0) s = *since_opt;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cli/sbatch_text.h"
+#include "model/job_array.h"
 
 namespace arbiter::cli {
 
@@ -33,6 +34,7 @@ std::string PatternToShell(const std::string& pattern) {
       while (j < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[j]))) ++j;
       if (j < pattern.size()) {
         const std::string width = pattern.substr(i + 1, j - i - 1);
+        // `var`: a parameter expansion's inside ("ARBITER_JOB_ID", "X:-0").
         auto num = [&](const char* var) {
           return width.empty() ? fmt::format("${{{}}}", var)
                                : fmt::format("$(printf '%0{}d' \"${{{}}}\")", width, var);
@@ -40,8 +42,10 @@ std::string PatternToShell(const std::string& pattern) {
         std::string rep;
         switch (pattern[j]) {
           case 'j':
-          case 'A':
             rep = num("ARBITER_JOB_ID");
+            break;
+          case 'A':  // the array's id (its first element's); a job of no array: its own
+            rep = num("ARBITER_ARRAY_JOB_ID:-$ARBITER_JOB_ID");
             break;
           case 'J':
             rep = num("ARBITER_JOB_ID") + ".batch";
@@ -59,8 +63,8 @@ std::string PatternToShell(const std::string& pattern) {
           case 'u':
             rep = "$(id -un)";
             break;
-          case 'a':
-            rep = "0";
+          case 'a':  // the element's index; a job of no array: 0
+            rep = num("ARBITER_ARRAY_INDEX:-0");
             break;
           case 's':
             rep = "batch";
@@ -189,6 +193,14 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
       "export SLURM_NTASKS=\"${SLURM_NTASKS:-$WORLD_SIZE}\"\n"
       "export SLURM_JOB_PARTITION=\"${SLURM_JOB_PARTITION:-$ARBITER_QUEUE}\"\n"
       "export SLURM_NPROCS=\"$SLURM_NTASKS\"\n"
+      // A job array's element (older clients' arrays set SLURM_ARRAY_* in the job's env instead).
+      "if [ -n \"$ARBITER_ARRAY_JOB_ID\" ]; then\n"
+      "  export SLURM_ARRAY_JOB_ID=\"$ARBITER_ARRAY_JOB_ID\" "
+      "SLURM_ARRAY_TASK_ID=\"$ARBITER_ARRAY_INDEX\" "
+      "SLURM_ARRAY_TASK_COUNT=\"$ARBITER_ARRAY_COUNT\" "
+      "SLURM_ARRAY_TASK_MIN=\"$ARBITER_ARRAY_MIN\" SLURM_ARRAY_TASK_MAX=\"$ARBITER_ARRAY_MAX\" "
+      "SLURM_ARRAY_TASK_STEP=\"$ARBITER_ARRAY_STEP\"\n"
+      "fi\n"
       "n=0; o=$IFS; IFS=,; for g in $CUDA_VISIBLE_DEVICES; do n=$((n+1)); done; IFS=$o\n"
       "export SLURM_GPUS_ON_NODE=$n\n"
       // Several nodes: the script runs on the first; the others run its srun steps (exec/
@@ -233,50 +245,27 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
   return cmd;
 }
 
-Result<std::vector<int64_t>> ParseArraySpec(std::string_view spec) {
+Result<ArraySpec> ParseArraySpec(std::string_view spec) {
   const std::string text(spec);
   auto bad = [&](const std::string& why) {
     return InvalidArgument("array", fmt::format("--array={}: {}", text, why));
   };
-  if (text.find('%') != std::string::npos) {
-    return bad(
-        "a limit on how many run at once (%N) is not supported: the queue's quota limits "
-        "them");
-  }
-  std::vector<int64_t> out;
-  std::set<int64_t> seen;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = text.find(',', at);
-    const std::string part =
-        text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    at = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    int64_t first = 0, last = 0, step = 1;
-    const size_t colon = part.find(':');
-    const std::string range = part.substr(0, colon);
-    if (colon != std::string::npos) {
-      auto s = Number(part.substr(colon + 1), kMaxArrayIndex);
-      if (!s || *s < 1) return bad(fmt::format("'{}': the step must be a whole number >= 1", part));
-      step = *s;
-    }
-    const size_t dash = range.find('-');
-    auto a = Number(range.substr(0, dash), kMaxArrayIndex);
-    auto b = dash == std::string::npos ? a : Number(range.substr(dash + 1), kMaxArrayIndex);
-    if (!a || !b) {
+  ArraySpec out;
+  const size_t percent = text.find('%');
+  out.indices = text.substr(0, percent);
+  if (percent != std::string::npos) {
+    auto n = Number(text.substr(percent + 1), kMaxArrayRunning);
+    if (!n || *n < 1) {
       return bad(
-          fmt::format("'{}': use indices 0 to {}, as N, N-M or N-M:STEP, separated by "
-                      "commas",
-                      part, kMaxArrayIndex));
+          fmt::format("'%{}': the most elements to run at once must be a whole number from "
+                      "1 to {}",
+                      text.substr(percent + 1), kMaxArrayRunning));
     }
-    first = *a;
-    last = *b;
-    if (last < first) return bad(fmt::format("'{}': the range ends before it starts", part));
-    for (int64_t i = first; i <= last; i += step) {
-      if (!seen.insert(i).second) continue;
-      out.push_back(i);
-      if (out.size() > kMaxArrayJobs) return bad(fmt::format("more than {} jobs", kMaxArrayJobs));
-    }
+    out.max_running = static_cast<int32_t>(*n);
   }
+  auto expanded = ExpandArrayIndices(out.indices, "array");
+  if (!expanded.ok()) return bad(expanded.status().message());
+  out.expanded = std::move(expanded).value();
   return out;
 }
 

@@ -28,7 +28,9 @@
 // The command is a POSIX-sh wrapper that writes the script to a private temporary file, runs it
 // with its arguments (its #! line chooses the interpreter, as with sbatch), applies -o/-e (with
 // Slurm's %j %x %u %N %n %t %A %a %s %% patterns), and removes the file. The wrapper sets the
-// variables that depend on the run from Arbiter's own: SLURM_JOB_ID (ARBITER_JOB_ID),
+// variables that depend on the run from Arbiter's own: SLURM_JOB_ID (ARBITER_JOB_ID), for a job
+// array's elements SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID, _COUNT, _MIN, _MAX and _STEP (from
+// ARBITER_ARRAY_JOB_ID, _INDEX, _COUNT, _MIN, _MAX, _STEP),
 // SLURM_PROCID and SLURM_NODEID (ARBITER_TASK_INDEX: one task per node), SLURM_NNODES and
 // SLURM_NTASKS (WORLD_SIZE unless the script gave -n or --ntasks-per-node), SLURM_LOCALID,
 // SLURMD_NODENAME, SLURM_RESTART_COUNT, SLURM_GPUS_ON_NODE and SLURM_JOB_GPUS. The job's env holds
@@ -95,12 +97,15 @@ Result<size_t> ApplySbatchOptions(const std::vector<std::string>& words, BatchSc
 // kept; several bracket groups multiply). At most 1024 names.
 Result<std::vector<std::string>> ExpandHostList(std::string_view list);
 
-// A job array's indices from Slurm's --array syntax: "0-9", "1,3,5", "0-20:5", "1-3,10"; at most
-// kMaxArrayJobs of them, each 0..kMaxArrayIndex. A "%N" limit on how many run at once is refused
-// (the queue's quota is the limit).
-inline constexpr size_t kMaxArrayJobs = 10000;
-inline constexpr int64_t kMaxArrayIndex = 4000000;
-Result<std::vector<int64_t>> ParseArraySpec(std::string_view spec);
+// A job array from Slurm's --array syntax: indices "0-9", "1,3,5", "0-20:5", "1-3,10" (at most
+// kMaxArrayElements of them, each 0..kMaxArrayIndex: model/job_array.h), then optionally "%N": at
+// most N elements hold resources at once. Errors name the field "array" and quote the spec.
+struct ArraySpec {
+  std::string indices;            // without the "%N"
+  std::vector<int64_t> expanded;  // ascending, each once
+  int32_t max_running = 0;        // N of "%N"; 0: no limit
+};
+Result<ArraySpec> ParseArraySpec(std::string_view spec);
 
 // Whether `text` is a batch script rather than a job file: it starts with "#!" or has a #SBATCH
 // or #ARBITER line.

@@ -452,15 +452,56 @@ TEST(Job, NodesMailAndOpenMode) {
 
 }  // namespace
 TEST(ArraySpec, SlurmSyntax) {
-  EXPECT_EQ(*ParseArraySpec("0-3"), (std::vector<int64_t>{0, 1, 2, 3}));
-  EXPECT_EQ(*ParseArraySpec("1,3,5"), (std::vector<int64_t>{1, 3, 5}));
-  EXPECT_EQ(*ParseArraySpec("0-20:10,3"), (std::vector<int64_t>{0, 10, 20, 3}));
-  EXPECT_EQ(*ParseArraySpec("2,2,1-2"), (std::vector<int64_t>{2, 1}));  // each index once
-  for (const char* bad : {"", "a", "3-1", "1-", "0-9:0", "1-3%2", "0-20000"}) {
+  using Indices = std::vector<int64_t>;
+  EXPECT_EQ(ParseArraySpec("0-3")->expanded, (Indices{0, 1, 2, 3}));
+  EXPECT_EQ(ParseArraySpec("1,3,5")->expanded, (Indices{1, 3, 5}));
+  EXPECT_EQ(ParseArraySpec("0-20:10,3")->expanded, (Indices{0, 3, 10, 20}));  // ascending
+  EXPECT_EQ(ParseArraySpec("2,2,1-2")->expanded, (Indices{1, 2}));            // each index once
+  EXPECT_EQ(ParseArraySpec("0-3")->max_running, 0);
+  // %N: at most N at once.
+  auto throttled = ParseArraySpec("0-99%8");
+  ASSERT_TRUE(throttled.ok()) << throttled.status().ToString();
+  EXPECT_EQ(throttled->indices, "0-99");
+  EXPECT_EQ(throttled->expanded.size(), 100u);
+  EXPECT_EQ(throttled->max_running, 8);
+  for (const char* bad : {"", "a", "3-1", "1-", "0-9:0", "0-20000", "1-3%0", "1-3%", "1-3%x"}) {
     auto r = ParseArraySpec(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().field(), "array") << bad;
+    EXPECT_EQ(r.status().message().rfind(fmt::format("--array={}: ", bad), 0), 0u)
+        << r.status().message();
   }
+  EXPECT_EQ(ParseArraySpec("3-1").status().message(),
+            "--array=3-1: '3-1': the range ends before it starts");
+  EXPECT_EQ(ParseArraySpec("1-3%0").status().message(),
+            "--array=1-3%0: '%0': the most elements to run at once must be a whole number from 1 "
+            "to 10000");
+}
+
+// A job array's element: the wrapper derives Slurm's array variables from Arbiter's, and %A, %a
+// give the array's id and the element's index; a job of no array has none of them.
+TEST(Wrapper, ArrayElementsGetSlurmsArrayVariablesAndPatterns) {
+  const std::string dir = ::testing::TempDir() + "/wrapper-array";
+  std::filesystem::create_directories(dir);
+  const std::string script =
+      "echo \"$SLURM_JOB_ID $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_ARRAY_TASK_COUNT "
+      "$SLURM_ARRAY_TASK_MIN $SLURM_ARRAY_TASK_MAX $SLURM_ARRAY_TASK_STEP\"\n";
+  const auto cmd = BatchCommand(script, "t.sh", {}, "%A_%a.out", "", false);
+  Ran r = RunWrapper(cmd, dir,
+                     "ARBITER_JOB_ID=23 ARBITER_TASK_INDEX=0 WORLD_SIZE=1 "
+                     "ARBITER_ARRAY_JOB_ID=20 ARBITER_ARRAY_INDEX=6 ARBITER_ARRAY_COUNT=4 "
+                     "ARBITER_ARRAY_MIN=0 ARBITER_ARRAY_MAX=6 ARBITER_ARRAY_STEP=2");
+  EXPECT_EQ(WEXITSTATUS(r.status), 0);
+  std::ifstream element(dir + "/20_6.out");
+  std::string line;
+  std::getline(element, line);
+  EXPECT_EQ(line, "23 20 6 4 0 6 2");
+  const auto padded = BatchCommand(script, "t.sh", {}, "%3A-%4a.out", "", false);
+  r = RunWrapper(padded, dir, "ARBITER_JOB_ID=5 ARBITER_TASK_INDEX=0 WORLD_SIZE=1");
+  EXPECT_EQ(WEXITSTATUS(r.status), 0);
+  std::ifstream single(dir + "/005-0000.out");
+  std::getline(single, line);
+  EXPECT_EQ(line, "5      ");  // no array: no SLURM_ARRAY_* variables
 }
 
 }  // namespace arbiter::cli

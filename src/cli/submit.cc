@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/sbatch.h"
 #include "cli/views.h"
+#include "model/job_array.h"
 
 namespace arbiter::cli {
 
@@ -333,8 +335,9 @@ Result<std::string> ReadFile(const std::string& path) {
   return s.str();
 }
 
+// `array`: the file's job array ("array": {"indices", "max_running"}), when it has one.
 Result<JobSpec> JobFromFile(const std::string& path, const std::string& text,
-                            const std::string& queue) {
+                            const std::string& queue, std::optional<api::ArrayRequest>* array) {
   json doc;
   try {
     doc = YamlToJson(YAML::Load(text));  // JSON is YAML
@@ -346,7 +349,7 @@ Result<JobSpec> JobFromFile(const std::string& path, const std::string& text,
                            fmt::format("{}: must hold one job object (queue, command, ...)", path));
   }
   if ((!doc.contains("queue") || doc["queue"].is_null()) && !queue.empty()) doc["queue"] = queue;
-  auto spec = api::ParseJobSubmission(doc.dump());
+  auto spec = api::ParseJobSubmission(doc.dump(), array);
   if (!spec.ok()) {
     const Status& st = spec.status();
     std::string msg = st.message();
@@ -469,7 +472,7 @@ struct Built {
   std::string source;  // the file ("" : a command)
   bool from_script = false;
   std::string account;  // #SBATCH -A
-  std::string array;    // #SBATCH --array
+  std::string array;    // #SBATCH --array, or the job file's array (with its %N)
   std::vector<std::string> unsupported;
   std::vector<std::string> notes;
 };
@@ -589,37 +592,17 @@ Result<Built> BuildJob(const ContextPtr& ctx, const SubmitState& st, const Conne
                                            "is in the file)",
                                            path));
   }
-  auto job = JobFromFile(path, *text, st.flags.given("queue") ? st.flags.queue : conn.queue);
+  std::optional<api::ArrayRequest> array;
+  auto job =
+      JobFromFile(path, *text, st.flags.given("queue") ? st.flags.queue : conn.queue, &array);
   if (!job.ok()) return job.status();
   b.job = std::move(job).value();
+  if (array) {  // as --array would say it
+    b.array = array->max_running > 0 ? fmt::format("{}%{}", array->indices, array->max_running)
+                                     : array->indices;
+  }
   return b;
 }
-
-// A job array's elements: one job per index, ARBITER_ARRAY_INDEX (and for scripts the
-// SLURM_ARRAY_* variables) set, the name suffixed with the index.
-struct JobArray {
-  std::vector<int64_t> indices;
-  bool from_script = false;
-
-  JobSpec Element(const JobSpec& base, int64_t i) const {
-    JobSpec j = base;
-    j.env["ARBITER_ARRAY_INDEX"] = std::to_string(i);
-    if (from_script) {
-      j.env["SLURM_ARRAY_TASK_ID"] = std::to_string(i);
-      j.env["SLURM_ARRAY_TASK_COUNT"] = std::to_string(indices.size());
-      j.env["SLURM_ARRAY_TASK_MIN"] = std::to_string(indices.front());
-      j.env["SLURM_ARRAY_TASK_MAX"] = std::to_string(indices.back());
-    }
-    if (!j.name.empty()) j.name = fmt::format("{}-{}", j.name, i);
-    return j;
-  }
-  json Elements(const JobSpec& base, size_t from, size_t to) const {
-    json jobs = json::array();
-    for (size_t k = from; k < to; ++k)
-      jobs.push_back(api::JobSpecToJson(Element(base, indices[k])));
-    return jobs;
-  }
-};
 
 // The body with secret values masked.
 json Masked(json j) {
@@ -641,66 +624,40 @@ Status NoQueueHint(const Status& st, const std::string& queue, bool from_script)
                 st.field());
 }
 
-int DryRun(const ContextPtr& ctx, const JobArray& array, const JobSpec& checked, const json& body) {
+int DryRun(const ContextPtr& ctx, const json& body, size_t elements) {
   const OutputFormat f =
       ctx->format() == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kYaml;
-  if (!array.indices.empty()) {
-    json jobs = array.Elements(checked, 0, array.indices.size());
-    for (json& j : jobs) j = Masked(j);
-    PrintStructured(json{{"jobs", jobs}}, f);
-    std::fprintf(stderr, "dry run: nothing was submitted (%zu jobs)\n", array.indices.size());
-    return kExitOk;
-  }
   PrintStructured(Masked(body), f);
-  std::fprintf(stderr, "dry run: nothing was submitted\n");
+  if (elements > 0) {
+    std::fprintf(stderr, "dry run: nothing was submitted (a job array of %zu jobs)\n", elements);
+  } else {
+    std::fprintf(stderr, "dry run: nothing was submitted\n");
+  }
   return kExitOk;
 }
 
-// An array: batches of at most kMaxBatchJobs, each one durable transaction; a broken
-// connection is retried with the batch's own key.
-int SubmitArray(const ContextPtr& ctx, const SubmitState& st, ApiClient* api_ptr,
-                const JobArray& array, const JobSpec& base, const std::string& key) {
-  ApiClient* api = api_ptr;
-  // Batches of at most kMaxBatchJobs, each one durable transaction; a broken connection is
-  // retried with the batch's own key.
-  json items = json::array();
-  for (size_t from = 0; from < array.indices.size(); from += api::kMaxBatchJobs) {
-    const size_t to = std::min(array.indices.size(), from + api::kMaxBatchJobs);
-    const json batch = {{"jobs", array.Elements(base, from, to)}};
-    HeaderMap h = {{"Idempotency-Key", fmt::format("{}/{}", key, from)}};
-    auto r = api->Post("/api/v1/jobs/batch", batch, h);
-    for (int attempt = 1; attempt < 3 && !r.ok() && r.status().code() == StatusCode::kUnavailable &&
-                          r.status().message().rfind("cannot reach", 0) != 0;
-         ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
-      r = api->Post("/api/v1/jobs/batch", batch, h);
-    }
-    if (!r.ok()) {
-      if (!items.empty()) {
-        Warn(
-            fmt::format("{} of the array's {} jobs were submitted (ids {} to {}) before this "
-                        "error; submitting again with --idempotency-key {} adds only the rest",
-                        items.size(), array.indices.size(), items.front().value("id", uint64_t{0}),
-                        items.back().value("id", uint64_t{0}), key));
-      }
-      return Fail(NoQueueHint(r.status(), base.queue, array.from_script));
-    }
-    for (const json& j : (*r)["items"]) items.push_back(j);
-  }
+// What `submit` prints for a job array (the server answered its first element, whose id is the
+// array's): the id alone with --parsable (as sbatch's), every element with -o json|yaml.
+int PrintArray(const ContextPtr& ctx, const SubmitState& st, ApiClient& api, const json& first,
+               const ArraySpec& array) {
+  const uint64_t id = first.value("id", uint64_t{0});
   if (st.parsable) {
-    for (const json& j : items) {
-      std::printf("%llu\n", static_cast<unsigned long long>(j.value("id", uint64_t{0})));
-    }
-  } else if (IsStructured(ctx->format())) {
-    PrintStructured(json{{"items", items}}, ctx->format());
-  } else {
-    std::printf("%zu jobs submitted to %s (ids %llu to %llu, ARBITER_ARRAY_INDEX %lld to %lld)\n",
-                items.size(), items.front().value("queue", "").c_str(),
-                static_cast<unsigned long long>(items.front().value("id", uint64_t{0})),
-                static_cast<unsigned long long>(items.back().value("id", uint64_t{0})),
-                static_cast<long long>(array.indices.front()),
-                static_cast<long long>(array.indices.back()));
+    std::printf("%llu\n", static_cast<unsigned long long>(id));
+    return kExitOk;
   }
+  if (IsStructured(ctx->format())) {
+    auto items = api.ListAll(fmt::format("/api/v1/jobs?array={}", id));
+    if (!items.ok()) return Fail(items.status());
+    PrintStructured(json{{"items", *items}}, ctx->format());
+    return kExitOk;
+  }
+  const size_t n = array.expanded.size();
+  std::printf(
+      "array %llu submitted to %s: %zu jobs (ids %llu to %llu, indices %s)%s\n",
+      static_cast<unsigned long long>(id), first.value("queue", "").c_str(), n,
+      static_cast<unsigned long long>(id), static_cast<unsigned long long>(id + n - 1),
+      ArrayIndicesText(array.expanded).c_str(),
+      array.max_running > 0 ? fmt::format(", at most {} at once", array.max_running).c_str() : "");
   return kExitOk;
 }
 
@@ -809,18 +766,22 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
   }
   body = api::JobSpecToJson(*checked);
 
-  // A job array: one job per index, ARBITER_ARRAY_INDEX (and for scripts SLURM_ARRAY_*) set.
+  // A job array: the server makes one job per index (each has ARBITER_ARRAY_* in its
+  // environment, and a script's wrapper SLURM_ARRAY_* from them).
   const std::string array_spec = !st.array.empty() ? st.array : b.array;
-  std::vector<int64_t> indices;
+  std::optional<ArraySpec> array;
   if (!array_spec.empty()) {
-    auto ix = ParseArraySpec(array_spec);
-    if (!ix.ok()) return Fail(ix.status(), kExitUsage);
-    indices = std::move(ix).value();
+    auto a = ParseArraySpec(array_spec);
+    if (!a.ok()) return Fail(a.status(), kExitUsage);
+    array = std::move(a).value();
   }
-  const JobArray array{indices, from_script};
+  auto with_array = [&array](json job) {
+    if (array) job["array"] = api::ArrayRequestToJson({array->indices, {}, array->max_running});
+    return job;
+  };
 
   // 5. Dry run: the body, nothing sent (and no secret value printed).
-  if (st.dry_run) return DryRun(ctx, array, *checked, body);
+  if (st.dry_run) return DryRun(ctx, with_array(body), array ? array->expanded.size() : 0);
 
   // 6. Submit.
   ApiClient api(*conn);
@@ -829,9 +790,8 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
     if (!acc.ok()) return Fail(acc);
   }
   ResolveGpuModels(api, &b.job);
-  body = api::JobSpecToJson(b.job);
+  body = with_array(api::JobSpecToJson(b.job));
   const std::string key = st.idempotency_key.empty() ? RandomKey() : st.idempotency_key;
-  if (!indices.empty()) return SubmitArray(ctx, st, &api, array, b.job, key);
   HeaderMap headers = {{"Idempotency-Key", key}};
   // A broken connection is retried with the same key: the server answers with the job it made
   // the first time, if it made one.
@@ -845,6 +805,7 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
     r = api.Post("/api/v1/jobs", body, headers);
   }
   if (!r.ok()) return Fail(NoQueueHint(r.status(), b.job.queue, from_script));
+  if (array) return PrintArray(ctx, st, api, *r, *array);
   const uint64_t id = r->value("id", uint64_t{0});
   if (st.parsable) {
     std::printf("%llu\n", static_cast<unsigned long long>(id));
@@ -892,8 +853,8 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
                 "Print the job that would be submitted (-o json: the request body); send nothing");
   cmd->add_flag("--parsable", st->parsable, "Print only the new job's id");
   cmd->add_option("--array", st->array,
-                  "A job array, Slurm's syntax (0-9, 1,3,5, 0-20:5): one job per index, "
-                  "ARBITER_ARRAY_INDEX set (also #SBATCH --array)");
+                  "A job array, Slurm's syntax (0-9, 1,3,5, 0-20:5; %N: at most N at once): one "
+                  "job per index, ARBITER_ARRAY_INDEX set (also #SBATCH --array)");
   cmd->add_option("--idempotency-key", st->idempotency_key,
                   "Submitting again with the same key returns the first job");
   AddClientFlags(cmd, ctx);
@@ -910,7 +871,7 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
       "  arbiter submit job.yaml\n"
       "  arbiter submit train.sh -- --lr 3e-4     # #SBATCH -p vision-train --gres=gpu:a100:4\n"
       "  arbiter submit --dry-run -o json train.sh\n"
-      "  arbiter submit --array 0-99 --queue q -- sh -c 'python eval.py --shard "
+      "  arbiter submit --array 0-99%8 --queue q -- sh -c 'python eval.py --shard "
       "$ARBITER_ARRAY_INDEX'\n"
       "  ID=$(arbiter submit --parsable --queue q -- ./run.sh) && arbiter wait $ID");
   // Unknown options are checked in Submit: a command written without "--" gets a better answer.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/job.h"
+#include "model/job_array.h"
 #include "model/node.h"
 #include "model/time.h"
 
@@ -49,6 +50,8 @@ struct TaskAssignment {
   // job steps across nodes prove with it that they belong to the job (exec/srun_main.cc).
   std::string step_key;
   RunAs run_as;
+  // A job array's element (spec.array.id != 0): where its array's indices start, end and step.
+  ArrayBounds array_bounds;
 };
 
 enum class TaskEvent { kStarted, kExited, kLost };

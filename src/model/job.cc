@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "model/job_array.h"
 #include "model/node.h"
 
 namespace arbiter {
@@ -200,6 +201,21 @@ Status ValidateJobSpec(const JobSpec& job) {
                         "INVALID_DEPEND, TIME_LIMIT, TIME_LIMIT_90/80/50, ARRAY_TASKS or NONE",
                         job.mail->types[i]));
       }
+    }
+  }
+  if (job.array.id != 0) {
+    const JobArrayElement& a = job.array;
+    if (a.index < 0 || a.index > kMaxArrayIndex) {
+      return InvalidArgument(
+          "array.index", fmt::format("must be between 0 and {}, got {}", kMaxArrayIndex, a.index));
+    }
+    if (a.size < 1 || a.size > static_cast<int32_t>(kMaxArrayElements)) {
+      return InvalidArgument(
+          "array.size", fmt::format("must be between 1 and {}, got {}", kMaxArrayElements, a.size));
+    }
+    if (a.max_running < 0 || a.max_running > kMaxArrayRunning) {
+      return InvalidArgument("array.max_running", fmt::format("must be between 0 and {}, got {}",
+                                                              kMaxArrayRunning, a.max_running));
     }
   }
   return Status::Ok();

@@ -53,6 +53,15 @@ struct MailSpec {
 };
 // Slurm's --mail-type names.
 bool IsMailType(std::string_view type);
+// A job array's element (Slurm's job arrays: one submission, one job per index; docs/cli.md, "Job
+// arrays"). The server sets it when it expands a submission's array; `id` 0: no element.
+struct JobArrayElement {
+  uint64_t id = 0;          // the array's id: its first element's job id (SLURM_ARRAY_JOB_ID)
+  int64_t index = 0;        // this element's index (SLURM_ARRAY_TASK_ID)
+  int32_t size = 0;         // how many elements the array has
+  int32_t max_running = 0;  // at most this many elements hold resources at once; 0: no limit
+  bool operator==(const JobArrayElement&) const = default;
+};
 
 // When and how often a failed job runs again.
 struct RetryPolicy {
@@ -102,6 +111,7 @@ struct JobSpec {
   std::string container_image;
   std::vector<Dependency> depends_on;  // all must hold before the job starts
   std::optional<MailSpec> mail;
+  JobArrayElement array;  // set by the server for a job array's elements
 };
 
 // Checks every field; errors name the field ("resources.gpus", "tasks").
@@ -127,7 +137,8 @@ inline constexpr std::string_view kReservedEnvNames[] = {"CUDA_VISIBLE_DEVICES",
                                                          "LD_PRELOAD",
                                                          "LD_AUDIT"};
 inline constexpr std::string_view kReservedEnvPrefix = "ARBITER_";
-// Except these, which the submitter sets (`arbiter submit --array`: ARBITER_ARRAY_INDEX).
+// Except these, which older clients set for their arrays' jobs (ARBITER_ARRAY_INDEX); for a job
+// array's elements the executor sets them from JobSpec::array (its values win).
 inline constexpr std::string_view kSubmitterEnvPrefix = "ARBITER_ARRAY_";
 bool IsReservedEnvName(std::string_view name);
 

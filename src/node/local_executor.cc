@@ -434,6 +434,15 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   env["MASTER_ADDR"] = !a.master_addr.empty() ? a.master_addr : a.master_node;
   env["MASTER_PORT"] = std::to_string(20000 + a.job % 20000);
   if (!a.step_key.empty()) env["ARBITER_STEP_KEY"] = a.step_key;
+  if (a.spec.array.id !=
+      0) {  // a job array's element (the wrapper of a batch script: SLURM_ARRAY_*)
+    env["ARBITER_ARRAY_JOB_ID"] = std::to_string(a.spec.array.id);
+    env["ARBITER_ARRAY_INDEX"] = std::to_string(a.spec.array.index);
+    env["ARBITER_ARRAY_COUNT"] = std::to_string(a.spec.array.size);
+    env["ARBITER_ARRAY_MIN"] = std::to_string(a.array_bounds.min);
+    env["ARBITER_ARRAY_MAX"] = std::to_string(a.array_bounds.max);
+    env["ARBITER_ARRAY_STEP"] = std::to_string(a.array_bounds.step);
+  }
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(fmt::format("{}={}", k, v));

@@ -122,7 +122,7 @@ Status ControlPlane::Load() {
   }
   for (const store::TokenRecord& t : state->tokens) tokens_.Put(t);
   for (const store::JobRecord& r : state->jobs) {
-    auto spec = api::ParseJobSubmission(r.spec_json);
+    auto spec = api::ParseStoredJob(r.spec_json);
     if (!spec.ok()) {
       return Internal(
           fmt::format("stored job {} is unreadable: {}", r.id, spec.status().ToString()));
@@ -181,6 +181,13 @@ Status ControlPlane::Load() {
     JobEntry& entry = jobs_.all.emplace(r.id, std::move(j)).first->second;
     if (!IsFinal(entry.state) || entry.stopping) jobs_.active.emplace(r.id, &entry);
     if (entry.holds_capacity() && !entry.placement.empty()) jobs_.placed.emplace(r.id, &entry);
+    if (entry.spec.array.id != 0) jobs_.arrays[entry.spec.array.id].elements.push_back(r.id);
+  }
+  for (auto& [id, a] : jobs_.arrays) {
+    std::sort(a.elements.begin(), a.elements.end());
+    std::vector<int64_t> indices;
+    for (uint64_t e : a.elements) indices.push_back(jobs_.all.at(e).spec.array.index);
+    a.bounds = BoundsOf(indices);
   }
   jobs_.next_id = state->max_job_id + 1;
   ARBITER_RETURN_IF_ERROR(CompileLocked());

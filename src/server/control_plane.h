@@ -44,14 +44,17 @@
 #include <vector>
 
 #include "api/config_codec.h"
+#include "api/job_codec.h"
 #include "common/result.h"
 #include "core/cluster.h"
 #include "core/cycle/cycle.h"
 #include "core/quota/quota_tree.h"
 #include "model/job.h"
+#include "model/job_array.h"
 #include "node/execution_backend.h"
 #include "server/auth.h"
 #include "server/event_log.h"
+#include "server/job_arrays.h"
 #include "server/job_table.h"
 #include "server/lifecycle.h"
 #include "server/metrics.h"
@@ -76,7 +79,9 @@ struct LogSource {
 
 struct JobFilter {
   std::string tenant, queue, state, user, type;
-  uint64_t after_id = 0;  // cursor
+  uint64_t array = 0;            // only this job array's elements (0: any job)
+  std::optional<int64_t> index;  // only its element of this index (with `array`)
+  uint64_t after_id = 0;         // cursor
   size_t limit = 100;
 };
 
@@ -135,6 +140,24 @@ class ControlPlane : public node::ExecutionBackend {
   // idempotency key, job i has the key KEY#i, so a repeated batch creates nothing again.
   Result<std::string> SubmitJobs(const Principal& p, std::vector<JobSpec> specs,
                                  const std::string& idem_key, bool* created);
+  // A job array (Slurm's; control_plane_arrays.cc): one job per index of `array`, recorded in one
+  // durable batch, all or nothing, with consecutive ids in the order of the indices; the array's
+  // id is its first element's. The answer is that first element. An idempotency key stands for
+  // the whole array: a repeated submission answers the same array and makes nothing.
+  Result<Submitted> SubmitArray(const Principal& p, JobSpec spec, const api::ArrayRequest& array,
+                                const std::string& idem_key, bool* created);
+  // The array `id` (its first element's job id), for whoever may read its jobs (another tenant's
+  // looks missing: 404): id, name, tenant, user, queue, indices, size, max_running, and how many
+  // elements are in each state.
+  Result<nlohmann::json> GetArray(const Principal& p, uint64_t id);
+  // cancel, suspend, resume or retry every element of the array that the action applies to (the
+  // others are left as they are), in one durable batch; the array, with "changed": the ids acted
+  // on. 409 when it applies to none. Who may: as for the jobs' actions.
+  Result<nlohmann::json> ArrayAction(const Principal& p, uint64_t id, std::string_view action);
+  // Scontrol's ArrayTaskThrottle: at most `max_running` of the array's elements hold resources at
+  // once from the next cycle on (0: no limit); elements already running are not stopped. Durable
+  // (every element's spec says it); answers the array. Who may: as for the jobs' actions.
+  Result<nlohmann::json> SetArrayThrottle(const Principal& p, uint64_t id, int32_t max_running);
   Result<nlohmann::json> GetJob(const Principal& p, uint64_t id);
   // {"items": [job, ...], "next_cursor": "ID" or null}, as text.
   Result<std::string> ListJobs(const Principal& p, const JobFilter& f);
@@ -308,10 +331,12 @@ class ControlPlane : public node::ExecutionBackend {
   Status CheckSubmissionLocked(const Principal& p, JobSpec& spec) const;
   // Records a checked submission in memory and in `b`, or finds the job its idempotency key
   // already made (*created stays false); returns the job's id. `spec_json`: the spec's text.
-  // `digest`: RequestDigest of the submission, kept with the job when it has a key.
+  // `digest`: RequestDigest of the submission, kept with the job when it has a key. `audit`:
+  // whether the job's submission has its own audit record (an array's elements share one).
   uint64_t AddJobLocked(const Principal& p, JobSpec spec,
                         std::shared_ptr<const std::string> spec_json, const std::string& idem_key,
-                        const std::string& digest, store::WriteBatch* b, bool* created);
+                        const std::string& digest, store::WriteBatch* b, bool* created,
+                        bool audit = true);
   // 422 when `idem_key` already made a job of this tenant and user from another submission
   // (`digest` differs from the one recorded with it); `what` names the submission in the message.
   Status CheckReplayLocked(const std::string& tenant, const std::string& user,
@@ -333,6 +358,19 @@ class ControlPlane : public node::ExecutionBackend {
   RunAs RunAsLocked(const std::string& tenant, const std::string& user) const;
   void LoadTenantUidsLocked(const std::string& text);
   Status CanActOnJobLocked(const Principal& p, const JobEntry& j) const;
+  // The state `action` (cancel, suspend, resume, retry) takes `j` to, or why it cannot (409, or
+  // 404 for an unknown action).
+  Result<JobState> ActionTargetLocked(const JobEntry& j, std::string_view action) const;
+  // Takes `j` to `to` by `action` of `p` (checked by ActionTargetLocked); true when a stop is to
+  // be published (PublishStops) once `b` is written.
+  bool ApplyActionLocked(const Principal& p, JobEntry& j, std::string_view action, JobState to,
+                         store::WriteBatch* b);
+  // The array `id` if `p` may read its jobs, else 404 as for a missing one (another tenant's
+  // array is audited as `audit_action` when that is not empty); its elements' ids.
+  Result<const std::vector<uint64_t>*> FindArrayLocked(const Principal& p, uint64_t id,
+                                                       std::string_view audit_action);
+  // The array `id` (found) as the API returns it, without "changed".
+  nlohmann::json ArrayJsonLocked(uint64_t id) const;
   void FinishExecutionLocked(JobEntry& j, store::WriteBatch* b);
   // Cancels or suspends `j` (state checked by the caller): started tasks are stopped by their
   // nodes (the placement stays until they report), unstarted ones release at once. True when a
@@ -358,6 +396,9 @@ class ControlPlane : public node::ExecutionBackend {
   // kill_invalid_depend).
   bool HoldForDependenciesLocked(JobEntry& j, std::optional<SingletonIndex>* singletons,
                                  store::WriteBatch* b);
+  // A pending element of a throttled job array: true when it stays out of this cycle because its
+  // array holds as many elements as it may (its verdict, ArrayThrottled, says so).
+  bool HoldForArrayThrottleLocked(JobEntry& j, ArrayThrottle* throttle);
 
   store::Store* store_;
   NowFn now_;

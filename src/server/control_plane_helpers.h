@@ -6,8 +6,10 @@
 #include <string>
 
 #include "common/result.h"
+#include "model/job.h"
 #include "model/node.h"
 #include "model/time.h"
+#include "server/auth.h"
 
 namespace arbiter::server {
 
@@ -17,6 +19,11 @@ inline constexpr const char* kConfigKey = "config.yaml";
 
 inline Status Forbidden(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
 inline Status NotFoundError(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
+// What identifies a submission for Idempotency-Key replays: its canonical spec (the same job
+// written with other spacing or key order is the same submission) and its secret values.
+std::string RequestDigest(const std::string& spec_json, const JobSpec& spec);
+// Viewers and nodes may not submit (403).
+Status MaySubmit(const Principal& p);
 nlohmann::json NodeToJson(const Node& n);
 Result<Node> NodeFromJson(const std::string& text);
 // RFC 3339 in UTC with milliseconds; "" for 0.

@@ -167,10 +167,6 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
   PushJobEventLocked(j, JobStateName(from), JobStateName(to), reason);
 }
 
-namespace {
-
-// What identifies a submission for Idempotency-Key replays: its canonical spec (the same job
-// written with other spacing or key order is the same submission) and its secret values.
 std::string RequestDigest(const std::string& spec_json, const JobSpec& spec) {
   return HashSecret(spec_json + '\n' + api::SecretEnvJsonText(spec));
 }
@@ -181,6 +177,8 @@ Status MaySubmit(const Principal& p) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 // Whether a job in queue `q` may use priority class `pc` (its allowed_tenants and
 // allowed_queues); the rule is about the job, whoever submits it.
@@ -316,7 +314,7 @@ Status ControlPlane::CheckReplayLocked(const std::string& tenant, const std::str
 uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
                                     std::shared_ptr<const std::string> spec_json,
                                     const std::string& idem_key, const std::string& digest,
-                                    store::WriteBatch* b, bool* created) {
+                                    store::WriteBatch* b, bool* created, bool audit) {
   const std::string tenant = spec.tenant;
   if (!idem_key.empty()) {
     auto it = jobs_.by_key.find(tenant + "/" + p.user + "/" + idem_key);
@@ -338,8 +336,10 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   metrics_.JobSubmitted(tenant, entry.spec.queue);
   b->PutJob(JobRecordLocked(entry));
   b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
-  b->AppendAudit({0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok", "{}",
-                  p.token_id});
+  if (audit) {
+    b->AppendAudit({0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok",
+                    "{}", p.token_id});
+  }
   PushJobEventLocked(entry, "", "pending", "submitted");
   *created = true;
   return id;
@@ -445,24 +445,110 @@ Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& 
   size_t items = 0;
   uint64_t last = 0;
   bool more = false;
-  for (auto it = jobs_.all.upper_bound(f.after_id); it != jobs_.all.end(); ++it) {
-    const JobEntry& j = it->second;
-    if (!CanReadTenantLocked(p, j.spec.tenant)) continue;
-    if (!f.tenant.empty() && j.spec.tenant != f.tenant) continue;
-    if (!f.queue.empty() && j.spec.queue != f.queue) continue;
-    if (!f.user.empty() && j.spec.user != f.user) continue;
-    if (!f.state.empty() && JobStateName(j.state) != f.state) continue;
-    if (!f.type.empty() && JobTypeName(j.spec.type) != f.type) continue;
+  // Returns false once the page is full.
+  auto add = [&](const JobEntry& j) {
+    if (!CanReadTenantLocked(p, j.spec.tenant)) return true;
+    if (!f.tenant.empty() && j.spec.tenant != f.tenant) return true;
+    if (!f.queue.empty() && j.spec.queue != f.queue) return true;
+    if (!f.user.empty() && j.spec.user != f.user) return true;
+    if (!f.state.empty() && JobStateName(j.state) != f.state) return true;
+    if (!f.type.empty() && JobTypeName(j.spec.type) != f.type) return true;
+    if (f.index && j.spec.array.index != *f.index) return true;
     if (items == f.limit) {
       more = true;
-      break;
+      return false;
     }
     if (items++ > 0) out += ',';
     out += JobTextLocked(j, p);
-    last = it->first;
+    last = j.spec.id.value();
+    return true;
+  };
+  if (f.array != 0) {  // the array's elements only, from its index
+    auto a = jobs_.arrays.find(f.array);
+    const std::vector<uint64_t> none;
+    const std::vector<uint64_t>& ids = a == jobs_.arrays.end() ? none : a->second.elements;
+    for (auto it = std::upper_bound(ids.begin(), ids.end(), f.after_id);
+         it != ids.end() && add(jobs_.all.at(*it)); ++it) {
+    }
+  } else {
+    for (auto it = jobs_.all.upper_bound(f.after_id); it != jobs_.all.end() && add(it->second);
+         ++it) {
+    }
   }
   out += more ? fmt::format("],\"next_cursor\":\"{}\"}}", last) : "],\"next_cursor\":null}";
   return out;
+}
+
+Result<JobState> ControlPlane::ActionTargetLocked(const JobEntry& j,
+                                                  std::string_view action) const {
+  const uint64_t id = j.spec.id.value();
+  JobState to;
+  if (action == "cancel") {
+    to = JobState::kCancelled;
+  } else if (action == "suspend") {
+    to = JobState::kSuspended;
+  } else if (action == "resume") {
+    if (j.state != JobState::kSuspended) {
+      return Status(StatusCode::kConflict,
+                    fmt::format("job {} is {}, not suspended", id, JobStateName(j.state)));
+    }
+    // A job still stopping goes back to its queue once its processes are gone (ApplyActionLocked),
+    // so the capacity they hold is never handed out twice.
+    if (j.stopping) return j.state;
+    to = JobState::kPending;
+  } else if (action == "requeue") {
+    // Slurm's scontrol requeue: stop it and put it back in its queue (its submit time kept).
+    if (j.state != JobState::kAdmitted && j.state != JobState::kStarting &&
+        j.state != JobState::kRunning) {
+      return Status(StatusCode::kConflict,
+                    fmt::format("job {} is {}; only admitted, starting or running jobs can be "
+                                "requeued",
+                                id, JobStateName(j.state)));
+    }
+    to = JobState::kSuspended;
+  } else if (action == "retry") {
+    if (j.state != JobState::kFailed && j.state != JobState::kCancelled &&
+        j.state != JobState::kTimedOut) {
+      return Status(StatusCode::kConflict,
+                    fmt::format("job {} is {}; only failed, cancelled or timed-out jobs can be "
+                                "retried",
+                                id, JobStateName(j.state)));
+    }
+    to = JobState::kRetryWait;
+  } else {
+    return NotFoundError(fmt::format("unknown action '{}'", action));
+  }
+  ARBITER_RETURN_IF_ERROR(CheckTransition(j.state, to));
+  return to;
+}
+
+bool ControlPlane::ApplyActionLocked(const Principal& p, JobEntry& j, std::string_view action,
+                                     JobState to, store::WriteBatch* b) {
+  std::string reason = fmt::format("{} by {}", action, p.user);
+  if (action == "requeue") {
+    if (StopJobLocked(j, to, std::move(reason), b)) {
+      j.stop_cause = "requeue";  // pending once its processes are gone (FinishExecutionLocked)
+      return true;
+    }
+    RecordTransitionLocked(j, JobState::kPending, "requeued: nothing had started", b);
+    return false;
+  }
+  if (action == "resume" && to == j.state) {  // still stopping: see ActionTargetLocked
+    j.stop_cause = "requeue";
+    j.reason = fmt::format("resume by {}: back to its queue once its processes are gone", p.user);
+    b->PutJob(JobRecordLocked(j));
+    return false;
+  }
+  if (to == JobState::kCancelled || to == JobState::kSuspended) {
+    return StopJobLocked(j, to, std::move(reason), b);
+  }
+  if (to == JobState::kRetryWait) {
+    j.not_before = now_();
+    j.exit_code.reset();
+    j.finished_at = 0;
+  }
+  RecordTransitionLocked(j, to, std::move(reason), b);
+  return false;
 }
 
 Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::string_view action) {
@@ -482,69 +568,10 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
     }
     JobEntry& j = it->second;
     ARBITER_RETURN_IF_ERROR(CanActOnJobLocked(p, j));
+    auto to = ActionTargetLocked(j, action);
+    if (!to.ok()) return to.status();
     store::WriteBatch b;
-    JobState to;
-    std::string reason = fmt::format("{} by {}", action, p.user);
-    if (action == "cancel") {
-      to = JobState::kCancelled;
-    } else if (action == "suspend") {
-      to = JobState::kSuspended;
-    } else if (action == "resume") {
-      if (j.state != JobState::kSuspended) {
-        return Status(StatusCode::kConflict,
-                      fmt::format("job {} is {}, not suspended", id, JobStateName(j.state)));
-      }
-      to = JobState::kPending;
-      if (j.stopping) {
-        // Its processes are still stopping: it goes back to its queue once they are gone, so
-        // the capacity they hold is never handed out twice.
-        j.stop_cause = "requeue";
-        j.reason =
-            fmt::format("resume by {}: back to its queue once its processes are gone", p.user);
-        b.PutJob(JobRecordLocked(j));
-        to = j.state;
-      }
-    } else if (action == "requeue") {
-      // Slurm's scontrol requeue: stop it and put it back in its queue (its submit time kept).
-      if (j.state != JobState::kAdmitted && j.state != JobState::kStarting &&
-          j.state != JobState::kRunning) {
-        return Status(StatusCode::kConflict,
-                      fmt::format("job {} is {}; only admitted, starting or running jobs can be "
-                                  "requeued",
-                                  id, JobStateName(j.state)));
-      }
-      to = JobState::kSuspended;
-    } else if (action == "retry") {
-      if (j.state != JobState::kFailed && j.state != JobState::kCancelled &&
-          j.state != JobState::kTimedOut) {
-        return Status(StatusCode::kConflict,
-                      fmt::format("job {} is {}; only failed, cancelled or timed-out jobs can be "
-                                  "retried",
-                                  id, JobStateName(j.state)));
-      }
-      to = JobState::kRetryWait;
-    } else {
-      return NotFoundError(fmt::format("unknown action '{}'", action));
-    }
-    if (to != j.state) ARBITER_RETURN_IF_ERROR(CheckTransition(j.state, to));
-    if (action == "requeue") {
-      if (StopJobLocked(j, to, reason, &b)) {
-        j.stop_cause = "requeue";  // pending once its processes are gone
-      } else {
-        RecordTransitionLocked(j, JobState::kPending, "requeued: nothing had started", &b);
-      }
-    } else if (to == j.state) {
-      // resume of a job still stopping: recorded above
-    } else if (to == JobState::kCancelled || to == JobState::kSuspended) {
-      StopJobLocked(j, to, reason, &b);
-    } else {
-      if (to == JobState::kRetryWait) {
-        j.not_before = now_();
-        j.exit_code.reset();
-        j.finished_at = 0;
-      }
-      RecordTransitionLocked(j, to, reason, &b);
-    }
+    ApplyActionLocked(p, j, action, *to, &b);
     b.AppendAudit({0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id),
                    "ok", "{}", p.token_id});
     out = JobJsonLocked(j, p);

@@ -145,6 +145,14 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     const core::QuotaTree& tree = compiled->tree;
     store::WriteBatch b;
     std::optional<SingletonIndex> singletons;
+    // Throttled arrays: their elements holding resources, counted at the first pending one.
+    ArrayThrottle throttle([this](uint64_t array) {
+      int32_t holding = 0;
+      for (uint64_t e : jobs_.arrays.at(array).elements) {
+        holding += jobs_.all.at(e).holds_capacity() ? 1 : 0;
+      }
+      return holding;
+    });
     for (auto at = jobs_.active.begin(); at != jobs_.active.end();) {
       const uint64_t id = at->first;
       JobEntry& j = *at->second;
@@ -174,6 +182,12 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
       // else is placed on them, and never a preemption victim.
       const bool orphan = !j.queue_found;
       if (orphan && is_pending) continue;
+      // In ascending ids: an array's lower indices take its places first. An element in its retry
+      // backoff cannot start this cycle and takes none (the core gives it Backoff).
+      if (is_pending && j.spec.array.max_running > 0 && j.not_before <= now &&
+          HoldForArrayThrottleLocked(j, &throttle)) {
+        continue;
+      }
       const QueueId q = orphan ? core::QuotaTree::kRoot : j.queue_id;
       if (is_pending) {
         pending.push_back(PendingJobOf(j, q, cluster, &constraints));
@@ -259,6 +273,20 @@ bool ControlPlane::HoldForDependenciesLocked(JobEntry& j, std::optional<Singleto
     verdict.job = j.spec.id;
     verdict.code = core::VerdictCode::kDependency;
     verdict.message = v.message;
+    j.verdict = std::move(verdict);
+  }
+  return true;
+}
+
+bool ControlPlane::HoldForArrayThrottleLocked(JobEntry& j, ArrayThrottle* throttle) {
+  std::string why;
+  if (throttle->Offer(j.spec.array.id, j.spec.array.max_running, &why)) return false;
+  if (!j.verdict || j.verdict->code != core::VerdictCode::kArrayThrottled ||
+      j.verdict->message != why) {
+    core::Verdict verdict;
+    verdict.job = j.spec.id;
+    verdict.code = core::VerdictCode::kArrayThrottled;
+    verdict.message = std::move(why);
     j.verdict = std::move(verdict);
   }
   return true;
@@ -464,6 +492,10 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
                        ? j.started_at + SecondsToMs(j.spec.walltime_seconds)
                        : 0;
       a.spec = j.spec;
+      if (j.spec.array.id != 0) {
+        auto arr = jobs_.arrays.find(j.spec.array.id);
+        if (arr != jobs_.arrays.end()) a.array_bounds = arr->second.bounds;
+      }
       a.run_as = run_as;
       a.gpus = j.placement[t].gpu_indices;
       a.restarts = j.restarts + j.preemptions;

@@ -99,6 +99,8 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
             {"state", "string", "only jobs in this state (pending, running, ...)"},
             {"user", "string", "only this user's jobs"},
             {"type", "string", "only jobs of this type (training, inference, ...)"},
+            {"array", "integer", "only this job array's elements (the array's id)"},
+            {"index", "integer", "only the element of this index (with array)"},
             {"cursor", "string", "resume after this job id (next_cursor of the previous page)"},
             {"limit", "integer", "at most this many jobs (1-1000, default 100)"}};
   }

@@ -7,6 +7,7 @@
 #include "api/config_codec.h"
 #include "api/errors.h"
 #include "api/job_codec.h"
+#include "model/job_array.h"
 #include "net/http_params.h"
 #include "server/http_api.h"
 
@@ -14,15 +15,45 @@ namespace arbiter::server {
 
 using nlohmann::json;
 
+namespace {
+
+// {"max_running": N}
+Result<int32_t> ParseThrottleBody(const std::string& body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return InvalidArgument("", "the body must be a JSON object: {\"max_running\": N}");
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "max_running") {
+      return InvalidArgument(key, "unknown field; the body is {\"max_running\": N}");
+    }
+  }
+  const auto it = j.find("max_running");
+  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
+      it->get<int64_t>() > kMaxArrayRunning) {
+    return InvalidArgument("max_running", fmt::format("must be a whole number from 0 (no limit) "
+                                                      "to {}",
+                                                      kMaxArrayRunning));
+  }
+  return static_cast<int32_t>(it->get<int64_t>());
+}
+
+}  // namespace
+
 void HttpApi::RegisterJobRoutes(const RouteFn& route) {
   // Jobs.
-  route("POST", "/api/v1/jobs", "/api/v1/jobs", "Submit a job (Idempotency-Key header honoured)",
+  route("POST", "/api/v1/jobs", "/api/v1/jobs",
+        "Submit a job, or a job array with \"array\": {\"indices\": \"0-99:2\", "
+        "\"max_running\": 8} (one job per index; answers its first element, whose id is the "
+        "array's); Idempotency-Key header honoured",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          auto spec = api::ParseJobSubmission(req.body);
+          std::optional<api::ArrayRequest> array;
+          auto spec = api::ParseJobSubmission(req.body, &array);
           if (!spec.ok()) return SendError(res, spec.status());
           bool created = false;
-          auto r = cp_->SubmitJob(p, std::move(spec).value(),
-                                  req.get_header_value("Idempotency-Key"), &created);
+          const std::string key = req.get_header_value("Idempotency-Key");
+          auto r = array ? cp_->SubmitArray(p, std::move(spec).value(), *array, key, &created)
+                         : cp_->SubmitJob(p, std::move(spec).value(), key, &created);
           if (!r.ok()) return SendError(res, r.status());
           res.set_header("Location", fmt::format("/api/v1/jobs/{}", r->id));
           SendJsonText(res, created ? 201 : 200, std::move(r->body));
@@ -40,7 +71,8 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
           SendJsonText(res, created ? 201 : 200, std::move(r).value());
         });
   route("GET", "/api/v1/jobs", "/api/v1/jobs",
-        "List jobs; filters tenant, queue, state, user, type; cursor pagination (cursor, limit)",
+        "List jobs; filters tenant, queue, state, user, type, array (a job array's elements) and "
+        "index (with array); cursor pagination (cursor, limit)",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           JobFilter f;
           f.tenant = req.get_param_value("tenant");
@@ -51,6 +83,23 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
           if (!f.state.empty() && !ParseJobState(f.state)) {
             return SendError(res,
                              InvalidArgument("state", fmt::format("unknown state '{}'", f.state)));
+          }
+          if (req.has_param("array")) {
+            auto a = ParseId(req.get_param_value("array"), "array");
+            if (!a.ok()) return SendError(res, a.status());
+            f.array = *a;
+          }
+          if (req.has_param("index")) {
+            auto i = ParseId(req.get_param_value("index"), "index");
+            if (!i.ok() || *i > static_cast<uint64_t>(kMaxArrayIndex)) {
+              return SendError(res, InvalidArgument("index", fmt::format("must be an array index, "
+                                                                         "0 to {}",
+                                                                         kMaxArrayIndex)));
+            }
+            if (f.array == 0) {
+              return SendError(res, InvalidArgument("index", "needs array: ?array=ID&index=N"));
+            }
+            f.index = static_cast<int64_t>(*i);
           }
           if (req.has_param("cursor")) {
             auto c = ParseId(req.get_param_value("cursor"), "cursor");
@@ -97,6 +146,37 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
             Reply(res, cp_->JobAction(p, *id, action));
           });
   }
+
+  // Job arrays: their id is their first element's.
+  route("GET", "/api/v1/arrays/{id}", R"(/api/v1/arrays/(\d+))",
+        "A job array: name, tenant, user, queue, indices, size, max_running, elements per state",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          Reply(res, cp_->GetArray(p, *id));
+        });
+  for (const char* action : {"cancel", "suspend", "resume", "retry", "requeue"}) {
+    route("POST", fmt::format("/api/v1/arrays/{{id}}/{}", action),
+          fmt::format(R"(/api/v1/arrays/(\d+)/{})", action),
+          fmt::format("{} every element of a job array it applies to, in one durable batch; the "
+                      "array with \"changed\": the ids acted on (409: none)",
+                      action),
+          [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+            auto id = ParseId(req.matches[1], "id");
+            if (!id.ok()) return SendError(res, id.status());
+            Reply(res, cp_->ArrayAction(p, *id, action));
+          });
+  }
+  route("POST", "/api/v1/arrays/{id}/throttle", R"(/api/v1/arrays/(\d+)/throttle)",
+        "Change how many elements of a job array may hold resources at once: {\"max_running\": "
+        "N} (0: no limit; Slurm's ArrayTaskThrottle); answers the array",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          auto max_running = ParseThrottleBody(req.body);
+          if (!max_running.ok()) return SendError(res, max_running.status());
+          Reply(res, cp_->SetArrayThrottle(p, *id, *max_running));
+        });
 
   // Server-sent events.
   route("GET", "/api/v1/events", "/api/v1/events",

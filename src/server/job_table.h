@@ -2,10 +2,10 @@
 //
 // Owns: the job entries (never erased while the server runs: a scheduling cycle keeps pointers to
 // its pending entries across the time it runs the core without the lock), the live-job and
-// placed-job indexes, the idempotency index and the next job id. Lock: none of its own; the
-// control plane's mutex guards it (ControlPlane::mu_), because a cycle copies jobs, nodes and
-// quotas as one consistent snapshot and a node's report changes a job and its node's capacity in
-// one step. It calls nothing.
+// placed-job indexes, the job arrays' elements, the idempotency index and the next job id. Lock:
+// none of its own; the control plane's mutex guards it (ControlPlane::mu_), because a cycle copies
+// jobs, nodes and quotas as one consistent snapshot and a node's report changes a job and its
+// node's capacity in one step. It calls nothing.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@
 
 #include "core/cycle/cycle.h"
 #include "model/job.h"
+#include "model/job_array.h"
 #include "server/lifecycle.h"
 
 namespace arbiter::server {
@@ -93,6 +94,13 @@ struct JobEntry {
   }
 };
 
+// A job array's elements: their job ids, ascending (which is the order of their indices), and what
+// their environment says of the whole array.
+struct JobArrayEntry {
+  std::vector<uint64_t> elements;
+  ArrayBounds bounds;
+};
+
 // The jobs, by id, and their indexes.
 struct JobTable {
   std::map<uint64_t, JobEntry> all;
@@ -104,6 +112,9 @@ struct JobTable {
   // superset again (TouchNodesLocked adds, AssignmentsFor drops the released), so that a node
   // asking for its work every few milliseconds does not walk a deep backlog.
   std::map<uint64_t, const JobEntry*> placed;
+  // Job arrays by id (their first element's), built from the elements' specs (JobSpec::array)
+  // when submitted and at load.
+  std::map<uint64_t, JobArrayEntry> arrays;
   std::unordered_map<std::string, uint64_t> by_key;  // tenant/user/idempotency key -> job id
   uint64_t next_id = 1;
 

@@ -55,7 +55,8 @@ constexpr std::array<CallerInfo, kCallers> kCallerInfo = {{
     {"foreign", "sam", "sam"},                // a member of speech
 }};
 
-// Job routes act on a pending job of bob's in vision-train (logs: on one placed on gpu-01);
+// Job routes act on a pending job of bob's in vision-train (logs: on one placed on gpu-01), array
+// routes on a pending array of two of bob's jobs (POST .../throttle: {"max_running": 1});
 // {name} is vision-train for queues and gpu-01 for nodes. Bodies: POST /jobs a job for
 // vision-train (POST /jobs/batch a batch of that one job), POST /users a new vision member, POST
 // /tokens {"user": "bob"}, PUT /config the same configuration again, POST /agent/register the
@@ -89,6 +90,13 @@ const Row kMatrix[] = {
     {"POST /api/v1/jobs/{id}/suspend",    {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/jobs/{id}/resume",     {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/jobs/{id}/retry",      {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    // Job arrays (a pending array of bob's): as its jobs.
+    {"GET /api/v1/arrays/{id}",           {401,  200,  200,  200,  200,  200,  403,  403,  404}},
+    {"POST /api/v1/arrays/{id}/cancel",   {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/arrays/{id}/suspend",  {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/arrays/{id}/resume",   {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/arrays/{id}/retry",    {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/arrays/{id}/throttle", {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"GET /api/v1/tenants",               {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     {"GET /api/v1/queues",                {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     {"GET /api/v1/queues/{name}",         {401,  200,  200,  200,  200,  200,  403,  403,  404}},
@@ -193,6 +201,19 @@ class AccessMatrixTest : public ::testing::Test {
       token_of_path_[call.path] = id;
     } else if (id_at != std::string::npos && route.ends_with("/logs")) {
       call.path.replace(id_at, 4, std::to_string(PlacedJob()));
+    } else if (id_at != std::string::npos && route.starts_with("/api/v1/arrays/")) {
+      const uint64_t id = BobsArray();
+      call.path.replace(id_at, 4, std::to_string(id));
+      const std::string array = fmt::format("/api/v1/arrays/{}", id);
+      auto bob = server_.As("bob");
+      if (route.ends_with("/resume")) {
+        EXPECT_EQ(bob->Post(array + "/suspend", "", "application/json")->status, 200);
+      } else if (route.ends_with("/retry")) {
+        EXPECT_EQ(bob->Post(array + "/cancel", "", "application/json")->status, 200);
+      } else if (route.ends_with("/throttle")) {
+        call.body = json{{"max_running", 1}}.dump();
+      }
+      array_of_path_[call.path] = id;
     } else if (id_at != std::string::npos) {
       const uint64_t id = server_.Submit("bob");
       call.path.replace(id_at, 4, std::to_string(id));
@@ -240,6 +261,15 @@ class AccessMatrixTest : public ::testing::Test {
     return call;
   }
 
+  // A new pending array of two of bob's jobs; its id.
+  uint64_t BobsArray() {
+    json body = json::parse(JobBody("vision-train"));
+    body["array"] = {{"indices", "0-1"}};
+    auto r = server_.As("bob")->Post("/api/v1/jobs", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no reply");
+    return r && r->status == 201 ? BodyJson(r)["id"].get<uint64_t>() : 0;
+  }
+
   // A job of bob's that the scheduler placed on gpu-01 (made once; bounded wait).
   uint64_t PlacedJob() {
     if (placed_job_ != 0) return placed_job_;
@@ -282,6 +312,7 @@ class AccessMatrixTest : public ::testing::Test {
 
   TenantServer server_;
   std::map<std::string, uint64_t> job_of_path_;
+  std::map<std::string, uint64_t> array_of_path_;
   std::map<std::string, std::string> token_of_path_;  // DELETE /tokens/ID -> ID
   uint64_t placed_job_ = 0;
   int users_ = 0;
@@ -339,6 +370,10 @@ TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
             const std::string verb = call.path.substr(call.path.rfind('/') + 1);
             expected_denials.insert({"sam", fmt::format("job.{}", verb),
                                      fmt::format("job/{}", job_of_path_.at(call.path))});
+          } else if (array_of_path_.count(call.path)) {
+            const std::string verb = call.path.substr(call.path.rfind('/') + 1);
+            expected_denials.insert({"sam", fmt::format("array.{}", verb),
+                                     fmt::format("array/{}", array_of_path_.at(call.path))});
           } else if (route == "/api/v1/tokens") {
             expected_denials.insert({"sam", "token.create", "user/bob"});
           } else if (token_of_path_.count(call.path)) {
@@ -404,6 +439,27 @@ TEST_F(AccessMatrixTest, ForeignObjectsLookMissing) {
                       Send(*sam, {"POST", fmt::format("/api/v1/jobs/{}/{}", missing, action)}),
                       std::to_string(id), std::to_string(missing)});
   }
+  // A foreign array, its elements and their list are missing alike.
+  json array_body = json::parse(JobBody("vision-train"));
+  array_body["array"] = {{"indices", "0-2"}};
+  const uint64_t array =
+      BodyJson(server_.As("bob")->Post("/api/v1/jobs", array_body.dump(), "application/json"))["id"]
+          .get<uint64_t>();
+  probes.push_back({"GET /api/v1/arrays/{id}",
+                    Send(*sam, {"GET", fmt::format("/api/v1/arrays/{}", array)}),
+                    Send(*sam, {"GET", fmt::format("/api/v1/arrays/{}", missing)}),
+                    std::to_string(array), std::to_string(missing)});
+  for (const char* action : {"cancel", "suspend", "resume", "retry", "throttle"}) {
+    const std::string body = json{{"max_running", 1}}.dump();
+    probes.push_back(
+        {fmt::format("POST /api/v1/arrays/{{id}}/{}", action),
+         Send(*sam, {"POST", fmt::format("/api/v1/arrays/{}/{}", array, action), body}),
+         Send(*sam, {"POST", fmt::format("/api/v1/arrays/{}/{}", missing, action), body}),
+         std::to_string(array), std::to_string(missing)});
+  }
+  EXPECT_EQ(BodyJson(sam->Get(fmt::format("/api/v1/jobs?array={}", array)))["items"].size(), 0u);
+  EXPECT_EQ(BodyJson(sam->Get(fmt::format("/api/v1/jobs?array={}&index=1", array)))["items"].size(),
+            0u);
   probes.push_back({"GET /api/v1/queues/{name}", Send(*sam, {"GET", "/api/v1/queues/vision-train"}),
                     Send(*sam, {"GET", "/api/v1/queues/no-such-queue"}), "vision-train",
                     "no-such-queue"});
@@ -442,9 +498,11 @@ TEST_F(AccessMatrixTest, ForeignObjectsLookMissing) {
     }
     EXPECT_EQ(ma, mb) << p.what;
   }
-  // The job is untouched.
+  // The job and the array are untouched.
   EXPECT_EQ(BodyJson(server_.As("bob")->Get(fmt::format("/api/v1/jobs/{}", id)))["state"],
             "pending");
+  EXPECT_EQ(BodyJson(server_.As("bob")->Get(fmt::format("/api/v1/arrays/{}", array)))["states"],
+            (json{{"pending", 3}}));
 }
 
 // Lists show the caller's tenant only: jobs (also when filtered by another tenant), queues,

@@ -290,8 +290,8 @@ TEST_F(CliTest, LogsShowStdoutAndStderr) {
   EXPECT_EQ(As("alice", {"logs", id, "--stream", "stdin"}).code, 2);
 }
 
-// A job array: one job per index in one batch, ARBITER_ARRAY_INDEX (and SLURM_ARRAY_* for batch
-// scripts) set for each; a %N limit is refused before anything is sent.
+// A job array: one submission, one job per index with the array's name and ARBITER_ARRAY_* in its
+// environment; -o json lists the elements, --parsable prints the array's id, --dry-run the body.
 TEST_F(CliTest, JobArraysSubmitOneJobPerIndex) {
   const CliResult sub =
       As("alice", {"submit", "--array", "0-4:2,7", "--queue", "vision-dev", "--name", "sweep", "-o",
@@ -299,26 +299,43 @@ TEST_F(CliTest, JobArraysSubmitOneJobPerIndex) {
   ASSERT_EQ(sub.code, 0) << sub.err;
   const json items = ParseOrNull(sub.out)["items"];
   ASSERT_EQ(items.size(), 4u) << sub.out;
-  const std::vector<std::string> names = {"sweep-0", "sweep-2", "sweep-4", "sweep-7"};
+  const uint64_t array = items[0]["id"].get<uint64_t>();
+  const std::vector<int64_t> indices = {0, 2, 4, 7};
   for (size_t i = 0; i < items.size(); ++i) {
-    EXPECT_EQ(items[i]["name"], names[i]);
-    EXPECT_EQ(items[i]["env"]["ARBITER_ARRAY_INDEX"], names[i].substr(6));
+    EXPECT_EQ(items[i]["name"], "sweep");  // the array's name, as in Slurm
+    EXPECT_EQ(items[i]["array"],
+              (json{{"id", array}, {"index", indices[i]}, {"size", 4}, {"max_running", 0}}));
+    EXPECT_FALSE(items[i]["env"].contains("ARBITER_ARRAY_INDEX"));  // the node sets it
   }
   const std::string last = std::to_string(items[3]["id"].get<uint64_t>());
   ASSERT_EQ(As("alice", {"wait", last, "--timeout", "30"}).code, 0);
   EXPECT_EQ(As("alice", {"logs", last}).out, "index=7\n");
+  EXPECT_EQ(As("alice", {"logs", fmt::format("{}_4", array)}).out, "index=4\n");
+  // The whole array, waited for as one.
+  const CliResult wait = As("alice", {"wait", std::to_string(array), "--timeout", "30"});
+  EXPECT_EQ(wait.code, 0) << wait.err;
+  EXPECT_EQ(wait.out, fmt::format("array {} ended: 4 succeeded\n", array));
   WriteFile(work_.path() + "/array.sh",
-            "#!/bin/sh\n#SBATCH -p vision-dev\n#SBATCH --array=1-2\n"
+            "#!/bin/sh\n#SBATCH -p vision-dev\n#SBATCH --array=1-2%1\n"
             "echo task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_TASK_COUNT\n");
-  const json dry = ParseOrNull(As("alice", {"submit", "--dry-run", "-o", "json", "array.sh"}).out);
-  ASSERT_EQ(dry["jobs"].size(), 2u) << dry;
-  EXPECT_EQ(dry["jobs"][1]["env"]["SLURM_ARRAY_TASK_ID"], "2");
-  EXPECT_EQ(dry["jobs"][1]["env"]["SLURM_ARRAY_TASK_COUNT"], "2");
-  const CliResult limited =
+  const CliResult dry = As("alice", {"submit", "--dry-run", "-o", "json", "array.sh"});
+  EXPECT_EQ(ParseOrNull(dry.out)["array"], (json{{"indices", "1-2"}, {"max_running", 1}}))
+      << dry.out;
+  EXPECT_EQ(dry.err, "dry run: nothing was submitted (a job array of 2 jobs)\n");
+  const CliResult parsable = As("alice", {"submit", "--parsable", "array.sh"});
+  ASSERT_EQ(parsable.code, 0) << parsable.err;
+  const uint64_t script_array = std::stoull(parsable.out);
+  EXPECT_EQ(parsable.out, fmt::format("{}\n", script_array));
+  const CliResult text =
       As("alice", {"submit", "--array", "1-3%2", "--queue", "vision-dev", "--", "true"});
-  EXPECT_EQ(limited.code, 2);
-  EXPECT_TRUE(Contains(limited.err, "--array=1-3%2: a limit on how many run at once"))
-      << limited.err;
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_EQ(text.out, fmt::format("array {0} submitted to vision-dev: 3 jobs (ids {0} to {1}, "
+                                  "indices 1-3), at most 2 at once\n",
+                                  script_array + 2, script_array + 4));
+  const CliResult bad =
+      As("alice", {"submit", "--array", "1-3%0", "--queue", "vision-dev", "--", "true"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(Contains(bad.err, "--array=1-3%0: '%0'")) << bad.err;
 }
 
 TEST_F(CliTest, FailingJobMakesWaitFail) {

@@ -381,7 +381,7 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
     if (p["in"] == "query") documented.push_back(p["name"].get<std::string>());
   }
   EXPECT_EQ(documented, (std::vector<std::string>{"tenant", "queue", "state", "user", "type",
-                                                  "cursor", "limit"}));
+                                                  "array", "index", "cursor", "limit"}));
   auto typo = admin_->Get("/api/v1/jobs?stat=pending");
   ASSERT_TRUE(typo);
   EXPECT_EQ(typo->status, 400);
@@ -392,7 +392,7 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
   // Every documented parameter is taken.
   auto all = admin_->Get(
       "/api/v1/jobs?tenant=vision&queue=vision-train&state=pending&user=admin&type=training&"
-      "limit=5");
+      "array=1&index=0&limit=5");
   ASSERT_TRUE(all);
   EXPECT_EQ(all->status, 200) << all->body;
 }

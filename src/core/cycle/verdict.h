@@ -26,6 +26,7 @@ enum class VerdictCode {
   kNotAllowed,             // the queue does not take this job (type, unknown queue)
   kInadmissible,           // can never start under the current maxima or nodes (admissible.h)
   kDependency,             // waits for other jobs (depends_on; set by the server's driver)
+  kArrayThrottled,         // its job array runs its most elements at once (the server's driver)
 };
 
 std::string_view VerdictCodeName(VerdictCode c);  // "QuotaExceeded", ...

@@ -34,6 +34,8 @@ std::string_view VerdictCodeName(VerdictCode c) {
       return "Inadmissible";
     case VerdictCode::kDependency:
       return "Dependency";
+    case VerdictCode::kArrayThrottled:
+      return "ArrayThrottled";
   }
   return "Unknown";
 }
