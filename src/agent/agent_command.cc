@@ -370,8 +370,9 @@ int RunAgent(const AgentOptions& o) {
   WarnIfUnconfined(executor);
   executor_ptr = &executor;
   client.SetOnAssignments([&executor] { executor.Wake(); });
-  LogServer logs(o.work_dir, log_token,
-                 [&executor](uint64_t job, int32_t task) { return executor.Running(job, task); });
+  LogServer logs(o.work_dir, log_token, [&executor](uint64_t job, int32_t task) {
+    return executor.RunningAttempt(job, task);
+  });
   auto bound = logs.Start(listen_host, listen_port);
   if (!bound.ok()) {
     spdlog::error("{}", bound.status().ToString());

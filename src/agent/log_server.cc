@@ -61,62 +61,109 @@ LogServer::LogServer(std::string work_dir, std::string token, RunningFn running)
   http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status": "ok"})", "application/json");
   });
-  http_->Get(R"(/v1/logs/(\d+)/(\d+))", [this](const httplib::Request& req,
-                                               httplib::Response& res) {
-    const std::string auth = req.get_header_value("Authorization");
-    if (auth.rfind("Bearer ", 0) != 0 || !SameSecret(auth.substr(7), token_)) {
-      return SendError(res, Status(StatusCode::kUnauthenticated, "missing or wrong log token"));
+  http_->Get(R"(/v1/logs/(\d+)/(\d+))",
+             [this](const httplib::Request& req, httplib::Response& res) { ServeLog(req, res); });
+  http_->Get(R"(/v1/logs/(\d+)/(\d+)/runs)",
+             [this](const httplib::Request& req, httplib::Response& res) { ServeRuns(req, res); });
+}
+
+namespace {
+
+// The task a request names, once its token is checked.
+Result<node::TaskLogRef> Authorize(const httplib::Request& req, const std::string& work_dir,
+                                   const std::string& token) {
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.rfind("Bearer ", 0) != 0 || !SameSecret(auth.substr(7), token)) {
+    return Status(StatusCode::kUnauthenticated, "missing or wrong log token");
+  }
+  uint64_t job = 0;
+  uint64_t task = 0;
+  if (!ParseUint(req.matches[1], &job) || !ParseUint(req.matches[2], &task) || task > (1u << 20)) {
+    return InvalidArgument("task", "must be a task index");
+  }
+  return node::TaskLogRef{work_dir, job, static_cast<int32_t>(task)};
+}
+
+Result<node::StreamLogOptions> ParseLogOptions(const httplib::Request& req) {
+  node::StreamLogOptions o;
+  o.stream = node::LogStream::kStdout;
+  if (req.has_param("stream")) {
+    auto s = node::ParseLogStream(req.get_param_value("stream"));
+    if (!s) return InvalidArgument("stream", "must be combined, stdout or stderr");
+    o.stream = *s;
+  }
+  if (req.has_param("run")) {
+    uint64_t run = 0;
+    if (!ParseUint(req.get_param_value("run"), &run)) {
+      return InvalidArgument("run", "must be a run (an attempt)");
     }
-    uint64_t job = 0;
-    uint64_t task = 0;
-    if (!ParseUint(req.matches[1], &job) || !ParseUint(req.matches[2], &task) ||
-        task > (1u << 20)) {
-      return SendError(res, InvalidArgument("task", "must be a task index"));
-    }
-    node::StreamLogOptions o;
-    const std::string stream = req.get_param_value("stream");
-    if (!stream.empty() && stream != "stdout" && stream != "stderr") {
-      return SendError(res, InvalidArgument("stream", "must be stdout or stderr"));
-    }
-    if (req.has_param("offset") && !ParseUint(req.get_param_value("offset"), &o.offset)) {
-      return SendError(res, InvalidArgument("offset", "must be a byte offset"));
-    }
+    o.run = run;
+  }
+  if (req.has_param("offset") && !ParseUint(req.get_param_value("offset"), &o.offset)) {
+    return InvalidArgument("offset", "must be a byte offset");
+  }
+  if (req.has_param("idle_ms")) {
     uint64_t idle = 0;
-    if (req.has_param("idle_ms")) {
-      if (!ParseUint(req.get_param_value("idle_ms"), &idle) || idle > 3600000) {
-        return SendError(res, InvalidArgument("idle_ms", "must be between 0 and 3600000"));
-      }
-      o.max_idle_ms = static_cast<int64_t>(idle);
+    if (!ParseUint(req.get_param_value("idle_ms"), &idle) || idle > 3600000) {
+      return InvalidArgument("idle_ms", "must be between 0 and 3600000");
     }
-    auto follow = net::QueryBool(req, "follow");
-    if (!follow.ok()) return SendError(res, follow.status());
-    o.follow = *follow;
-    auto probe = net::QueryBool(req, "probe");
-    if (!probe.ok()) return SendError(res, probe.status());
-    const auto t = static_cast<int32_t>(task);
-    const std::string path = node::TaskLogPath(work_dir_, job, t, stream == "stderr");
-    const bool exists = ::access(path.c_str(), R_OK) == 0;
-    if (!exists && !(o.follow && running_(job, t))) {
-      return SendError(res, NotFound(fmt::format("job {} task {} has no {} log on this node", job,
-                                                 task, stream.empty() ? "stdout" : stream)));
-    }
-    if (*probe) {
-      res.set_content(R"({"exists": true})", "application/json");
-      return;
-    }
-    res.set_chunked_content_provider(
-        "text/plain; charset=utf-8", [this, path, o, job, t](size_t, httplib::DataSink& sink) {
-          uint64_t sent = 0;
-          const node::StreamEnd end = node::StreamTaskLog(
-              path, o, [this, job, t] { return running_(job, t); }, sink.write, &stopping_, &sent,
-              [&sink] { return !sink.is_writable(); });
-          if (end == node::StreamEnd::kWriteFailed || end == node::StreamEnd::kStopped) {
-            return false;
-          }
-          sink.done();
-          return true;
-        });
-  });
+    o.max_idle_ms = static_cast<int64_t>(idle);
+  }
+  auto follow = net::QueryBool(req, "follow");
+  if (!follow.ok()) return follow.status();
+  o.follow = *follow;
+  return o;
+}
+
+}  // namespace
+
+void LogServer::ServeLog(const httplib::Request& req, httplib::Response& res) {
+  auto ref = Authorize(req, work_dir_, token_);
+  if (!ref.ok()) return SendError(res, ref.status());
+  auto o = ParseLogOptions(req);
+  if (!o.ok()) return SendError(res, o.status());
+  auto probe = net::QueryBool(req, "probe");
+  if (!probe.ok()) return SendError(res, probe.status());
+  // The run writes while its processes run here (without a run: any run of the task).
+  auto running = [this, r = *ref, run = o->run] {
+    const uint64_t now = running_(r.job, r.task);
+    return now != 0 && (!run || now == *run);
+  };
+  const bool exists = o->run ? !node::RunLogSegments(*ref, *o->run, o->stream).empty()
+                             : ::access(node::TaskLogPath(*ref, o->stream).c_str(), R_OK) == 0;
+  if (!exists && !(o->follow && running())) {
+    return SendError(
+        res, NotFound(fmt::format("job {} task {} has no {} log{} on this node", ref->job,
+                                  ref->task, node::LogStreamName(o->stream),
+                                  o->run ? fmt::format(" of run {}", *o->run) : std::string())));
+  }
+  if (*probe) {
+    res.set_content(R"({"exists": true})", "application/json");
+    return;
+  }
+  res.set_chunked_content_provider(
+      "text/plain; charset=utf-8",
+      [this, r = *ref, opts = *o, running](size_t, httplib::DataSink& sink) {
+        uint64_t sent = 0;
+        const node::StreamEnd end =
+            node::StreamRunLog(r, opts, running, sink.write, &stopping_, &sent,
+                               [&sink] { return !sink.is_writable(); });
+        if (end == node::StreamEnd::kWriteFailed || end == node::StreamEnd::kStopped) {
+          return false;
+        }
+        sink.done();
+        return true;
+      });
+}
+
+void LogServer::ServeRuns(const httplib::Request& req, httplib::Response& res) {
+  auto ref = Authorize(req, work_dir_, token_);
+  if (!ref.ok()) return SendError(res, ref.status());
+  std::string body = R"({"runs": [)";
+  const std::vector<uint64_t> runs = node::TaskLogRuns(*ref);
+  for (size_t i = 0; i < runs.size(); ++i) body += fmt::format("{}{}", i ? ", " : "", runs[i]);
+  body += "]}";
+  res.set_content(body, "application/json");
 }
 
 LogServer::~LogServer() { Stop(); }

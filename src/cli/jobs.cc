@@ -2,8 +2,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -292,28 +294,151 @@ int Why(const ContextPtr& ctx, const std::string& ref) {
 
 namespace {
 
-// One stream of a task's log into `out` (stdout or stderr).
-Status StreamLog(const Connection& c, uint64_t id, int task, const char* stream, bool follow,
-                 FILE* out) {
+// What `logs` prints.
+struct LogsFlags {
+  int task = 0;
+  bool all_tasks = false;
+  bool follow = false;
+  bool stdout_only = false;
+  bool stderr_only = false;
+  std::string stream = "combined";  // --stream: combined (or its alias both), stdout, stderr
+  uint64_t run = 0;                 // 0: every run
+};
+
+// Why a follower waits before the job's next run, for a note on stderr ("" : it does not).
+std::string WaitingFor(uint64_t id, const json& job) {
+  const std::string state = Str(job, "state");
+  if (state == "pending") {
+    const json pending = job.value("pending", json::object());
+    const std::string why =
+        pending.is_object() && pending.contains("message")
+            ? fmt::format("{}: {}", Str(pending, "code"), Str(pending, "message"))
+            : "waiting for the next scheduling cycle";
+    return fmt::format("job {} is pending ({}); waiting for it to run (Ctrl-C to stop)", id, why);
+  }
+  if (state == "retry-wait") {
+    return fmt::format("job {} waits for its retry ({}); waiting for it to run (Ctrl-C to stop)",
+                       id, Str(job, "reason"));
+  }
+  if (state == "suspended") {
+    return fmt::format("job {} is suspended; waiting for it to be resumed and run (Ctrl-C to stop)",
+                       id);
+  }
+  return "";
+}
+
+// Writes a task's log to stdout: as it comes, or (with a prefix) line by line, each line after
+// the prefix and written whole, so that the tasks' lines never mix.
+class LogPrinter {
+ public:
+  LogPrinter(std::string prefix, std::mutex* mu) : prefix_(std::move(prefix)), mu_(mu) {}
+
+  void Write(std::string_view chunk) {
+    if (prefix_.empty()) return Put(chunk);
+    held_.append(chunk);
+    const size_t end = held_.rfind('\n');
+    if (end == std::string::npos) return;
+    std::string lines;
+    for (size_t at = 0; at <= end;) {
+      const size_t nl = held_.find('\n', at);
+      lines += prefix_;
+      lines.append(held_, at, nl + 1 - at);
+      at = nl + 1;
+    }
+    held_.erase(0, end + 1);
+    Put(lines);
+  }
+  // The log ended: a last line without its newline gets one.
+  void Finish() {
+    if (!prefix_.empty() && !held_.empty()) Put(prefix_ + held_ + "\n");
+    held_.clear();
+  }
+
+ private:
+  void Put(std::string_view text) {
+    std::lock_guard<std::mutex> lock(*mu_);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+
+  std::string prefix_;
+  std::mutex* mu_;
+  std::string held_;
+};
+
+// One task's log (GET /api/v1/jobs/{id}/logs) into `out`.
+Status PrintTaskLog(const Connection& c, uint64_t id, int task, const std::string& stream,
+                    const LogsFlags& f, LogPrinter* out) {
   ApiClient api(c);
-  const std::string path = fmt::format("/api/v1/jobs/{}/logs?task={}&stream={}{}", id, task, stream,
-                                       follow ? "&follow=true" : "");
-  return api.Stream(
+  std::string path = fmt::format("/api/v1/jobs/{}/logs?task={}&stream={}", id, task, stream);
+  if (f.run != 0) path += fmt::format("&run={}", f.run);
+  if (f.follow) path += "&follow=true";
+  const Status st = api.Stream(
       path,
       [out](std::string_view chunk) {
-        std::fwrite(chunk.data(), 1, chunk.size(), out);
-        std::fflush(out);
+        out->Write(chunk);
         return true;
       },
-      follow ? 24 * 3600 : 60);
+      f.follow ? 7 * 24 * 3600 : 60);
+  out->Finish();
+  return st;
+}
+
+// Every task's log, each line after "N: " (srun -l): one after the other, or followed at once.
+Status PrintAllTasks(const Connection& c, uint64_t id, int tasks, const std::string& stream,
+                     const LogsFlags& f) {
+  constexpr int kMaxFollowed = 64;
+  if (f.follow && tasks > kMaxFollowed) {
+    return InvalidArgument("--all-tasks", fmt::format("-f follows at most {} tasks at once; job {} "
+                                                      "has {}: choose one with --task",
+                                                      kMaxFollowed, id, tasks));
+  }
+  std::mutex mu;
+  std::vector<Status> st(static_cast<size_t>(tasks));
+  auto one = [&](int t) {
+    LogPrinter out(fmt::format("{}: ", t), &mu);
+    st[static_cast<size_t>(t)] = PrintTaskLog(c, id, t, stream, f, &out);
+  };
+  if (f.follow) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < tasks; ++t) threads.emplace_back(one, t);
+    for (std::thread& t : threads) t.join();
+  } else {
+    for (int t = 0; t < tasks; ++t) one(t);
+  }
+  // A task without a log (it has not run, or wrote nothing) is no error while another has one.
+  const bool any = std::any_of(st.begin(), st.end(), [](const Status& s) { return s.ok(); });
+  for (const Status& s : st) {
+    if (!s.ok() && (s.code() != StatusCode::kNotFound || !any)) return s;
+  }
+  return Status::Ok();
+}
+
+// What an error of the logs route means to this client: an older server lacks what it asked.
+int LogsFailure(const Status& st, const Connection& c) {
+  auto unavailable = [&](const std::string& what) {
+    return Fail(
+        Status(StatusCode::kUnavailable, fmt::format("the server at {} {}", c.server, what)),
+        kExitUnavailable);
+  };
+  if (st.code() == StatusCode::kNotFound && st.message().rfind("no route", 0) == 0) {
+    return unavailable("does not serve logs yet (it has no GET /api/v1/jobs/{id}/logs)");
+  }
+  if (st.code() == StatusCode::kInvalidArgument && st.field() == "stream") {
+    return unavailable("does not interleave stdout and stderr yet: use --stdout or --stderr");
+  }
+  if (st.code() == StatusCode::kInvalidArgument && st.field() == "run") {
+    return unavailable("does not keep runs apart yet: leave out --run");
+  }
+  return Fail(st);
 }
 
 }  // namespace
 
-// The task's stdout goes to our stdout and its stderr to our stderr; `--stream` picks one, which
-// then comes on stdout. With --follow both are followed at once, each on its own connection.
-int Logs(const ContextPtr& ctx, const std::string& ref, int task, bool follow,
-         const std::string& stream) {
+// Prints a task's output on stdout: by default stdout and stderr interleaved as written, every
+// run after a separator line (the server writes those). Following waits for the job to start,
+// follows it through its runs and ends when it ends; a job that goes away ends it with an error.
+int Logs(const ContextPtr& ctx, const std::string& ref, const LogsFlags& f) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   uint64_t id = 0;
@@ -321,30 +446,38 @@ int Logs(const ContextPtr& ctx, const std::string& ref, int task, bool follow,
     ApiClient api(*c);
     if (int rc = OneJob(api, ref, &id); rc != kExitOk) return rc;
   }
-  const bool want_out = stream != "stderr";
-  const bool want_err = stream != "stdout";
-  Status out_st, err_st;
-  if (want_out && want_err && follow) {
-    std::thread err([&] { err_st = StreamLog(*c, id, task, "stderr", true, stderr); });
-    out_st = StreamLog(*c, id, task, "stdout", true, stdout);
-    err.join();
-  } else {
-    if (want_out) out_st = StreamLog(*c, id, task, "stdout", follow, stdout);
-    // Asked for alone, the task's stderr comes on stdout, to pipe it.
-    if (want_err && out_st.ok()) {
-      err_st = StreamLog(*c, id, task, "stderr", follow, want_out ? stderr : stdout);
+  const std::string stream = f.stdout_only        ? "stdout"
+                             : f.stderr_only      ? "stderr"
+                             : f.stream == "both" ? "combined"
+                                                  : f.stream;
+  ApiClient api(*c);
+  int tasks = 1;
+  if (f.follow || f.all_tasks) {
+    auto job = api.Get(fmt::format("/api/v1/jobs/{}", id));
+    if (!job.ok()) return LogsFailure(job.status(), *c);
+    tasks = job->value("tasks", 1);
+    if (f.follow && f.run == 0) {
+      if (const std::string note = WaitingFor(id, *job); !note.empty()) Note(note);
     }
   }
-  const Status st = !out_st.ok() ? out_st : err_st;
-  if (st.ok()) return kExitOk;
-  if (st.code() == StatusCode::kNotFound && st.message().rfind("no route", 0) == 0) {
-    return Fail(Status(StatusCode::kUnavailable,
-                       fmt::format("the server at {} does not serve logs yet (it has no GET "
-                                   "/api/v1/jobs/{{id}}/logs)",
-                                   c->server)),
-                kExitUnavailable);
+  std::mutex mu;
+  LogPrinter out("", &mu);
+  const Status st = f.all_tasks ? PrintAllTasks(*c, id, tasks, stream, f)
+                                : PrintTaskLog(*c, id, f.task, stream, f, &out);
+  if (!st.ok()) return LogsFailure(st, *c);
+  if (!f.follow || f.run != 0) return kExitOk;
+  // The server ends a followed log when the job ends, or when it can no longer be read (the job
+  // is gone, or no longer this token's to see: the error says which).
+  auto job = api.Get(fmt::format("/api/v1/jobs/{}", id));
+  if (!job.ok()) return Fail(job.status());
+  const std::string state = Str(*job, "state");
+  if (FinalStates().count(state) == 0) {
+    return Fail(
+        Status(StatusCode::kUnavailable,
+               fmt::format("the log of job {} ended before the job did (it is {})", id, state)),
+        kExitUnreachable);
   }
-  return Fail(st);
+  return kExitOk;
 }
 
 // --- cancel, suspend, resume, retry ------------------------------------------------------------
@@ -745,23 +878,35 @@ void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   SetExamples(why, {"arbiter why 12", "arbiter why 12 -o json"});
   why->callback([ctx, id] { ctx->Run([&] { return Why(ctx, *id); }); });
 
-  auto task = std::make_shared<int>(0);
   auto follow = std::make_shared<bool>(false);
-  auto* logs = app.add_subcommand("logs", "Print a task's output (stdout and stderr)");
+  auto lf_logs = std::make_shared<LogsFlags>();
+  auto* logs = app.add_subcommand(
+      "logs", "Print a task's output: stdout and stderr as written, every run in order");
   logs->add_option("id", *id, "Job id, or an array's element (123_7)")->required();
-  logs->add_option("--task", *task, "Task index (0 .. tasks-1)")->check(CLI::Range(0, 100000));
-  logs->add_flag("-f,--follow", *follow, "Keep printing while the task runs");
-  auto stream = std::make_shared<std::string>("both");
-  logs->add_option("--stream", *stream,
-                   "stdout, stderr or both (both: the task's stderr goes to this command's stderr)")
-      ->check(CLI::IsMember({"stdout", "stderr", "both"}))
-      ->capture_default_str();
+  auto* task_o = logs->add_option("--task", lf_logs->task, "Task index (0 .. tasks-1)")
+                     ->check(CLI::Range(0, 100000));
+  logs->add_flag("--all-tasks", lf_logs->all_tasks,
+                 "Every task's output, each line after its task's index (\"3: ...\")")
+      ->excludes(task_o);
+  logs->add_flag("-f,--follow", lf_logs->follow,
+                 "Wait for the job to start, print while it runs (its next runs too) until it "
+                 "ends");
+  auto* out_o = logs->add_flag("--stdout", lf_logs->stdout_only, "Only the task's stdout");
+  auto* err_o = logs->add_flag("--stderr", lf_logs->stderr_only, "Only the task's stderr");
+  logs->add_option("--stream", lf_logs->stream,
+                   "combined (stdout and stderr as written; also: both), stdout or stderr")
+      ->check(CLI::IsMember({"combined", "both", "stdout", "stderr"}))
+      ->capture_default_str()
+      ->excludes(out_o)
+      ->excludes(err_o);
+  out_o->excludes(err_o);
+  logs->add_option("--run", lf_logs->run, "Only this run (1: the first; see the separators)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 62));
   AddClientFlags(logs, ctx);
   SetExamples(logs, {"arbiter logs 12", "arbiter logs 12 -f", "arbiter logs 12 --task 3",
-                     "arbiter logs 12_7", "arbiter logs 12 --stream stderr"});
-  logs->callback([ctx, id, task, follow, stream] {
-    ctx->Run([&] { return Logs(ctx, *id, *task, *follow, *stream); });
-  });
+                     "arbiter logs 12_7", "arbiter logs 12 --all-tasks", "arbiter logs 12 --stderr",
+                     "arbiter logs 12 --run 2"});
+  logs->callback([ctx, id, lf_logs] { ctx->Run([&] { return Logs(ctx, *id, *lf_logs); }); });
 
   auto ids = std::make_shared<std::vector<std::string>>();
   const char* ids_help =

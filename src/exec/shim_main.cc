@@ -7,16 +7,25 @@
 //   1. Read the spec; become a session leader and the child subreaper (every process the task
 //      starts, even one that leaves its process group or session, stays our descendant); write
 //      the pid file.
-//   2. Start the task: its own process group, its cgroups joined, RLIMIT_NPROC, stdio on the log
-//      files, the configured user (supplementary groups, gid, uid), no new privileges, SIGKILL
-//      when the shim dies, the working directory entered as that user, the clean environment.
-//   3. Wait. SIGTERM (a stop) or SIGUSR1 (a stop at the walltime) sends SIGTERM to every process
-//      of the task, SIGKILL after the grace period. A stale executor heartbeat (the executor is
-//      gone) and the walltime backstop stop it the same way.
+//   2. Start the task: its own process group, its cgroups joined, RLIMIT_NPROC, stdout and stderr
+//      on pipes to the shim (the run's start in the run index first), the configured user
+//      (supplementary groups, gid, uid), no new privileges, SIGKILL when the shim dies, the
+//      working directory entered as that user, the clean environment.
+//   3. Wait, copying the task's output into its log files as it comes (exec/log_pump.h). SIGTERM
+//      (a stop) or SIGUSR1 (a stop at the walltime) sends SIGTERM to every process of the task,
+//      SIGKILL after the grace period. A stale executor heartbeat (the executor is gone) and the
+//      walltime backstop stop it the same way.
 //   4. When the task's first process exits: SIGKILL to whatever it left (its group, its cgroups,
-//      every descendant), reap it all, write the exit record, exit 0.
+//      every descendant), reap it all, copy the rest of its output, write the exit record, exit 0.
 //
-// Only this file and exec/shim_spec.cc go into the binary: it stays small (one per running task).
+// The task never waits for the shim to write its output: the pipes hold 1 MiB each and the loop
+// reads them whenever they have data, between its other steps (none of which waits long), and
+// writes only to local files. Should the shim die, the task dies with it (PDEATHSIG), and what
+// else of it still writes gets EPIPE, never a blocked write. A restart of the executor does not
+// concern the pipes: the shim, which holds them, goes on.
+//
+// Only this file, exec/log_pump.cc and exec/shim_spec.cc go into the binary: it stays small (one
+// per running task).
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -43,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/log_pump.h"
 #include "exec/shim_spec.h"
 
 extern char** environ;
@@ -168,16 +178,54 @@ class Shim {
     return 1;
   }
 
+  static int OpenLog(const std::string& path) {
+    if (path.empty()) return -1;
+    return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  }
+
+  // The log files, the run's start in the run index, and the pipes the task writes its stdout
+  // and stderr to (`out`, `err`: their write ends, for the task). False (the record says why)
+  // when one cannot be had.
+  bool OpenOutput(int* out, int* err) {
+    out_fd_ = OpenLog(spec_.stdout_path);
+    err_fd_ = OpenLog(spec_.stderr_path);
+    log_fd_ = OpenLog(spec_.log_path);
+    if (out_fd_ < 0 || err_fd_ < 0 || (log_fd_ < 0 && !spec_.log_path.empty())) {
+      Fail("cannot open the task's logs (%s): %s", spec_.stdout_path, std::strerror(errno));
+      return false;
+    }
+    if (!AppendRunStart(spec_.runs_path, spec_.attempt, spec_.stdout_path, spec_.stderr_path,
+                        spec_.log_path)) {
+      Log("cannot write %s: %s (this run's output is not told apart from the last one's)",
+          spec_.runs_path, std::strerror(errno));
+    }
+    int fds[2][2];
+    if (pipe2(fds[0], O_CLOEXEC) != 0 || pipe2(fds[1], O_CLOEXEC) != 0) {
+      Fail("cannot make the task's output pipes: %s", std::strerror(errno));
+      return false;
+    }
+    for (int s = 0; s < 2; ++s) {
+      fcntl(fds[s][0], F_SETPIPE_SZ, kPipeBytes);  // best effort: the system may cap it
+      fcntl(fds[s][0], F_SETFL, O_NONBLOCK);
+      pipes_[s] = fds[s][0];
+    }
+    *out = fds[0][1];
+    *err = fds[1][1];
+    pump_ = LogPump(out_fd_, err_fd_, log_fd_);
+    return true;
+  }
+
   // Step 2. False when the task could not start (the record says so).
   bool Start() {
-    const int out =
-        ::open(spec_.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    const int err =
-        ::open(spec_.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int out = -1;
+    int err = -1;
+    if (!OpenOutput(&out, &err)) return false;
     const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     int report[2];
-    if (out < 0 || err < 0 || in < 0 || pipe2(report, O_CLOEXEC) != 0) {
-      Fail("cannot open the task's logs (%s): %s", spec_.stdout_path, std::strerror(errno));
+    if (in < 0 || pipe2(report, O_CLOEXEC) != 0) {
+      Fail("cannot open /dev/null for the task: %s", std::strerror(errno));
+      close(out);
+      close(err);
       return false;
     }
     // Everything the child needs is built before fork.
@@ -272,15 +320,53 @@ class Shim {
     _exit(127);
   }
 
+  // Reads what the task has written so far, without waiting (a bounded amount, so that signals
+  // are not kept waiting), into the log files. A pipe at its end (every process that held it has
+  // closed it or gone) is closed.
+  void Drain() {
+    static char buf[65536];
+    for (int s = 0; s < 2; ++s) {
+      const auto stream = static_cast<LogPump::Stream>(s);
+      for (int round = 0; round < 64 && pipes_[s] >= 0; ++round) {
+        const ssize_t n = read(pipes_[s], buf, sizeof(buf));
+        if (n > 0) {
+          pump_.Add(stream, std::string_view(buf, static_cast<size_t>(n)), NowMs());
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        close(pipes_[s]);
+        pipes_[s] = -1;
+        pump_.End(stream);
+      }
+    }
+    pump_.Flush(NowMs());
+  }
+
+  // Waits up to `timeout_ms` for a signal or output (whichever comes first), then reads the
+  // output.
+  void PollOnce(int timeout_ms) {
+    pollfd p[3] = {{sigfd_, POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
+    nfds_t n = 1;
+    for (int fd : pipes_) {
+      if (fd >= 0) p[n++] = {fd, POLLIN, 0};
+    }
+    const int64_t flush = pump_.next_flush_ms();
+    if (flush >= 0) {
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(flush - NowMs(), 0, timeout_ms));
+    }
+    poll(p, n, timeout_ms);
+    Drain();
+  }
+
   // Step 3.
   void Wait() {
     while (!main_done_) {
-      pollfd p{sigfd_, POLLIN, 0};
       int timeout = 1000;  // periodic checks; sooner when a kill is due
       if (stopping_) {
         timeout = static_cast<int>(std::clamp<int64_t>(kill_at_ - NowMs(), 0, 1000));
       }
-      poll(&p, 1, timeout);
+      PollOnce(timeout);
       for (;;) {
         signalfd_siginfo si{};
         if (read(sigfd_, &si, sizeof(si)) != sizeof(si)) break;
@@ -352,11 +438,13 @@ class Shim {
     for (int round = 0; round < 500; ++round) {
       Signal(SIGKILL);
       Reap();
+      Drain();
       if (Descendants().empty() && CgroupMembers(spec_.cgroup_dirs).empty()) break;
       usleep(10000);
     }
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
+    FinishOutput();
     if (!spec_.exit_path.empty() && !WriteAtomically(spec_.exit_path, EncodeExitRecord(record_))) {
       Log("cannot write %s: %s", spec_.exit_path, std::strerror(errno));
       return 1;
@@ -364,8 +452,37 @@ class Shim {
     return 0;
   }
 
+  // The task's processes are gone: the rest of its output is in the pipes. (A process outside the
+  // task that was handed a write end could hold a pipe open: it is waited for a second at most.)
+  void FinishOutput() {
+    const int64_t until = NowMs() + 1000;
+    while ((pipes_[0] >= 0 || pipes_[1] >= 0) && NowMs() < until) {
+      PollOnce(static_cast<int>(std::max<int64_t>(0, until - NowMs())));
+    }
+    for (int s = 0; s < 2; ++s) {
+      if (pipes_[s] >= 0) close(pipes_[s]);
+      pipes_[s] = -1;
+      pump_.End(static_cast<LogPump::Stream>(s));
+    }
+    if (pump_.lost_bytes() > 0) {
+      Log("job %s: %s bytes of the task's output could not be written to its logs",
+          std::to_string(spec_.job), std::to_string(pump_.lost_bytes()));
+    }
+    for (int* fd : {&out_fd_, &err_fd_, &log_fd_}) {
+      if (*fd >= 0) close(*fd);
+      *fd = -1;
+    }
+  }
+
+  static constexpr int kPipeBytes = 1 << 20;
+
   ShimSpec spec_;
   ExitRecord record_;
+  int out_fd_ = -1;  // the log files
+  int err_fd_ = -1;
+  int log_fd_ = -1;
+  int pipes_[2] = {-1, -1};  // the read ends of the task's stdout and stderr (-1: closed)
+  LogPump pump_{-1, -1, -1};
   int sigfd_ = -1;
   pid_t main_ = -1;
   bool main_done_ = false;

@@ -1,5 +1,9 @@
 #include "exec/shim_spec.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
@@ -42,6 +46,8 @@ std::string EncodeShimSpec(const ShimSpec& s) {
   PutInt(&out, "no_new_privs", s.no_new_privs ? 1 : 0);
   Put(&out, "stdout", s.stdout_path);
   Put(&out, "stderr", s.stderr_path);
+  Put(&out, "log", s.log_path);
+  Put(&out, "runs", s.runs_path);
   for (const std::string& p : s.cgroup_procs) Put(&out, "cgroup_procs", p);
   for (const std::string& d : s.cgroup_dirs) Put(&out, "cgroup_dir", d);
   PutInt(&out, "rlimit_nproc", s.rlimit_nproc);
@@ -95,6 +101,10 @@ bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
       s->stdout_path = value;
     } else if (tag == "stderr") {
       s->stderr_path = value;
+    } else if (tag == "log") {
+      s->log_path = value;
+    } else if (tag == "runs") {
+      s->runs_path = value;
     } else if (tag == "cgroup_procs") {
       s->cgroup_procs.push_back(value);
     } else if (tag == "cgroup_dir") {
@@ -165,6 +175,51 @@ bool DecodeExitRecord(const std::string& text, ExitRecord* r) {
   r->orphaned = orphaned != 0;
   r->failed_to_start = failed != 0;
   return true;
+}
+
+std::string EncodeRunStart(const RunStart& r) {
+  return "run " + std::to_string(r.attempt) + " " + std::to_string(r.out) + " " +
+         std::to_string(r.err) + " " + std::to_string(r.log) + "\n";
+}
+
+std::vector<RunStart> DecodeRunIndex(const std::string& text) {
+  std::vector<RunStart> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t eol = text.find('\n', at);
+    if (eol == std::string::npos) break;  // torn: its writer has not finished it
+    std::istringstream line(text.substr(at, eol - at));
+    at = eol + 1;
+    std::string word;
+    RunStart r;
+    std::string rest;
+    if (line >> word >> r.attempt >> r.out >> r.err >> r.log && word == "run" && !(line >> rest)) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+uint64_t SizeOf(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_size);
+}
+
+}  // namespace
+
+bool AppendRunStart(const std::string& runs_path, uint64_t attempt, const std::string& out_path,
+                    const std::string& err_path, const std::string& log_path) {
+  if (runs_path.empty()) return true;
+  const std::string line =
+      EncodeRunStart({attempt, SizeOf(out_path), SizeOf(err_path), SizeOf(log_path)});
+  const int fd = ::open(runs_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  return ok;
 }
 
 bool DecodePidRecord(const std::string& text, PidRecord* r) {

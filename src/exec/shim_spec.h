@@ -4,9 +4,10 @@
 // The shim (src/exec/shim_main.cc) is a small process per task between the executor (the agent,
 // or the server's built-in node) and the task, as conmon or slurmstepd are: it starts the task as
 // its configured user with a clean environment, is the subreaper of everything the task starts,
-// forwards stops and kills the whole tree, and writes the task's exit status to a file. So a task
-// outlives a restart of its executor, which adopts it again from the pid file, and nothing a task
-// starts outlives the task.
+// reads its stdout and stderr through pipes into the task's log files (exec/log_pump.h), forwards
+// stops and kills the whole tree, and writes the task's exit status to a file. So a task outlives
+// a restart of its executor, which adopts it again from the pid file, and nothing a task starts
+// outlives the task.
 //
 // Encoding: a sequence of records "<tag> <length>\n<bytes>\n"; repeated tags for lists. Unknown
 // tags are refused, so executor and shim of different builds never half-understand each other.
@@ -32,8 +33,14 @@ struct ShimSpec {
   int64_t gid = -1;
   std::vector<int64_t> groups;  // supplementary groups (empty: none)
   bool no_new_privs = true;     // PR_SET_NO_NEW_PRIVS: setuid programs gain nothing
-  std::string stdout_path;      // opened by the shim (append, 0600), handed to the task
+  // The task's log files, opened by the shim (append, 0600) and written by it with what the task
+  // writes to its stdout and stderr (pipes): each stream's own file, and both line by line in the
+  // order written (log_path, "": none). Every run of a task appends to the same files; the run
+  // index (runs_path, "": none) gets the run's RunStart before the task starts.
+  std::string stdout_path;
   std::string stderr_path;
+  std::string log_path;
+  std::string runs_path;
   std::vector<std::string> cgroup_procs;  // cgroup.procs files the task's process joins
   std::vector<std::string> cgroup_dirs;   // the task's groups: their members are the task's
   int64_t rlimit_nproc = 0;               // RLIMIT_NPROC for the task (0: unchanged)
@@ -61,6 +68,24 @@ bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error);
 
 std::string EncodeExitRecord(const ExitRecord& r);  // "exit CODE timed_out 0 orphaned 0 ...\n"
 bool DecodeExitRecord(const std::string& text, ExitRecord* r);
+
+// Where a run's output begins in its task's three log files (stdout, stderr, both), which every
+// run appends to: a run's output is from its start to the next run's. The run index holds one line
+// per run, "run ATTEMPT OUT ERR LOG\n", written in one append before the run writes anything.
+struct RunStart {
+  uint64_t attempt = 0;
+  uint64_t out = 0;  // byte offsets in the stdout, stderr and combined files
+  uint64_t err = 0;
+  uint64_t log = 0;
+  bool operator==(const RunStart&) const = default;
+};
+std::string EncodeRunStart(const RunStart& r);
+// Every well-formed line of a run index, in order (a torn last line is skipped).
+std::vector<RunStart> DecodeRunIndex(const std::string& text);
+// Appends the RunStart of `attempt` to `runs_path`, with the current sizes of the three files (a
+// missing one is empty; "" : none). False when the index cannot be written.
+bool AppendRunStart(const std::string& runs_path, uint64_t attempt, const std::string& out_path,
+                    const std::string& err_path, const std::string& log_path);
 
 // A pid file: "<pid> <attempt> <start time> <boot id>".
 struct PidRecord {

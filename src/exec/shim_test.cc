@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -20,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string Read(const std::string& path) {
-  std::ifstream f(path);
+  std::ifstream f(path, std::ios::binary);
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
@@ -43,6 +44,8 @@ class ShimTest : public ::testing::Test {
     s.cwd = dir_.path();
     s.stdout_path = dir_.File("out");
     s.stderr_path = dir_.File("err");
+    s.log_path = dir_.File("log");
+    s.runs_path = dir_.File("runs");
     s.pid_path = dir_.File("pid");
     s.exit_path = dir_.File("exit");
     s.grace_ms = 300;
@@ -197,6 +200,80 @@ TEST_F(ShimTest, ProgramThatCannotRunIsAFailedStart) {
   const ExitRecord bad_cwd = Wait(Start(s));
   EXPECT_TRUE(bad_cwd.failed_to_start);
   EXPECT_EQ(bad_cwd.code, 126);
+}
+
+// The task's stdout and stderr come to the shim through pipes: each in its own file, and both in
+// the combined log in the order the task wrote them.
+TEST_F(ShimTest, OutputIsKeptInTheOrderItWasWritten) {
+  const pid_t pid = Start(Spec({"/bin/sh", "-c",
+                                "echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; echo out2; "
+                                "printf 'err2 ' >&2; echo out3; printf 'no newline' >&2"}));
+  EXPECT_EQ(Wait(pid).code, 0);
+  // err2's line waited for its end, which never came: it was written when its stream ended;
+  // out3, written while it waited, came first.
+  EXPECT_EQ(Read(dir_.File("log")), "out1\nerr1\nout2\nout3\nerr2 no newline");
+  EXPECT_EQ(Read(dir_.File("out")), "out1\nout2\nout3\n");
+  EXPECT_EQ(Read(dir_.File("err")), "err1\nerr2 no newline");
+  struct stat st {};
+  ASSERT_EQ(stat(dir_.File("log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // The run's start is in the run index, before anything it wrote.
+  EXPECT_EQ(DecodeRunIndex(Read(dir_.File("runs"))), (std::vector<RunStart>{{1, 0, 0, 0}}));
+  ShimSpec again = Spec({"/bin/sh", "-c", "echo second"});
+  again.attempt = 2;
+  EXPECT_EQ(Wait(Start(again)).code, 0);
+  EXPECT_EQ(DecodeRunIndex(Read(dir_.File("runs"))),
+            (std::vector<RunStart>{{1, 0, 0, 0}, {2, 15, 20, 35}}));
+}
+
+// Much output on both streams at once (more than a pipe holds), binary included, arrives whole:
+// the shim reads both as they fill.
+TEST_F(ShimTest, LargeAndBinaryOutputArrivesWhole) {
+  const pid_t pid = Start(Spec(
+      {"/bin/sh", "-c",
+       "head -c 3000000 /dev/urandom > data; cat data; cat data >&2; cat data; echo end >&2"}));
+  EXPECT_EQ(Wait(pid).code, 0);
+  const std::string data = Read(dir_.File("data"));
+  ASSERT_EQ(data.size(), 3000000u);
+  EXPECT_TRUE(Read(dir_.File("out")) == data + data);
+  EXPECT_TRUE(Read(dir_.File("err")) == data + "end\n");
+  EXPECT_EQ(Read(dir_.File("log")).size(), 3 * data.size() + 4);
+}
+
+// While the shim is stopped (slow), the task goes on writing: its output waits in the pipe, not
+// the task; nothing of it is lost.
+TEST_F(ShimTest, ATaskDoesNotWaitForASlowShim) {
+  const pid_t pid = Start(Spec({"/bin/sh", "-c",
+                                "touch started; while [ ! -f go ]; do sleep 0.01; done; "
+                                "head -c 500000 /dev/zero; echo wrote > wrote; sleep 0.2"}));
+  for (int i = 0; i < 400 && !std::filesystem::exists(dir_.File("started")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  std::ofstream(dir_.File("go")) << "";
+  bool wrote = false;
+  for (int i = 0; i < 500 && !wrote; ++i) {
+    wrote = !Read(dir_.File("wrote")).empty();
+    if (!wrote) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGCONT);
+  EXPECT_TRUE(wrote) << "the task waited for the stopped shim";
+  EXPECT_EQ(Wait(pid).code, 0);
+  EXPECT_EQ(Read(dir_.File("out")).size(), 500000u);
+}
+
+// A task that closes its stdout early keeps its stderr; one whose processes left a pipe open
+// behind it ends all the same.
+TEST_F(ShimTest, ClosedAndInheritedStreams) {
+  const pid_t pid =
+      Start(Spec({"/bin/sh", "-c", "exec 1>&-; sleep 0.2; echo still here >&2; exit 4"}));
+  EXPECT_EQ(Wait(pid).code, 4);
+  EXPECT_EQ(Read(dir_.File("log")), "still here\n");
+  const pid_t left = Start(Spec({"/bin/sh", "-c", "(sleep 30; echo late) & echo gone"}));
+  const auto started = Clock::now();
+  EXPECT_EQ(Wait(left).code, 0);
+  EXPECT_LT(Clock::now() - started, std::chrono::seconds(10));
+  EXPECT_EQ(Read(dir_.File("out")), "gone\n");
 }
 
 // As root: the task runs as the user it names, with no way back (no new privileges).

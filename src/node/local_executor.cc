@@ -21,6 +21,8 @@
 #include <sstream>
 #include <vector>
 
+#include "node/task_logs.h"
+
 namespace arbiter::node {
 
 namespace {
@@ -315,9 +317,10 @@ std::set<int32_t> LocalExecutor::BusyGpus() const {
   return out;
 }
 
-bool LocalExecutor::Running(uint64_t job, int32_t task) const {
+uint64_t LocalExecutor::RunningAttempt(uint64_t job, int32_t task) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return procs_.count({job, task}) > 0;
+  auto it = procs_.find({job, task});
+  return it == procs_.end() ? 0 : it->second.attempt;
 }
 
 size_t LocalExecutor::running() const {
@@ -453,8 +456,16 @@ void LocalExecutor::FailToStart(const TaskAssignment& a, const std::string& why)
   spdlog::error("job {} task {}: not started: {}", a.job, a.task, why);
   std::string ignored;
   if (EnsureDir(StateDir(a.job), 0700, &ignored)) {
-    std::ofstream err(fmt::format("{}/task-{}.err", StateDir(a.job), a.task), std::ios::app);
-    err << "arbiter: the task was not started on node " << node_ << ": " << why << "\n";
+    // As the run's own stderr would have said it: in its stderr and its combined log.
+    const TaskLogRef ref{work_dir_, a.job, a.task};
+    exec::AppendRunStart(TaskRunIndexPath(ref), a.attempt, TaskLogPath(ref, LogStream::kStdout),
+                         TaskLogPath(ref, LogStream::kStderr),
+                         TaskLogPath(ref, LogStream::kCombined));
+    const std::string line =
+        fmt::format("arbiter: the task was not started on node {}: {}\n", node_, why);
+    for (LogStream s : {LogStream::kStderr, LogStream::kCombined}) {
+      std::ofstream(TaskLogPath(ref, s), std::ios::app) << line;
+    }
   }
   backend_->ReportTaskStarted(a.job, a.task, a.attempt);
   backend_->ReportTaskExited(a.job, a.task, a.attempt, 126, false);
@@ -476,8 +487,11 @@ void LocalExecutor::Launch(const TaskAssignment& a) {
   s.uid = id.uid;
   s.gid = id.gid;
   s.groups = id.groups;
-  s.stdout_path = fmt::format("{}/task-{}.out", StateDir(a.job), a.task);
-  s.stderr_path = fmt::format("{}/task-{}.err", StateDir(a.job), a.task);
+  const TaskLogRef logs{work_dir_, a.job, a.task};
+  s.stdout_path = TaskLogPath(logs, LogStream::kStdout);
+  s.stderr_path = TaskLogPath(logs, LogStream::kStderr);
+  s.log_path = TaskLogPath(logs, LogStream::kCombined);
+  s.runs_path = TaskRunIndexPath(logs);
   s.grace_ms = a.grace_ms;
   if (a.spec.walltime_seconds > 0)
     s.walltime_ms = a.spec.walltime_seconds * 1000 + kWalltimeBackstopMs;

@@ -8,7 +8,8 @@
 // grace period, SIGKILL) and writes the exit status to a file. A task's folders (docs/security.md):
 //
 //   WORK_DIR/                  0711, the executor's
-//     jobs/<id>/               0700, the executor's: task-<n>.{out,err} (0600), .pid, .exit
+//     jobs/<id>/               0700, the executor's: task-<n>.{out,err,log,runs} (0600: every
+//                              run's output, node/task_logs.h), .pid, .exit
 //     work/<id>/               0700, the task's user's: the default working directory and HOME
 //     tmp/<id>/                0700, the task's user's: TMPDIR
 //     checkpoints/<id>/        0700, the task's user's: ARBITER_CHECKPOINT_DIR (kept across runs)
@@ -25,7 +26,7 @@
 // to this node (its job was declared lost meanwhile) is stopped.
 //
 // Threads: one thread (Start/Stop) polls assignments and reaps shims; it calls the backend, which
-// is thread-safe. BusyGpus(), Running() and Describe() may be called from any thread.
+// is thread-safe. BusyGpus(), RunningAttempt() and Describe() may be called from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -89,8 +90,8 @@ class LocalExecutor {
 
   // GPU indices of the tasks running now.
   std::set<int32_t> BusyGpus() const;
-  // Whether a process of task `task` of job `job` runs now.
-  bool Running(uint64_t job, int32_t task) const;
+  // The run (attempt) of task `task` of job `job` whose processes are here now; 0: none.
+  uint64_t RunningAttempt(uint64_t job, int32_t task) const;
   // Tasks running now (adopted ones included).
   size_t running() const;
   // How tasks are confined here, for the node's status: who they run as, cgroups, devices.

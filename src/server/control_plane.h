@@ -68,12 +68,23 @@ namespace arbiter::server {
 // Milliseconds since the epoch; injected so tests can drive time.
 using NowFn = std::function<TimeMs()>;
 
-// Where a task's logs are (JobLogSource).
+// Where a task's logs are now (JobLogSource): its latest run's node.
 struct LogSource {
-  std::string node;
-  uint64_t attempt = 0;
-  bool running = false;   // the task may still write to them
+  std::string node;       // "" : the task has not run yet
+  uint64_t attempt = 0;   // the job's latest run (0: none yet)
+  bool running = false;   // the task's latest run may still write to its logs
+  bool ended = false;     // the job has ended: no run follows (a retry action aside)
+  std::string state;      // the job's state ("pending", ...)
   std::string agent_url;  // "" : the node is not run by an agent (the built-in node)
+  std::string agent_token;
+};
+
+// One run of a task, for its logs (JobLogRuns).
+struct LogRun {
+  uint64_t attempt = 0;
+  std::string node;       // where its logs are ("" : not known)
+  std::string after;      // why the run before it ended (server/log_runs.h)
+  std::string agent_url;  // the node's agent's log port ("" : none now)
   std::string agent_token;
 };
 
@@ -254,8 +265,12 @@ class ControlPlane : public node::ExecutionBackend {
                                            DurationMs reconnect_window = 0);
   // Whether node token `p` speaks for node `node` (PermissionDenied naming both otherwise).
   Status CheckNodeToken(const Principal& p, const std::string& node) const;
-  // Where the logs of task `task` of job `id` are: access as for reading the job.
+  // Where the logs of task `task` of job `id` are now, and whether it runs: access as for
+  // reading the job. Cheap (memory only): a log follower asks it while it waits.
   Result<LogSource> JobLogSource(const Principal& p, uint64_t id, int32_t task);
+  // Every run of task `task` of job `id` so far, oldest first, from the job's history (the
+  // store): its node and why the run before it ended. Access as for reading the job.
+  Result<std::vector<LogRun>> JobLogRuns(const Principal& p, uint64_t id, int32_t task);
 
   // Records a mutating call in the audit log (also for denied ones).
   void Audit(const Principal& p, std::string action, std::string target, std::string result);
@@ -306,7 +321,11 @@ class ControlPlane : public node::ExecutionBackend {
   Status CompileLocked();
   // `previous`: the configuration being replaced, to delete what is gone (may be null).
   Status PersistConfigLocked(store::WriteBatch* b, const api::ClusterConfig* previous) const;
-  void RecordTransitionLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b);
+  // `detail_json`: the event's detail (an admission's: server/log_runs.h).
+  // The log port of `node`'s agent, when it has one (`*url`, `*token` unchanged otherwise).
+  void LogPortLocked(const std::string& node, std::string* url, std::string* token) const;
+  void RecordTransitionLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b,
+                              std::string detail_json = "{}");
   // Counts a transition in metrics_; `since`: when the job entered `from`.
   void CountTransitionLocked(const JobEntry& j, JobState from, JobState to, TimeMs since);
   store::JobRecord JobRecordLocked(const JobEntry& j) const;

@@ -8,6 +8,7 @@
 #include "api/agent_codec.h"
 #include "server/control_plane.h"
 #include "server/control_plane_helpers.h"
+#include "server/log_runs.h"
 
 namespace arbiter::server {
 
@@ -322,22 +323,48 @@ Result<LogSource> ControlPlane::JobLogSource(const Principal& p, uint64_t id, in
   }
   const auto t = static_cast<size_t>(task);
   LogSource src;
+  src.state = std::string(JobStateName(j.state));
+  src.ended = IsFinal(j.state) && !j.stopping;
   if (t < j.placement.size()) {
     src.node = j.placement[t].node;
   } else if (t < j.task_nodes.size()) {
     src.node = j.task_nodes[t];
-  } else {
-    return NotFound(fmt::format("job {} has not run yet ({}): no logs", id, JobStateName(j.state)));
   }
   src.attempt = j.attempt;
   src.running = j.holds_capacity() && t < j.placement.size() && t < j.task_state.size() &&
                 j.task_state[t] != 2;
-  auto n = nodes_.all.find(src.node);
-  if (n != nodes_.all.end() && !n->second.log_url.empty()) {
-    src.agent_url = n->second.log_url;
-    src.agent_token = n->second.log_token;
-  }
+  LogPortLocked(src.node, &src.agent_url, &src.agent_token);
   return src;
+}
+
+void ControlPlane::LogPortLocked(const std::string& node, std::string* url,
+                                 std::string* token) const {
+  auto n = nodes_.all.find(node);
+  if (n == nodes_.all.end() || n->second.log_url.empty()) return;
+  *url = n->second.log_url;
+  *token = n->second.log_token;
+}
+
+Result<std::vector<LogRun>> ControlPlane::JobLogRuns(const Principal& p, uint64_t id,
+                                                     int32_t task) {
+  auto now = JobLogSource(p, id, task);  // access, and the task's node now
+  if (!now.ok()) return now.status();
+  // Every change already visible in memory is in the history (JobEvents).
+  ARBITER_RETURN_IF_ERROR(store_->Write(store::WriteBatch{}));
+  auto events = store_->JobEvents(id);
+  if (!events.ok()) return events.status();
+  std::vector<LogRun> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (RunHistory& h : RunsFromEvents(*events, task)) {
+    LogRun r;
+    r.attempt = h.attempt;
+    // Admissions recorded before they named their nodes: the node the task ran on last.
+    r.node = h.node.empty() ? now->node : std::move(h.node);
+    r.after = std::move(h.after);
+    LogPortLocked(r.node, &r.agent_url, &r.agent_token);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace arbiter::server

@@ -253,7 +253,11 @@ TEST_F(AgentsTest, LogSourceFollowsTheTaskToItsNode) {
   Register("gpu-01", "i1");
   const uint64_t id = Submit({{"resources", {{"gpus", 1}}}});
   auto pending = cp_->JobLogSource(admin_, id, 0);
-  EXPECT_EQ(pending.status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(pending.ok());  // no node yet: a follower waits for one
+  EXPECT_EQ(pending->node, "");
+  EXPECT_EQ(pending->attempt, 0u);
+  EXPECT_EQ(pending->state, "pending");
+  EXPECT_FALSE(pending->running || pending->ended);
   ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
   auto src = cp_->JobLogSource(admin_, id, 0);
   ASSERT_TRUE(src.ok());
@@ -266,8 +270,35 @@ TEST_F(AgentsTest, LogSourceFollowsTheTaskToItsNode) {
   ASSERT_TRUE(src.ok());  // still found after the placement is released
   EXPECT_EQ(src->node, "gpu-01");
   EXPECT_FALSE(src->running);
+  EXPECT_TRUE(src->ended);
   EXPECT_EQ(cp_->JobLogSource(admin_, id, 1).status().field(), "task");
   EXPECT_EQ(cp_->JobLogSource(node_, id, 0).status().code(), StatusCode::kPermissionDenied);
+}
+
+// Every run of a task is told apart for its logs: its node (with that node's log port) and why
+// the run before it ended, from the job's history.
+TEST_F(AgentsTest, LogRunsTellEachRunsNodeAndWhyTheLastEnded) {
+  Register("gpu-01", "i1");
+  const uint64_t id = Submit(
+      {{"resources", {{"gpus", 1}}}, {"retry", {{"max_retries", 1}, {"backoff_seconds", 0}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  Beat("gpu-01", "i1",
+       {{1, id, 0, 1, TaskEvent::kStarted, 0, false}, {2, id, 0, 1, TaskEvent::kExited, 3, false}});
+  ASSERT_EQ(State(id), "retry-wait");
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  ASSERT_EQ(State(id), "admitted");
+  auto runs = cp_->JobLogRuns(admin_, id, 0);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].attempt, 1u);
+  EXPECT_EQ((*runs)[0].node, "gpu-01");
+  EXPECT_EQ((*runs)[0].after, "");
+  EXPECT_EQ((*runs)[0].agent_url, "http://10.0.0.9:4000");
+  EXPECT_EQ((*runs)[1].attempt, 2u);
+  EXPECT_EQ((*runs)[1].after, "a retry (exit 3)");
+  EXPECT_EQ(cp_->JobLogRuns(node_, id, 0).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(cp_->JobLogRuns(admin_, id, 2).status().field(), "task");
 }
 
 // A node token speaks for its own node only: it cannot register, beat or watch as another node

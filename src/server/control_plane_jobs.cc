@@ -149,7 +149,7 @@ std::string ControlPlane::JobTextLocked(const JobEntry& j, const Principal& p) c
 }
 
 void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string reason,
-                                          store::WriteBatch* b) {
+                                          store::WriteBatch* b, std::string detail_json) {
   const JobState from = j.state;
   CountTransitionLocked(j, from, to, j.updated_at);
   j.state = to;
@@ -158,7 +158,7 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
   j.updated_at = now_();
   b->PutJob(JobRecordLocked(j));
   b->AppendJobEvent({0, j.spec.id.value(), j.updated_at, std::string(JobStateName(from)),
-                     std::string(JobStateName(to)), reason, "{}"});
+                     std::string(JobStateName(to)), reason, std::move(detail_json)});
   TouchNodesLocked(j);
   // Work for the scheduler: a job to place, or capacity given back.
   const bool takes = to == JobState::kAdmitted || to == JobState::kStarting ||

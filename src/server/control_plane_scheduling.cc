@@ -15,6 +15,7 @@
 #include "server/control_plane_compiled.h"
 #include "server/control_plane_helpers.h"
 #include "server/dependencies.h"
+#include "server/log_runs.h"
 #include "server/reports.h"
 
 namespace arbiter::server {
@@ -329,7 +330,8 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
     for (const PlacedTask& t : j.placement) j.task_nodes.push_back(t.node);
     std::string reason = a.borrowing() ? "admitted on borrowed capacity" : "admitted";
     if (a.best_effort) reason += " at best-effort priority (budget spent)";
-    RecordTransitionLocked(j, JobState::kAdmitted, reason, b);
+    RecordTransitionLocked(j, JobState::kAdmitted, reason, b,
+                           AdmissionDetail(j.attempt, j.task_nodes));
     std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == a.job; });
   }
   for (const core::PreemptionDecision& d : r.preemptions) {

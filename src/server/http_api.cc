@@ -125,8 +125,15 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
   }
   if (key == "GET /api/v1/jobs/{id}/logs") {
     return {{"task", "integer", "the task (default 0)"},
-            {"stream", "string", "stdout (default) or stderr"},
-            {"follow", "boolean", "true: stream until the task ends"}};
+            {"stream", "string",
+             "combined (stdout and stderr line by line, in the order written), stdout (the "
+             "default) or stderr"},
+            {"run", "integer",
+             "only this run (the job's Nth admission), without separators; default: every run, "
+             "each after a line '--- run N, after <why the last one ended> ---'"},
+            {"follow", "boolean",
+             "true: wait for the job to start, stream while it runs, into its next runs, "
+             "until the job ends"}};
   }
   if (method == "GET" && path.rfind("/api/v1/reports/", 0) == 0) {
     return {{"from", "string", "start: RFC 3339 time or date"},
@@ -351,6 +358,7 @@ void HttpApi::Register() {
   RegisterAccessRoutes(route);
   RegisterClusterRoutes(route);
   RegisterAgentRoutes(route);
+  RegisterLogRoutes(route);
   RegisterReportRoutes(route);
 
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {

@@ -101,18 +101,13 @@ class HttpApi {
   void RegisterJobRoutes(const RouteFn& route);      // http_jobs_api.cc: jobs, the event stream
   void RegisterAccessRoutes(const RouteFn& route);   // http_access_api.cc: users, tokens, audit
   void RegisterClusterRoutes(const RouteFn& route);  // http_cluster_api.cc: nodes, configuration
-  // The node agents' routes and the logs route (http_agent_api.cc).
+  // The node agents' routes (http_agent_api.cc).
   void RegisterAgentRoutes(const RouteFn& route);
+  // A job's task logs: read from the built-in node, proxied from agents (http_logs_api.cc).
+  void RegisterLogRoutes(const RouteFn& route);
   // The reports' routes (http_reports_api.cc).
   void RegisterReportRoutes(const RouteFn& route);
 
- public:
-  struct LogQuery;  // job, task, stream, follow
-
- private:
-  void LocalLogs(const Principal& p, const LogQuery& q, httplib::Response& res);
-  void ProxyLogs(const Principal& p, const LogQuery& q, const LogSource& src,
-                 httplib::Response& res);
   bool AllowRate(const std::string& token_id);
   // Shared by the route files: the error body and status of `st`; a JSON body or a 400.
   static void SendError(httplib::Response& res, const Status& st);

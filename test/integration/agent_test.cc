@@ -14,6 +14,7 @@
 
 #include "agent_process.h"
 #include "checkpoint_job.h"
+#include "cli_process.h"
 #include "server_process.h"
 
 namespace arbiter::testing {
@@ -453,6 +454,11 @@ TEST_F(AgentTest, PreemptedJobCheckpointsOnItsAgentAndResumes) {
                                {"priority_class", "best-effort"},
                                {"resources", {{"gpus", 4}}}});
   WaitFor(low, "running");
+  // Preempted only once it has set its trap (it says "started" then): a process that takes long
+  // to start on a busy machine would otherwise die of the SIGTERM before it could checkpoint.
+  for (int i = 0; i < 200 && Output("node-a", low, 0).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   const uint64_t high = Submit({{"command", {"sh", "-c", "sleep 0.3"}},
                                 {"priority_class", "critical"},
                                 {"resources", {{"gpus", 4}}}});
@@ -461,7 +467,8 @@ TEST_F(AgentTest, PreemptedJobCheckpointsOnItsAgentAndResumes) {
   EXPECT_EQ(l["preemptions"], 1);
   auto log = admin_->Get(fmt::format("/api/v1/jobs/{}/logs", low));
   ASSERT_TRUE(log);
-  EXPECT_EQ(log->body, kCheckpointJobOutput);
+  EXPECT_EQ(log->body, kCheckpointJobLog);
+  EXPECT_EQ(Output("node-a", low, 0), kCheckpointJobOutput);  // the stdout file holds every run
   const std::vector<std::string> to = EventStates(low);
   EXPECT_EQ(Count(to, "preempting"), 1);
   EXPECT_EQ(Count(to, "preempted"), 1);
@@ -502,6 +509,42 @@ TEST_F(AgentTest, LogsThroughTheApi) {
   EXPECT_EQ(node->Get(fmt::format("/api/v1/jobs/{}/logs", id))->status, 403);
   // And node tokens are the only ones for the agent routes.
   EXPECT_EQ(admin_->Post("/api/v1/agent/heartbeat", "{}", "application/json")->status, 403);
+}
+
+// `arbiter logs` through an agent's log port: stdout and stderr in the order written, every run
+// after its separator, and -f on a job still pending until it ends.
+TEST_F(AgentTest, CliLogsThroughTheAgent) {
+  StartAgent("node-a");
+  CliOptions cli;
+  TempDir home;
+  cli.env = {{"HOME", home.path()},
+             {"ARBITER_SERVER", fmt::format("http://127.0.0.1:{}", server_.port())},
+             {"ARBITER_TOKEN", server_.admin_token()}};
+  const uint64_t flaky =
+      Submit({{"command",
+               {"sh", "-c",
+                "if [ -f \"$ARBITER_CHECKPOINT_DIR/ran\" ]; then echo second; exit 0; fi; "
+                "touch \"$ARBITER_CHECKPOINT_DIR/ran\"; echo out1; sleep 0.2; echo err1 >&2; "
+                "sleep 0.2; echo out2; exit 3"}},
+              {"retry", {{"max_retries", 1}, {"backoff_seconds", 0}}}});
+  WaitFor(flaky, "succeeded");
+  const CliResult logs = RunCli({"logs", std::to_string(flaky)}, cli);
+  ASSERT_EQ(logs.code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "out1\nerr1\nout2\n--- run 2, after a retry (exit 3) ---\nsecond\n");
+  EXPECT_EQ(RunCli({"logs", std::to_string(flaky), "--stderr"}, cli).out,
+            "err1\n--- run 2, after a retry (exit 3) ---\n");
+  EXPECT_EQ(RunCli({"logs", std::to_string(flaky), "--run", "2"}, cli).out, "second\n");
+  // Followed from before it starts: a dependency holds it.
+  const uint64_t first = Submit({{"command", {"sleep", "2"}}});
+  const uint64_t later =
+      Submit({{"command", {"sh", "-c", "echo b1; sleep 0.2; echo b2 >&2"}},
+              {"depends_on", json::array({{{"type", "afterok"}, {"job", first}}})}});
+  const CliResult followed = RunCli({"logs", std::to_string(later), "-f"}, cli);
+  EXPECT_EQ(followed.code, 0) << followed.err;
+  EXPECT_EQ(followed.out, "b1\nb2\n");
+  EXPECT_NE(followed.err.find(fmt::format("note: job {} is pending", later)), std::string::npos)
+      << followed.err;
+  EXPECT_EQ(Get(later)["state"], "succeeded");
 }
 
 // A node token names its node: made without one it is refused (the field named), and it

@@ -269,25 +269,96 @@ TEST_F(CliTest, TokensAreListedAndRevoked) {
   EXPECT_TRUE(Contains(As("admin", {"token", "list"}).out, "revoked"));
 }
 
-// logs: the task's stdout on stdout and its stderr on stderr; --stream picks one (on stdout).
-TEST_F(CliTest, LogsShowStdoutAndStderr) {
-  const CliResult sub = As("alice", {"submit", "--queue", "vision-dev", "-o", "json", "--", "sh",
-                                     "-c", "echo to-out; echo to-err >&2"});
+// logs: stdout and stderr in the order the task wrote them, on stdout; --stdout and --stderr
+// (or --stream) pick one.
+TEST_F(CliTest, LogsShowStdoutAndStderrAsWritten) {
+  const CliResult sub =
+      As("alice", {"submit", "--queue", "vision-dev", "-o", "json", "--", "sh", "-c",
+                   "echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2; printf tail >&2"});
   ASSERT_EQ(sub.code, 0) << sub.err;
   const std::string id = std::to_string(ParseOrNull(sub.out)["id"].get<uint64_t>());
   ASSERT_EQ(As("alice", {"wait", id, "--timeout", "30"}).code, 0);
   const CliResult both = As("alice", {"logs", id});
   ASSERT_EQ(both.code, 0) << both.err;
-  EXPECT_EQ(both.out, "to-out\n");
-  EXPECT_EQ(both.err, "to-err\n");
-  const CliResult followed = As("alice", {"logs", id, "-f"});
-  EXPECT_EQ(followed.out, "to-out\n");
-  EXPECT_EQ(followed.err, "to-err\n");
-  const CliResult err = As("alice", {"logs", id, "--stream", "stderr"});
-  EXPECT_EQ(err.out, "to-err\n");
+  EXPECT_EQ(both.out, "out1\nerr1\nout2\ntail");
+  EXPECT_EQ(both.err, "");
+  EXPECT_EQ(As("alice", {"logs", id, "-f"}).out, both.out);  // ended: -f prints it and ends
+  EXPECT_EQ(As("alice", {"logs", id, "--stream", "both"}).out, both.out);
+  const CliResult err = As("alice", {"logs", id, "--stderr"});
+  EXPECT_EQ(err.out, "err1\ntail");
   EXPECT_EQ(err.err, "");
-  EXPECT_EQ(As("alice", {"logs", id, "--stream", "stdout"}).out, "to-out\n");
+  EXPECT_EQ(As("alice", {"logs", id, "--stdout"}).out, "out1\nout2\n");
+  EXPECT_EQ(As("alice", {"logs", id, "--stream", "stderr"}).out, "err1\ntail");
   EXPECT_EQ(As("alice", {"logs", id, "--stream", "stdin"}).code, 2);
+  EXPECT_EQ(As("alice", {"logs", id, "--stdout", "--stderr"}).code, 2);
+  EXPECT_EQ(As("alice", {"logs", id, "--run", "1"}).out, both.out);
+  const CliResult no_run = As("alice", {"logs", id, "--run", "2"});
+  EXPECT_EQ(no_run.code, 1);
+  EXPECT_TRUE(Contains(no_run.err, "has no log of run 2")) << no_run.err;
+}
+
+// Every run of a task is kept; `logs` shows them in order, each after a line that says why the
+// run before it ended; --run shows one.
+TEST_F(CliTest, LogsSeparateTheRunsOfARetriedJob) {
+  WriteFile(work_.path() + "/flaky.yaml", R"(queue: vision-dev
+command: [sh, -c, 'if [ -f "$ARBITER_CHECKPOINT_DIR/ran" ]; then echo second; else touch "$ARBITER_CHECKPOINT_DIR/ran"; echo first; echo failing >&2; exit 3; fi']
+retry: {max_retries: 1, backoff_seconds: 0}
+)");
+  const uint64_t id = Submit("alice", {"flaky.yaml"});
+  ASSERT_EQ(As("alice", {"wait", std::to_string(id), "--timeout", "30"}).code, 0);
+  const CliResult logs = As("alice", {"logs", std::to_string(id)});
+  ASSERT_EQ(logs.code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "first\nfailing\n--- run 2, after a retry (exit 3) ---\nsecond\n");
+  EXPECT_EQ(As("alice", {"logs", std::to_string(id), "--stdout"}).out,
+            "first\n--- run 2, after a retry (exit 3) ---\nsecond\n");
+  EXPECT_EQ(As("alice", {"logs", std::to_string(id), "--run", "1"}).out, "first\nfailing\n");
+  EXPECT_EQ(As("alice", {"logs", std::to_string(id), "--run", "2"}).out, "second\n");
+}
+
+// logs -f on a job held pending (a dependency) says why it waits, then prints the job's output
+// once it runs and exits 0 when it ends.
+TEST_F(CliTest, LogsFollowAPendingJobUntilItEnds) {
+  const uint64_t first = Submit("alice", {"--queue", "vision-dev", "--", "sleep", "2"});
+  const uint64_t id = Submit(
+      "alice", {"--queue", "vision-dev", "--dependency", fmt::format("afterok:{}", first), "--",
+                "sh", "-c", "echo b-out; sleep 0.2; echo b-err >&2; sleep 0.2; echo b-done"});
+  bool waits = false;
+  for (int i = 0; i < 200 && !waits; ++i) {
+    waits =
+        ParseOrNull(As("alice", {"why", std::to_string(id), "-o", "json"}).out).value("code", "") ==
+        "Dependency";
+    if (!waits) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(waits);
+  const CliResult followed = As("alice", {"logs", std::to_string(id), "-f"});
+  EXPECT_EQ(followed.code, 0) << followed.err;
+  EXPECT_EQ(followed.out, "b-out\nb-err\nb-done\n");
+  EXPECT_TRUE(Contains(followed.err, fmt::format("note: job {} is pending (Dependency: ", id)))
+      << followed.err;
+  EXPECT_TRUE(Contains(followed.err, "waiting for it to run")) << followed.err;
+  EXPECT_EQ(Job(id).value("state", ""), "succeeded");
+}
+
+// --all-tasks: every task's lines after its index, as srun -l writes them.
+TEST_F(CliTest, LogsOfEveryTask) {
+  const uint64_t id = Submit("alice", {"--queue", "vision-dev", "--tasks", "2", "--", "sh", "-c",
+                                       "echo task $ARBITER_TASK_INDEX; printf half"});
+  ASSERT_EQ(As("alice", {"wait", std::to_string(id), "--timeout", "30"}).code, 0);
+  const CliResult all = As("alice", {"logs", std::to_string(id), "--all-tasks"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_EQ(all.out, "0: task 0\n0: half\n1: task 1\n1: half\n");
+  EXPECT_EQ(As("alice", {"logs", std::to_string(id), "--task", "1"}).out, "task 1\nhalf");
+  // Followed, the tasks' lines come as they do: whole, in any order between tasks.
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> v;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) v.push_back(line);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(lines(As("alice", {"logs", std::to_string(id), "--all-tasks", "-f"}).out),
+            lines(all.out));
+  EXPECT_EQ(As("alice", {"logs", std::to_string(id), "--all-tasks", "--task", "1"}).code, 2);
 }
 
 // A job array: one submission, one job per index with the array's name and ARBITER_ARRAY_* in its

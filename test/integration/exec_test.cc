@@ -244,6 +244,11 @@ TEST_F(ExecTest, PreemptedJobCheckpointsAndResumes) {
                                {"priority_class", "best-effort"},
                                {"resources", {{"gpus", 8}}}});
   WaitFor(low, "running");
+  // Preempted only once it has set its trap (it says "started" then): a process that takes long
+  // to start on a busy machine would otherwise die of the SIGTERM before it could checkpoint.
+  for (int i = 0; i < 200 && Output(low).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   const uint64_t high = Submit({{"command", {"sh", "-c", "sleep 0.5"}},
                                 {"priority_class", "critical"},
                                 {"resources", {{"gpus", 8}}}});
