@@ -90,12 +90,15 @@ const Row kMatrix[] = {
     {"POST /api/v1/jobs/{id}/suspend",    {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/jobs/{id}/resume",     {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/jobs/{id}/retry",      {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    // Requeue of a pending job: 409 once past the checks (only admitted or running jobs requeue).
+    {"POST /api/v1/jobs/{id}/requeue",    {401,  409,  409,  403,  409,  403,  403,  403,  404}},
     // Job arrays (a pending array of bob's): as its jobs.
     {"GET /api/v1/arrays/{id}",           {401,  200,  200,  200,  200,  200,  403,  403,  404}},
     {"POST /api/v1/arrays/{id}/cancel",   {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/arrays/{id}/suspend",  {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/arrays/{id}/resume",   {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"POST /api/v1/arrays/{id}/retry",    {401,  200,  200,  403,  200,  403,  403,  403,  404}},
+    {"POST /api/v1/arrays/{id}/requeue",  {401,  409,  409,  403,  409,  403,  403,  403,  404}},
     {"POST /api/v1/arrays/{id}/throttle", {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     {"GET /api/v1/tenants",               {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     {"GET /api/v1/queues",                {401,  200,  200,  200,  200,  200,  403,  403,  200}},

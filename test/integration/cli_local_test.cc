@@ -310,8 +310,8 @@ TEST_F(CliLocalTest, SbatchScriptsDryRun) {
 
 TEST_F(CliLocalTest, UnsupportedDirectivesInOneWarning) {
   WriteFile(work_.path() + "/odd.sh",
-            "#!/bin/bash\n#SBATCH -p vision-dev\n#SBATCH --mail-type=END --mail-user=a@b.c\n"
-            "#SBATCH --exclusive\n#SBATCH --dependency=afterok:9\necho\n");
+            "#!/bin/bash\n#SBATCH -p vision-dev\n#SBATCH --hold --licenses=matlab:2\n"
+            "#SBATCH --reservation=maint\n#SBATCH --dependency=afterok:9\necho\n");
   const CliResult r = Run({"submit", "--dry-run", "-o", "json", "odd.sh"});
   EXPECT_EQ(r.code, 0) << r.err;
   std::vector<std::string> warnings;
@@ -322,7 +322,7 @@ TEST_F(CliLocalTest, UnsupportedDirectivesInOneWarning) {
   ASSERT_EQ(warnings.size(), 1u) << r.err;
   EXPECT_EQ(warnings[0],
             "warning: odd.sh: #SBATCH directives Arbiter does not support, ignored: "
-            "--mail-type=END (line 3), --mail-user=a@b.c (line 3), --exclusive (line 4)");
+            "--hold (line 3), --licenses=matlab:2 (line 3), --reservation=maint (line 4)");
   // --dependency is supported: it becomes depends_on.
   EXPECT_EQ(ParseOrNull(r.out)["depends_on"], json::parse(R"([{"job": 9, "type": "afterok"}])"))
       << r.out;
