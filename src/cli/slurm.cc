@@ -298,16 +298,19 @@ std::optional<int64_t> NowRelative(std::string_view s, int64_t now) {
   std::string_view num = s.substr(0, digits);
   const int64_t n = Digits(&num, digits);
   const std::string unit(s.substr(digits));
+  struct Unit {
+    const char* names[6];
+    int64_t seconds;
+  };
+  static const Unit kUnits[] = {{{"", "s", "sec", "secs", "second", "seconds"}, 1},
+                                {{"m", "min", "mins", "minute", "minutes", nullptr}, 60},
+                                {{"h", "hour", "hours", nullptr, nullptr, nullptr}, 3600},
+                                {{"d", "day", "days", nullptr, nullptr, nullptr}, 86400},
+                                {{"w", "week", "weeks", nullptr, nullptr, nullptr}, 7 * 86400}};
   int64_t scale = 0;
-  for (const auto& [names, seconds] :
-       std::initializer_list<std::pair<std::initializer_list<const char*>, int64_t>>{
-           {{"", "s", "sec", "secs", "second", "seconds"}, 1},
-           {{"m", "min", "mins", "minute", "minutes"}, 60},
-           {{"h", "hour", "hours"}, 3600},
-           {{"d", "day", "days"}, 86400},
-           {{"w", "week", "weeks"}, 7 * 86400}}) {
-    for (const char* name : names) {
-      if (unit == name) scale = seconds;
+  for (const Unit& u : kUnits) {
+    for (const char* name : u.names) {
+      if (name != nullptr && unit == name) scale = u.seconds;
     }
   }
   if (scale == 0) return std::nullopt;
