@@ -36,7 +36,10 @@ void HttpApi::RegisterClusterRoutes(const RouteFn& route) {
             if (!req.body.empty()) {
               auto body = ParseJsonBody(req);
               if (!body.ok()) return SendError(res, body.status());
-              const json r = body->is_object() ? body->value("reason", json("")) : json();
+              if (!body->is_object()) {
+                return SendError(res, InvalidArgument("", "the body must be a JSON object"));
+              }
+              const json r = body->value("reason", json(""));
               if (!r.is_string() || r.get<std::string>().size() > 256) {
                 return SendError(res, InvalidArgument("reason",
                                                       "must be a string of at most 256 "
