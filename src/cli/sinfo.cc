@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -284,7 +285,13 @@ const char* FormatFor(const SinfoFlags& f) {
 }
 
 int Sinfo(const ContextPtr& ctx, const SinfoFlags& f) {
-  auto format = ParsePercentFormat(f.format.empty() ? FormatFor(f) : f.format, kLetters, "format");
+  // -o, else Slurm's $SINFO_FORMAT unless a flag chose a format, else the flags' format.
+  const char* env = std::getenv("SINFO_FORMAT");
+  const bool plain = !f.node && !f.long_format && !f.summarize && !f.reasons;
+  const std::string text = !f.format.empty()                         ? f.format
+                           : plain && env != nullptr && *env != '\0' ? env
+                                                                     : FormatFor(f);
+  auto format = ParsePercentFormat(text, kLetters, "format");
   if (!format.ok()) return Fail(format.status(), kExitUsage);
   std::optional<std::set<std::string>> states;
   if (!f.states.empty()) {
@@ -326,8 +333,8 @@ int Sinfo(const ContextPtr& ctx, const SinfoFlags& f) {
   }
   std::vector<std::string> headers;
   for (const PercentField& pf : format->fields) headers.emplace_back(Headers().at(pf.letter));
-  const std::string text = RenderPercent(*format, headers, lines, !f.noheader);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  const std::string out = RenderPercent(*format, headers, lines, !f.noheader);
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return kExitOk;
 }
 

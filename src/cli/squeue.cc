@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <set>
@@ -412,10 +413,12 @@ int Squeue(const ContextPtr& ctx, const SqueueFlags& f) {
     if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
     codes = std::move(parsed).value();
   }
-  const std::string text = !f.format.empty() ? f.format
-                           : f.start         ? kStartFormat
-                           : f.long_format   ? kLongFormat
-                                             : kDefaultFormat;
+  const char* env = std::getenv("SQUEUE_FORMAT");  // Slurm's, below -o
+  const std::string text = !f.format.empty()                ? f.format
+                           : f.start                        ? kStartFormat
+                           : f.long_format                  ? kLongFormat
+                           : env != nullptr && *env != '\0' ? env
+                                                            : kDefaultFormat;
   auto format = ParsePercentFormat(text, kLetters, "format");
   if (!format.ok()) return Fail(format.status(), kExitUsage);
   auto sort = ParseSort(!f.sort.empty() ? f.sort : f.start ? "S" : "P,t,-p");

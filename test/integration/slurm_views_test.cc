@@ -345,6 +345,11 @@ TEST_F(SlurmViewsTest, SqueueColumnsFormatsAndFilters) {
   EXPECT_EQ(bad_state.code, 2);
   EXPECT_TRUE(Contains(bad_state.err, "did you mean \"RUNNING\"?")) << bad_state.err;
   EXPECT_EQ(As("alice", {"squeue", "-o", "%i %y"}).code, 2);
+  // Slurm's environment variable for the format, below -o.
+  CliOptions env = Options("alice");
+  env.env["SQUEUE_FORMAT"] = "%i";
+  EXPECT_EQ(LineSet(RunCli({"squeue", "-h", "-u", "bob"}, env).out), (std::set<std::string>{bobs}));
+  EXPECT_EQ(RunCli({"squeue", "-h", "-u", "bob", "-o", "%u"}, env).out, "bob\n");
 
   // -i: again every SECONDS, each time with the time first.
   CliProcess iterate;
