@@ -118,72 +118,18 @@ std::string Gres(const json& j) {
   return fmt::format("gres/gpu:{}", gpus);
 }
 
-// The value of %`letter` for a row (a job, or an array's pending elements).
-std::string Field(char letter, const JobGroup& g, const FieldContext& c) {
-  const json& j = *g.jobs.front();
+// The value of a field about a job's run: times, nodes, resources, priority.
+std::string RunField(char letter, const json& j, const FieldContext& c) {
   const SlurmState st = SlurmStateOf(j);
   const int64_t wall = j.value("walltime_seconds", int64_t{0});
   const int64_t elapsed = JobElapsedSeconds(j, c.now);
-  const std::vector<std::string> nodes = JobNodeNames(j);
   switch (letter) {
-    case 'i':
-      return GroupId(g, /*with_limit=*/true);
-    case 'A':
-      return std::to_string(j.value("id", uint64_t{0}));
-    case 'F':
-      return std::to_string(g.array ? g.array->id : j.value("id", uint64_t{0}));
-    case 'K': {
-      if (!g.array) return "N/A";
-      const std::string id = GroupId(g, true);
-      const size_t us = id.find('_');
-      std::string k = id.substr(us + 1);
-      if (k.size() > 1 && k.front() == '[') k = k.substr(1, k.size() - 2);
-      return k;
-    }
-    case 'a':
-      return Str(j, "tenant");
-    case 'P':
-      return Str(j, "queue");
-    case 'j':
-      return JobName(j);
-    case 'u':
-      return Str(j, "user");
-    case 't':
-      return std::string(st.code);
-    case 'T':
-      return std::string(st.name);
     case 'M':
       return SqueueDuration(elapsed);
     case 'l':
       return Limit(j);
     case 'L':
       return wall > 0 ? SqueueDuration(std::max<int64_t>(0, wall - elapsed)) : "UNLIMITED";
-    case 'D':
-      return std::to_string(JobNodeCount(j));
-    case 'R': {
-      const std::string why = WaitReason(j, st.code);
-      if (why == "None" && !nodes.empty()) return CompressHostlist(nodes);
-      return fmt::format("({})", why);
-    }
-    case 'N':
-      return CompressHostlist(nodes);
-    case 'r':
-      return WaitReason(j, st.code);
-    case 'C':
-      return std::to_string(JobCpus(j));
-    case 'b':
-      return Gres(j);
-    case 'Q': {
-      auto it = c.priority.find(Str(j, "priority_class"));
-      return std::to_string(it == c.priority.end() ? 0 : it->second);
-    }
-    case 'p': {
-      auto it = c.priority.find(Str(j, "priority_class"));
-      const double v = it == c.priority.end() || c.max_priority <= 0
-                           ? 0.0
-                           : static_cast<double>(it->second) / static_cast<double>(c.max_priority);
-      return fmt::format("{:.8f}", v);
-    }
     case 'V':
       return Time(JobTime(j, "submitted_at"));
     case 'S': {
@@ -198,6 +144,71 @@ std::string Field(char letter, const JobGroup& g, const FieldContext& c) {
       auto started = JobTime(j, "started_at");
       return started && wall > 0 && st.code != "PD" ? SlurmTimestamp(*started + wall) : "N/A";
     }
+    case 'D':
+      return std::to_string(JobNodeCount(j));
+    case 'R': {
+      const std::string why = WaitReason(j, st.code);
+      const std::vector<std::string> nodes = JobNodeNames(j);
+      if (why == "None" && !nodes.empty()) return CompressHostlist(nodes);
+      return fmt::format("({})", why);
+    }
+    case 'N':
+      return CompressHostlist(JobNodeNames(j));
+    case 'r':
+      return WaitReason(j, st.code);
+    case 'C':
+      return std::to_string(JobCpus(j));
+    case 'b':
+      return Gres(j);
+    case 'c':
+      return std::to_string(
+          (j.value("resources", json::object()).value("cpu_milli", int64_t{0}) + 999) / 1000);
+    case 'm':
+      return MemoryText(j.value("resources", json::object()).value("memory_mib", int64_t{0}));
+    case 'Q':
+    case 'p': {
+      auto it = c.priority.find(Str(j, "priority_class"));
+      const int64_t value = it == c.priority.end() ? 0 : it->second;
+      if (letter == 'Q') return std::to_string(value);
+      return fmt::format("{:.8f}", c.max_priority <= 0 ? 0.0
+                                                       : static_cast<double>(value) /
+                                                             static_cast<double>(c.max_priority));
+    }
+    default:
+      return "";
+  }
+}
+
+// The value of %`letter` for a row (a job, or an array's pending elements): what names the job
+// here, the rest through RunField.
+std::string Field(char letter, const JobGroup& g, const FieldContext& c) {
+  const json& j = *g.jobs.front();
+  switch (letter) {
+    case 'i':
+      return GroupId(g, /*with_limit=*/true);
+    case 'A':
+      return std::to_string(j.value("id", uint64_t{0}));
+    case 'F':
+      return std::to_string(g.array ? g.array->id : j.value("id", uint64_t{0}));
+    case 'K': {
+      if (!g.array) return "N/A";
+      std::string k = GroupId(g, true);
+      k = k.substr(k.find('_') + 1);
+      if (k.size() > 1 && k.front() == '[') k = k.substr(1, k.size() - 2);
+      return k;
+    }
+    case 'a':
+      return Str(j, "tenant");
+    case 'P':
+      return Str(j, "queue");
+    case 'j':
+      return JobName(j);
+    case 'u':
+      return Str(j, "user");
+    case 't':
+      return std::string(SlurmStateOf(j).code);
+    case 'T':
+      return std::string(SlurmStateOf(j).name);
     case 'Z':
       return Str(j, "workdir").empty() ? "N/A" : Str(j, "workdir");
     case 'k':
@@ -208,13 +219,8 @@ std::string Field(char letter, const JobGroup& g, const FieldContext& c) {
       return JobCommand(j);
     case 'E':
       return Dependencies(j);
-    case 'c':
-      return std::to_string(
-          (j.value("resources", json::object()).value("cpu_milli", int64_t{0}) + 999) / 1000);
-    case 'm':
-      return MemoryText(j.value("resources", json::object()).value("memory_mib", int64_t{0}));
     default:
-      return "";
+      return RunField(letter, j, c);
   }
 }
 
