@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test run format format-check lint clean bench fuzz
+.PHONY: all deps configure build test run install format format-check lint clean bench fuzz
 
 all: build
 
@@ -31,6 +31,23 @@ run:
 	  $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target arbiter arbiter-shim
 	@./scripts/run.sh $(BUILD_DIR)/arbiter
+
+# `make install` (optional; not part of run or test): the binaries into $(DESTDIR)$(PREFIX)/bin,
+# arbiter-shim and arbiter-srun beside arbiter (where the server and the agent look for them),
+# and Slurm's command names as links to arbiter, which answers to them (docs/cli.md).
+PREFIX ?= /usr/local
+SLURM_COMMANDS = squeue sbatch scancel sinfo sacct
+# An existing build folder is used as it is configured.
+install:
+	@test -f $(BUILD_DIR)/build.ninja || cmake -S . -B $(BUILD_DIR) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DARBITER_BUILD_TESTS=OFF -DARBITER_BUILD_BENCH=OFF \
+	  $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target arbiter arbiter-shim arbiter-srun
+	@install -d "$(DESTDIR)$(PREFIX)/bin"
+	@install -m 0755 $(BUILD_DIR)/arbiter $(BUILD_DIR)/arbiter-shim $(BUILD_DIR)/arbiter-srun \
+	  "$(DESTDIR)$(PREFIX)/bin/"
+	@for c in $(SLURM_COMMANDS); do ln -sf arbiter "$(DESTDIR)$(PREFIX)/bin/$$c"; done
+	@echo "installed arbiter, arbiter-shim, arbiter-srun and $(SLURM_COMMANDS) in $(DESTDIR)$(PREFIX)/bin"
 
 bench: build
 	@$(BUILD_DIR)/arbiter bench --nodes 10000 --gpus-per-node 8 --queues 100 --jobs 200000 --policy binpack --json

@@ -98,7 +98,9 @@ int Nodes(const ContextPtr& ctx) {
     const bool wide = ctx->format() == OutputFormat::kWide;
     std::vector<std::string> h = {"NAME", "STATE", "MODEL", "GPUS USED", "CPU", "MEMORY", "RACK"};
     if (wide) {
-      for (const char* x : {"BLOCK", "LABELS", "TAINTS", "SOURCE", "HEARTBEAT"}) h.push_back(x);
+      for (const char* x : {"BLOCK", "LABELS", "TAINTS", "SOURCE", "HEARTBEAT", "REASON"}) {
+        h.push_back(x);
+      }
     }
     Table t(h);
     for (const json& n : r["items"]) {
@@ -134,6 +136,7 @@ int Nodes(const ContextPtr& ctx) {
         row.push_back(n.value("last_heartbeat", json()).is_string()
                           ? Age(n["last_heartbeat"]) + " ago"
                           : "-");
+        row.push_back(OrDash(Str(n, "state_reason")));
       }
       t.AddRow(std::move(row));
     }
@@ -142,11 +145,13 @@ int Nodes(const ContextPtr& ctx) {
   });
 }
 
-int NodeAction(const ContextPtr& ctx, const std::string& action, const std::string& name) {
+int NodeAction(const ContextPtr& ctx, const std::string& action, const std::string& name,
+               const std::string& reason) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
-  auto r = api.Post(fmt::format("/api/v1/nodes/{}/{}", name, action), json());
+  auto r = api.Post(fmt::format("/api/v1/nodes/{}/{}", name, action),
+                    reason.empty() ? json() : json{{"reason", reason}});
   if (!r.ok()) return Fail(r.status());
   if (IsStructured(ctx->format())) {
     PrintStructured(*r, ctx->format());
@@ -437,18 +442,28 @@ void RegisterClusterViews(CLI::App& app, const ContextPtr& ctx) {
   nodes->callback([ctx] { ctx->Run([&] { return Nodes(ctx); }); });
 
   auto node_name = std::make_shared<std::string>();
+  auto reason = std::make_shared<std::string>();
   for (const auto& [action, help] : std::vector<std::pair<std::string, std::string>>{
            {"cordon", "Stop placing new jobs on a node (running ones stay)"},
            {"drain", "Stop placing jobs on a node and let its jobs finish"},
            {"uncordon", "Place jobs on a node again"}}) {
     auto* cmd = app.add_subcommand(action, help);
     cmd->add_option("node", *node_name, "Node name")->required();
+    if (action != "uncordon") {
+      cmd->add_option("--reason", *reason,
+                      "Why (shown by nodes -o wide and sinfo -R until it is ready again)");
+    }
     AddClientFlags(cmd, ctx);
     AddOutputFlag(cmd, ctx, false);
-    SetExamples(cmd, {fmt::format("arbiter {} gpu-07", action)});
+    SetExamples(cmd, action == "uncordon"
+                         ? std::vector<std::string>{"arbiter uncordon gpu-07"}
+                         : std::vector<std::string>{
+                               fmt::format("arbiter {} gpu-07", action),
+                               fmt::format("arbiter {} gpu-07 --reason 'GPU 3 Xid 79'", action)});
     const std::string a = action;
-    cmd->callback(
-        [ctx, node_name, a] { ctx->Run([&] { return NodeAction(ctx, a, *node_name); }); });
+    cmd->callback([ctx, node_name, reason, a] {
+      ctx->Run([&] { return NodeAction(ctx, a, *node_name, *reason); });
+    });
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace arbiter::cli {
 
 void AddClientFlags(CLI::App* cmd, const ContextPtr& ctx) {
@@ -52,6 +54,36 @@ void RegisterUserCommands(CLI::App& app, int argc, char** argv, int* exit_code,
   RegisterTopCommand(app, ctx);
   RegisterLoginCommands(app, ctx);
   RegisterCompletionCommand(app, ctx);
+  RegisterSqueueCommand(app, ctx);
+  RegisterSinfoCommand(app, ctx);
+  RegisterSacctCommand(app, ctx);
+}
+
+const std::vector<std::string>& SlurmCommandNames() {
+  static const std::vector<std::string> kNames = {"squeue", "sbatch", "scancel", "sinfo", "sacct"};
+  return kNames;
+}
+
+std::vector<std::string> SlurmCommandLine(const std::vector<std::string>& argv) {
+  if (argv.empty()) return argv;
+  std::vector<std::string> out = argv;
+  const std::string& self = argv[0];
+  const std::string base =
+      self.substr(self.rfind('/') == std::string::npos ? 0 : self.rfind('/') + 1);
+  const auto& names = SlurmCommandNames();
+  if (std::find(names.begin(), names.end(), base) != names.end()) {
+    out[0] = self.substr(0, self.size() - base.size()) + "arbiter";
+    out.insert(out.begin() + 1, base);
+  }
+  if (out.size() < 2 || out[1] != "squeue") return out;
+  // `-S -t,i`: getopt takes the next word as the value whatever it starts with; CLI11 does not.
+  for (size_t i = 2; i + 1 < out.size(); ++i) {
+    if ((out[i] == "-S" || out[i] == "--sort") && !out[i + 1].empty() && out[i + 1][0] == '-') {
+      out[i] = "--sort=" + out[i + 1];
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    }
+  }
+  return out;
 }
 
 }  // namespace arbiter::cli

@@ -61,5 +61,17 @@ void RegisterCompletionCommand(CLI::App& app, const ContextPtr& ctx);  // comple
 void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx);      // report.cc
 void RegisterScancelCommand(CLI::App& app, const ContextPtr& ctx);     // scancel.cc
 void RegisterArrayCommands(CLI::App& app, const ContextPtr& ctx);      // arrays.cc
+// Slurm's views, with Slurm's flags, columns and formats.
+void RegisterSqueueCommand(CLI::App& app, const ContextPtr& ctx);  // squeue.cc
+void RegisterSinfoCommand(CLI::App& app, const ContextPtr& ctx);   // sinfo.cc
+void RegisterSacctCommand(CLI::App& app, const ContextPtr& ctx);   // sacct.cc
+
+// The Slurm commands `arbiter` answers to under their own names (a link named squeue runs
+// `arbiter squeue`; `make install` makes the links): squeue, sbatch, scancel, sinfo, sacct.
+const std::vector<std::string>& SlurmCommandNames();
+// The command line `argv` means: a link named after a Slurm command (argv[0]'s basename) runs
+// that subcommand, `squeue ARGS` as `arbiter squeue ARGS`; and a Slurm sort key that starts with
+// '-' (`squeue -S -t`) is kept as the flag's value. Other command lines are returned as given.
+std::vector<std::string> SlurmCommandLine(const std::vector<std::string>& argv);
 
 }  // namespace arbiter::cli

@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/job_arrays.h"
 #include "cli/job_refs.h"
+#include "cli/slurm.h"
 #include "cli/views.h"
 
 namespace arbiter::cli {
@@ -48,36 +51,126 @@ int OneJob(ApiClient& api, const std::string& text, uint64_t* id) {
 
 struct ListFlags {
   std::string queue, state, user, tenant, type;
-  bool active = false, mine = false;
+  bool active = false, mine = false, all = false, expand = false;
   size_t limit = 0;
 };
 
+// Which jobs `arbiter jobs` asks for (docs/cli.md, "jobs"). By default the caller's own jobs that
+// have not ended. A filter that names whose or where (--user, --tenant, --queue) lifts "own", one
+// that names states (--state) lifts "not ended"; --all lifts both; --mine and --active put them
+// back.
+struct ListScope {
+  bool only_mine = false;
+  bool only_active = false;
+  bool defaults = false;  // neither a filter nor --all: the plain `arbiter jobs`
+};
+
+ListScope ScopeOf(const ListFlags& f) {
+  ListScope s;
+  const bool whose = !f.user.empty() || !f.tenant.empty() || !f.queue.empty();
+  s.only_mine = f.mine || (!f.all && !whose);
+  s.only_active = f.active || (!f.all && f.state.empty());
+  s.defaults = !f.all && !whose && f.state.empty() && f.type.empty() && !f.mine && !f.active;
+  return s;
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+// NODELIST(REASON) as squeue writes it: where it runs, else why it waits or how it ended.
+std::string NodesOrReason(const json& j) {
+  const std::vector<std::string> nodes = JobNodeNames(j);
+  const std::string state = Str(j, "state");
+  if (!nodes.empty() && !FinalStates().count(state)) return CompressHostlist(nodes);
+  std::string why = PendingCode(j);
+  if (why.empty()) why = Str(j, "reason");
+  return why.empty() ? "" : fmt::format("({})", why);
+}
+
+// One row of the jobs table: a job, or an array's elements (STATE: how many in each state; TIME:
+// the longest; NODELIST: where the live ones run, else the first verdict).
+std::vector<Cell> JobRow(const JobGroup& g, int64_t now, bool wide) {
+  const json& j = *g.jobs.front();
+  const bool many = g.jobs.size() > 1;
+  std::string name = JobName(j);
+  if (many && g.array) {  // the elements' names end with their index ("NAME-7")
+    const std::string tail = fmt::format("-{}", g.array->index);
+    if (name.size() > tail.size() &&
+        name.compare(name.size() - tail.size(), tail.size(), tail) == 0) {
+      name.resize(name.size() - tail.size());
+    }
+  }
+  int64_t elapsed = 0;
+  std::set<std::string> live_nodes;
+  std::string waiting;
+  for (const json* e : g.jobs) {
+    elapsed = std::max(elapsed, JobElapsedSeconds(*e, now));
+    if (!FinalStates().count(Str(*e, "state"))) {
+      for (const std::string& n : JobNodeNames(*e)) live_nodes.insert(n);
+    }
+    if (waiting.empty() && !PendingCode(*e).empty()) waiting = fmt::format("({})", PendingCode(*e));
+  }
+  int64_t nodes = JobNodeCount(j);
+  std::string where = NodesOrReason(j);
+  if (many) {
+    if (!live_nodes.empty()) nodes = static_cast<int64_t>(live_nodes.size());
+    where = !live_nodes.empty()
+                ? CompressHostlist(std::vector<std::string>(live_nodes.begin(), live_nodes.end()))
+            : !waiting.empty() ? waiting
+                               : where;
+  }
+  const std::string state = Str(j, "state");
+  const int64_t wall = j.value("walltime_seconds", int64_t{0});
+  std::vector<Cell> row = {g.array ? GroupId(g) : std::to_string(IdOf(j)),
+                           OrDash(name),
+                           Str(j, "queue"),
+                           Str(j, "user"),
+                           many ? Cell(StateCounts(g)) : Cell(state, StateColor(state)),
+                           SqueueDuration(elapsed),
+                           wall > 0 ? SqueueDuration(wall) : "UNLIMITED",
+                           std::to_string(nodes),
+                           JobGpus(j),
+                           where};
+  if (wide) {
+    std::string full = Str(j, "reason");
+    if (j.contains("pending") && j["pending"].is_object()) {
+      full = fmt::format("{}: {}", Str(j["pending"], "code"), Str(j["pending"], "message"));
+    }
+    const json& exit = j.value("exit_code", json());
+    row.push_back(Str(j, "tenant"));
+    row.push_back(Str(j, "type"));
+    row.push_back(OrDash(Str(j, "priority_class")));
+    row.push_back(std::to_string(j.value("restarts", 0)));
+    row.push_back(exit.is_number() ? std::to_string(exit.get<int>()) : "-");
+    row.push_back(Age(j.value("submitted_at", json())));
+    row.push_back(full);
+  }
+  return row;
+}
+
 int ListJobs(const ContextPtr& ctx, const ListFlags& f) {
+  if (f.mine && !f.user.empty()) {
+    return Fail(InvalidArgument("user", "--mine and --user ask for different users; give one"),
+                kExitUsage);
+  }
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
+  const ListScope scope = ScopeOf(f);
   std::string user = f.user;
-  if (f.mine) {
+  if (scope.only_mine) {
     auto who = api.Get("/api/v1/whoami");
     if (!who.ok()) return Fail(who.status());
     user = Str(*who, "user");
   }
-  std::string query;
-  auto param = [&](const char* k, const std::string& v) {
-    if (!v.empty()) query += fmt::format("{}{}={}", query.empty() ? "?" : "&", k, v);
-  };
-  param("queue", f.queue);
-  param("state", f.state);
-  param("user", user);
-  param("tenant", f.tenant);
-  param("type", f.type);
+  const std::string query = QueryString({{"queue", f.queue},
+                                         {"state", f.state},
+                                         {"user", user},
+                                         {"tenant", f.tenant},
+                                         {"type", f.type},
+                                         {"active", scope.only_active ? "true" : ""}});
   auto items = api.ListAll(fmt::format("/api/v1/jobs{}", query));
   if (!items.ok()) return Fail(items.status());
-  json jobs = json::array();
-  for (json& j : *items) {
-    if (f.active && FinalStates().count(Str(j, "state"))) continue;
-    jobs.push_back(std::move(j));
-  }
+  json jobs = std::move(items).value();
   if (f.limit > 0 && jobs.size() > f.limit) {
     jobs = json(std::vector<json>(jobs.end() - static_cast<std::ptrdiff_t>(f.limit), jobs.end()));
   }
@@ -86,41 +179,25 @@ int ListJobs(const ContextPtr& ctx, const ListFlags& f) {
     return kExitOk;
   }
   if (jobs.empty()) {
-    std::fprintf(stderr, "no jobs%s\n", query.empty() && !f.active ? "" : " match");
+    std::fprintf(stderr, "%s\n",
+                 scope.defaults ? "no jobs of yours are running or waiting (arbiter jobs --all: "
+                                  "every job you may see, ended ones too)"
+                                : "no jobs match");
     return kExitOk;
   }
   const bool wide = ctx->format() == OutputFormat::kWide;
-  std::vector<std::string> headers = {"ID", "NAME", "QUEUE", "USER", "STATE", "GPUS", "AGE"};
+  const bool expand = wide || f.expand;
+  std::vector<std::string> headers = {"ID",   "NAME",  "QUEUE", "USER", "STATE",
+                                      "TIME", "LIMIT", "NODES", "GPUS", "NODELIST(REASON)"};
   if (wide) {
-    for (const char* h : {"TENANT", "TYPE", "PRIORITY", "NODES", "RESTARTS", "EXIT", "REASON"}) {
+    for (const char* h : {"TENANT", "TYPE", "PRIORITY", "RESTARTS", "EXIT", "AGE", "REASON"}) {
       headers.push_back(h);
     }
   }
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
   Table t(headers);
-  for (const json& j : jobs) {
-    const std::string state = Str(j, "state");
-    std::vector<Cell> row = {std::to_string(IdOf(j)),
-                             Str(j, "name", "-").empty() ? "-" : Str(j, "name", "-"),
-                             Str(j, "queue"),
-                             Str(j, "user"),
-                             Cell(state, StateColor(state)),
-                             JobGpus(j),
-                             Age(j.value("submitted_at", json()))};
-    if (wide) {
-      std::string reason = Str(j, "reason");
-      if (j.contains("pending") && j["pending"].is_object()) {
-        reason = fmt::format("{}: {}", Str(j["pending"], "code"), Str(j["pending"], "message"));
-      }
-      const json& exit = j.value("exit_code", json());
-      row.push_back(Str(j, "tenant"));
-      row.push_back(Str(j, "type"));
-      row.push_back(Str(j, "priority_class", "-").empty() ? "-" : Str(j, "priority_class", "-"));
-      row.push_back(JobNodes(j));
-      row.push_back(std::to_string(j.value("restarts", 0)));
-      row.push_back(exit.is_number() ? std::to_string(exit.get<int>()) : "-");
-      row.push_back(reason);
-    }
-    t.AddRow(std::move(row));
+  for (const JobGroup& g : GroupArrays(jobs, [&](const json&) { return !expand; })) {
+    t.AddRow(JobRow(g, now, wide));
   }
   t.Print(stdout, StdoutColors());
   return kExitOk;
@@ -846,21 +923,28 @@ int Events(const ContextPtr& ctx, const std::optional<std::string>& ref, bool fo
 
 void RegisterJobCommands(CLI::App& app, const ContextPtr& ctx) {
   auto lf = std::make_shared<ListFlags>();
-  auto* jobs = app.add_subcommand("jobs", "List jobs (all you may see; filters narrow it)");
+  auto* jobs = app.add_subcommand(
+      "jobs", "List your jobs that have not ended (--all: every job you may see, ended ones too)");
   jobs->alias("ls");
-  jobs->add_option("--queue", lf->queue, "Only this queue's");
-  jobs->add_option("--state", lf->state, "Only jobs in this state (pending, running, ...)");
-  jobs->add_option("--user", lf->user, "Only this user's");
-  jobs->add_option("--tenant", lf->tenant, "Only this tenant's (admins)");
-  jobs->add_option("--type", lf->type, "Only this job type");
-  jobs->add_flag("--active", lf->active, "Only jobs that have not ended");
-  jobs->add_flag("--mine", lf->mine, "Only the token's user's");
+  jobs->add_flag("-a,--all", lf->all, "Every job you may see, ended ones too");
+  jobs->add_option("--queue", lf->queue,
+                   "Only these queues' (comma-separated), everyone's unless --mine");
+  jobs->add_option("--state", lf->state,
+                   "Only jobs in these states (pending,running,...), ended ones too");
+  jobs->add_option("--user", lf->user, "Only these users' (comma-separated)");
+  jobs->add_option("--tenant", lf->tenant, "Only these tenants' (admins), everyone's");
+  jobs->add_option("--type", lf->type, "Only these job types");
+  jobs->add_flag("--active", lf->active, "Only jobs that have not ended (with --all or a filter)");
+  jobs->add_flag("--mine", lf->mine, "Only your own (with --all or a filter)");
   jobs->add_option("--limit", lf->limit, "Only the last N");
+  jobs->add_flag("-r,--expand", lf->expand,
+                 "A row per element of a job array (-o wide too); else one row per array");
   AddClientFlags(jobs, ctx);
   AddOutputFlag(jobs, ctx);
-  SetExamples(jobs,
-              {"arbiter jobs", "arbiter jobs --queue vision-train --state pending",
-               "arbiter jobs --active --mine -o wide", "arbiter jobs -o json | jq '.items[].id'"});
+  SetExamples(jobs, {"arbiter jobs", "arbiter jobs --all",
+                     "arbiter jobs --queue vision-train --state pending",
+                     "arbiter jobs --all --mine -o wide", "arbiter jobs --user bob",
+                     "arbiter jobs --all -o json | jq '.items[].id'"});
   jobs->callback([ctx, lf] { ctx->Run([&] { return ListJobs(ctx, *lf); }); });
 
   auto id = std::make_shared<std::string>();

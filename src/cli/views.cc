@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "cli/output.h"
+#include "common/time.h"
 
 namespace arbiter::cli {
 
@@ -57,6 +60,21 @@ std::string JobCommand(const json& job) {
   return out;
 }
 
+std::string JobName(const json& job) {
+  auto it = job.find("name");
+  if (it != job.end() && it->is_string() && !it->get<std::string>().empty()) {
+    return it->get<std::string>();
+  }
+  std::vector<std::string> cmd;
+  for (const json& w : job.value("command", json::array())) {
+    if (w.is_string()) cmd.push_back(w.get<std::string>());
+  }
+  const bool batch = cmd.size() >= 5 && cmd[0] == "/bin/sh" && cmd[1] == "-c" &&
+                     cmd[2].rfind("export SLURM_JOB_ID=", 0) == 0;
+  const std::string program = batch ? cmd[3] : cmd.empty() ? "" : cmd[0];
+  return program.substr(program.find_last_of('/') + 1);
+}
+
 std::string JobNodes(const json& job) {
   std::vector<std::string> nodes;
   for (const json& t : job.value("placement", json::array())) {
@@ -91,6 +109,73 @@ std::string TaskResourcesText(const json& r) {
   if (parts.empty()) return "no GPU";
   std::string out;
   for (const std::string& p : parts) AppendTo(&out, ", ", p);
+  return out;
+}
+
+std::optional<int64_t> JobTime(const json& job, const char* key) {
+  auto it = job.find(key);
+  if (it == job.end() || !it->is_string()) return std::nullopt;
+  const auto ms = ParseRfc3339Ms(it->get<std::string>());
+  if (!ms) return std::nullopt;
+  return *ms / 1000;
+}
+
+int64_t JobElapsedSeconds(const json& job, int64_t now) {
+  const auto started = JobTime(job, "started_at");
+  if (!started) return 0;
+  const std::string state = job.value("state", "");
+  const auto finished = JobTime(job, "finished_at");
+  if (finished) return *finished >= *started ? *finished - *started : 0;
+  if (state == "running" || state == "preempting" || job.contains("stopping")) {
+    return std::max<int64_t>(0, now - *started);
+  }
+  return 0;
+}
+
+std::vector<std::string> JobNodeNames(const json& job) {
+  std::vector<std::string> nodes;
+  for (const json& t : job.value("placement", json::array())) {
+    const std::string n = t.value("node", "");
+    if (!n.empty() && std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  }
+  return nodes;
+}
+
+int64_t JobNodeCount(const json& job) {
+  const size_t placed = JobNodeNames(job).size();
+  if (placed > 0) return static_cast<int64_t>(placed);
+  return job.value("distinct_nodes", false) ? job.value("tasks", int64_t{1}) : 1;
+}
+
+int64_t JobCpus(const json& job) {
+  const int64_t milli = job.value("resources", json::object()).value("cpu_milli", int64_t{0}) *
+                        job.value("tasks", int64_t{1});
+  return (milli + 999) / 1000;
+}
+
+std::string PendingCode(const json& job) {
+  auto it = job.find("pending");
+  if (it == job.end() || !it->is_object()) return "";
+  return it->value("code", "");
+}
+
+std::string QueryValue(std::string_view value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ',' || c == ':') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+std::string QueryString(const std::vector<std::pair<std::string, std::string>>& params) {
+  std::string out;
+  for (const auto& [k, v] : params) {
+    if (!v.empty()) out += fmt::format("{}{}={}", out.empty() ? "?" : "&", k, QueryValue(v));
+  }
   return out;
 }
 

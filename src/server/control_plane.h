@@ -88,10 +88,15 @@ struct LogRun {
   std::string agent_token;
 };
 
+// What GET /api/v1/jobs lists. Each list matches any of its values (empty: no filter); a value
+// must be one the caller may see (ListJobs refuses others, naming the field and the known values).
 struct JobFilter {
-  std::string tenant, queue, state, user, type;
+  std::vector<std::string> tenants, queues, states, users, types;
   uint64_t array = 0;            // only this job array's elements (0: any job)
   std::optional<int64_t> index;  // only its element of this index (with `array`)
+  bool active = false;           // only jobs that have not ended
+  TimeMs since = 0;              // only jobs that had not ended before it (0: no bound)
+  TimeMs until = 0;              // only jobs submitted at or before it (0: no bound)
   uint64_t after_id = 0;         // cursor
   size_t limit = 100;
 };
@@ -170,8 +175,10 @@ class ControlPlane : public node::ExecutionBackend {
   // (every element's spec says it); answers the array. Who may: as for the jobs' actions.
   Result<nlohmann::json> SetArrayThrottle(const Principal& p, uint64_t id, int32_t max_running);
   Result<nlohmann::json> GetJob(const Principal& p, uint64_t id);
-  // {"items": [job, ...], "next_cursor": "ID" or null}, as text.
-  Result<std::string> ListJobs(const Principal& p, const JobFilter& f);
+  // {"items": [job, ...], "next_cursor": "ID" or null}, as text. A filter value the caller cannot
+  // see is refused (InvalidArgument naming the field and listing the values it may use); queues
+  // may be named by alias or in other case, as at submission.
+  Result<std::string> ListJobs(const Principal& p, JobFilter f);
   Result<nlohmann::json> JobAction(const Principal& p, uint64_t id, std::string_view action);
   Result<nlohmann::json> JobEvents(const Principal& p, uint64_t id);
   Result<nlohmann::json> WhyPending(const Principal& p, uint64_t id);
@@ -199,8 +206,9 @@ class ControlPlane : public node::ExecutionBackend {
   Result<nlohmann::json> ListPriorityClasses(const Principal& p);
   Result<nlohmann::json> ListNodes(const Principal& p);
   Result<nlohmann::json> GetNode(const Principal& p, const std::string& name);
+  // cordon, drain or uncordon (admins); `reason`: why, shown with the node until it is ready.
   Result<nlohmann::json> NodeAction(const Principal& p, const std::string& name,
-                                    std::string_view action);
+                                    std::string_view action, const std::string& reason = "");
 
   // Execution (the built-in node, and node agents through the calls below).
   // The built-in node's name (--local-node): no agent may register it. Call before serving.
@@ -338,6 +346,18 @@ class ControlPlane : public node::ExecutionBackend {
   // viewers see the names (docs/security.md, "Who sees a job's environment").
   bool MaySeeEnvValuesLocked(const Principal& p, const JobEntry& j) const;
   nlohmann::json QueueJsonLocked(size_t tree_index) const;
+  // What the jobs placed on a node hold there, over every tenant (amounts, never the jobs).
+  struct NodeAllocation {
+    int64_t gpu_milli = 0;
+    int64_t cpu_milli = 0;
+    int64_t memory_mib = 0;
+    int64_t jobs = 0;
+  };
+  std::map<std::string, NodeAllocation> NodeAllocationsLocked() const;
+  // A node as GET /api/v1/nodes lists it: its spec, source, heartbeat, status, what is allocated
+  // on it and, when it is not ready, why.
+  nlohmann::json NodeListJsonLocked(const NodeEntry& e,
+                                    const std::map<std::string, NodeAllocation>& used) const;
   void PushEventLocked(std::string kind, const nlohmann::json& data);
   // A job's transition, written as text (one per submission and state change).
   void PushJobEventLocked(const JobEntry& j, std::string_view from, std::string_view to,
@@ -345,6 +365,9 @@ class ControlPlane : public node::ExecutionBackend {
   // The nodes `j` is placed on have new assignments: their watches return.
   void TouchNodesLocked(const JobEntry& j);
   bool CanReadTenantLocked(const Principal& p, const std::string& tenant) const;
+  // Checks a job listing's filter values against what `p` may see (configured, or on a job `p`
+  // may see) and writes queues by their names (aliases and case resolved).
+  Status ResolveJobFilterLocked(const Principal& p, JobFilter* f) const;
   // A submission against the configuration (queue, priority class, GPU models) and the caller's
   // tenant; fills spec.tenant and spec.user.
   Status CheckSubmissionLocked(const Principal& p, JobSpec& spec) const;

@@ -125,6 +125,7 @@ Result<json> ControlPlane::ListTenants(const Principal& p) {
       if (!q.is_tenant) queues.push_back(q.name);
     }
     item["queues"] = queues;
+    item["default_queue"] = t.default_queue.empty() ? json(nullptr) : json(t.default_queue);
     if (t.budget) {
       item["budget"] = {{"gpu_hours", t.budget->gpu_hours},
                         {"period", t.budget->period},
@@ -175,6 +176,9 @@ json ControlPlane::QueueJsonLocked(size_t index) const {
               {"pending", pending},
               {"running", running},
               {"default_walltime_seconds", n.default_walltime_seconds}};
+  // Its tenant's default_queue: where the tenant's submissions that name no queue go.
+  auto d = compiled_->default_queue.find(tree.node(n.tenant).name);
+  out["default"] = d != compiled_->default_queue.end() && d->second == n.name;
   return out;
 }
 
@@ -420,17 +424,49 @@ Result<json> ControlPlane::ListPriorityClasses(const Principal& p) {
   return json{{"items", items}};
 }
 
+json ControlPlane::NodeListJsonLocked(const NodeEntry& e,
+                                      const std::map<std::string, NodeAllocation>& used) const {
+  json n = NodeToJson(e.node);
+  n["source"] = e.from_config ? "config" : "agent";
+  n["last_heartbeat"] = TimeJson(e.last_heartbeat);
+  if (!e.status.is_null()) n["status"] = e.status;
+  auto it = used.find(e.node.name);
+  const NodeAllocation a = it == used.end() ? NodeAllocation{} : it->second;
+  n["allocated"] = {{"gpus", static_cast<double>(a.gpu_milli) / 1000.0},
+                    {"cpu_milli", a.cpu_milli},
+                    {"memory_mib", a.memory_mib},
+                    {"jobs", a.jobs}};
+  if (e.node.state != NodeState::kReady) {
+    n["state_reason"] = e.state_reason;
+    n["state_changed_by"] = e.state_by;
+    n["state_changed_at"] = TimeJson(e.state_since);
+  }
+  return n;
+}
+
+std::map<std::string, ControlPlane::NodeAllocation> ControlPlane::NodeAllocationsLocked() const {
+  std::map<std::string, NodeAllocation> used;
+  for (const auto& [id, entry] : jobs_.active) {
+    const JobEntry& j = *entry;
+    if (!j.holds_capacity()) continue;
+    std::set<std::string> nodes;
+    for (const PlacedTask& t : j.placement) {
+      NodeAllocation& a = used[t.node];
+      for (int32_t m : t.gpu_milli) a.gpu_milli += m;
+      a.cpu_milli += t.cpu_milli;
+      a.memory_mib += t.memory_mib;
+      if (nodes.insert(t.node).second) ++a.jobs;
+    }
+  }
+  return used;
+}
+
 Result<json> ControlPlane::ListNodes(const Principal& p) {
   if (p.role == Role::kNode) return Forbidden("nodes may not list nodes");
   std::lock_guard<std::mutex> lock(mu_);
+  const auto used = NodeAllocationsLocked();
   json items = json::array();
-  for (const auto& [name, e] : nodes_.all) {
-    json n = NodeToJson(e.node);
-    n["source"] = e.from_config ? "config" : "agent";
-    n["last_heartbeat"] = TimeJson(e.last_heartbeat);
-    if (!e.status.is_null()) n["status"] = e.status;
-    items.push_back(n);
-  }
+  for (const auto& [name, e] : nodes_.all) items.push_back(NodeListJsonLocked(e, used));
   return json{{"items", items}};
 }
 
@@ -439,9 +475,7 @@ Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = nodes_.all.find(name);
   if (it == nodes_.all.end()) return NotFoundError(fmt::format("node {} not found", name));
-  json n = NodeToJson(it->second.node);
-  n["source"] = it->second.from_config ? "config" : "agent";
-  if (!it->second.status.is_null()) n["status"] = it->second.status;
+  json n = NodeListJsonLocked(it->second, NodeAllocationsLocked());
   json jobs = json::array();
   for (const auto& [id, entry] : jobs_.active) {
     const JobEntry& j = *entry;
@@ -455,7 +489,7 @@ Result<json> ControlPlane::GetNode(const Principal& p, const std::string& name) 
 }
 
 Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& name,
-                                      std::string_view action) {
+                                      std::string_view action, const std::string& reason) {
   if (p.role != Role::kAdmin) return Forbidden("only admins may cordon, drain or uncordon nodes");
   std::shared_future<Status> done;
   json out;
@@ -478,6 +512,9 @@ Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& nam
                     fmt::format("node {} is down; it becomes ready when its agent reports", name));
     }
     it->second.node.state = to;
+    it->second.state_reason = to == NodeState::kReady ? "" : reason;
+    it->second.state_by = to == NodeState::kReady ? "" : p.user;
+    it->second.state_since = now_();
     dirty_ = true;
     store::WriteBatch b;
     b.PutNode({name, NodeToJson(it->second.node).dump(), std::string(NodeStateName(to)), now_()});

@@ -106,7 +106,12 @@ Result<json> ControlPlane::RegisterAgent(const Principal& p, AgentRegistration r
     const json before = existed ? NodeJson(e.node) : json();
     const NodeState old_state = existed ? e.node.state : NodeState::kReady;
     NodeState state = old_state;
-    if (state == NodeState::kDown) state = e.state_before_down;  // ready again, unless cordoned
+    if (state == NodeState::kDown) {
+      state = e.state_before_down;  // ready again, unless cordoned (the cordon's reason is lost)
+      e.state_reason.clear();
+      e.state_by.clear();
+      e.state_since = now;
+    }
     NoteReportedResourcesLocked(r.node);
     if (!e.from_config) e.node = std::move(r.node);  // configured nodes: the config is the truth
     e.node.state = state;
@@ -289,6 +294,9 @@ std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
       dirty_ = true;
       down.push_back(name);
       const std::string reason = fmt::format("no heartbeat for {} ms", now - heard);
+      e.state_reason = fmt::format("not responding: {}", reason);
+      e.state_by = "";
+      e.state_since = now;
       b.PutNode({name, NodeJson(e.node).dump(), "down", now});
       PushEventLocked("node", {{"name", name}, {"state", "down"}, {"reason", reason}});
       for (const auto& [id, entry] : jobs_.active) {

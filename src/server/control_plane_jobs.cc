@@ -438,9 +438,107 @@ Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
   return JobJsonLocked(it->second, p);
 }
 
-Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& f) {
+namespace {
+
+// "a, b, c", or the first `kMax` of them and how many more.
+std::string KnownList(const std::set<std::string>& names) {
+  constexpr size_t kMax = 20;
+  if (names.empty()) return "none";
+  std::string out;
+  size_t n = 0;
+  for (const std::string& name : names) {
+    if (n++ == kMax) return fmt::format("{} and {} more", out, names.size() - kMax);
+    out += (out.empty() ? "" : ", ") + name;
+  }
+  return out;
+}
+
+// Whether `v` is empty or holds `x`.
+bool AnyOf(const std::vector<std::string>& v, std::string_view x) {
+  return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+Status ControlPlane::ResolveJobFilterLocked(const Principal& p, JobFilter* f) const {
+  for (const std::string& s : f->states) {
+    if (ParseJobState(s)) continue;
+    std::set<std::string> known;
+    for (int i = 0; i <= static_cast<int>(JobState::kLost); ++i) {
+      known.insert(std::string(JobStateName(static_cast<JobState>(i))));
+    }
+    return InvalidArgument("state",
+                           fmt::format("unknown state '{}'; states: {}", s, KnownList(known)));
+  }
+  for (const std::string& s : f->types) {
+    JobType t;
+    if (ParseJobType(s, &t)) continue;
+    std::set<std::string> known;
+    for (const char* name :
+         {"training", "fine-tuning", "evaluation", "batch-inference", "service", "experiment"}) {
+      known.insert(name);
+    }
+    return InvalidArgument("type",
+                           fmt::format("unknown type '{}'; types: {}", s, KnownList(known)));
+  }
+  if (f->queues.empty() && f->tenants.empty() && f->users.empty()) return Status::Ok();
+  // What the caller may see: the configuration's, then what its jobs carry (a deleted queue's
+  // or user's jobs stay listable). Another tenant's names are never among them.
+  const core::QuotaTree& tree = compiled_->tree;
+  std::set<std::string> queues, tenants, users;
+  for (size_t i = 1; i < tree.size(); ++i) {
+    const core::QuotaNode& n = tree.nodes()[i];
+    const std::string& tenant = tree.node(n.tenant).name;
+    if (!CanReadTenantLocked(p, tenant)) continue;
+    (n.is_tenant ? tenants : queues).insert(n.name);
+  }
+  for (const api::UserConfig& u : config_.users) {
+    if (CanReadTenantLocked(p, u.tenant)) users.insert(u.name);
+  }
+  if (!p.user.empty()) users.insert(p.user);
+  auto missing = [&](const std::vector<std::string>& want, const std::set<std::string>& have) {
+    for (const std::string& w : want) {
+      if (!have.count(w)) return true;
+    }
+    return false;
+  };
+  // Queue names as submissions take them: an alias, or the name in other case.
+  for (std::string& q : f->queues) {
+    if (queues.count(q)) continue;
+    auto a = compiled_->queue_names.find(LowerAscii(q));
+    if (a != compiled_->queue_names.end() && queues.count(a->second)) q = a->second;
+  }
+  if (missing(f->queues, queues) || missing(f->tenants, tenants) || missing(f->users, users)) {
+    for (const auto& [id, j] : jobs_.all) {
+      if (!CanReadTenantLocked(p, j.spec.tenant)) continue;
+      queues.insert(j.spec.queue);
+      tenants.insert(j.spec.tenant);
+      users.insert(j.spec.user);
+    }
+  }
+  struct Check {
+    const char* field;
+    const std::vector<std::string>* want;
+    const std::set<std::string>* known;
+    const char* seen;
+  };
+  for (const Check& c : {Check{"queue", &f->queues, &queues, "queues you can see"},
+                         Check{"tenant", &f->tenants, &tenants, "tenants you can see"},
+                         Check{"user", &f->users, &users, "users you can see"}}) {
+    for (const std::string& w : *c.want) {
+      if (c.known->count(w)) continue;
+      return InvalidArgument(
+          c.field, fmt::format("{} {} not found; {}: {}", c.field, w, c.seen, KnownList(*c.known)));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ControlPlane::ListJobs(const Principal& p, JobFilter f) {
   if (p.role == Role::kNode) return Forbidden("nodes may not list jobs");
   std::lock_guard<std::mutex> lock(mu_);
+  if (dirty_) ARBITER_RETURN_IF_ERROR(CompileLocked());
+  ARBITER_RETURN_IF_ERROR(ResolveJobFilterLocked(p, &f));
   std::string out = "{\"items\":[";
   size_t items = 0;
   uint64_t last = 0;
@@ -448,12 +546,19 @@ Result<std::string> ControlPlane::ListJobs(const Principal& p, const JobFilter& 
   // Returns false once the page is full.
   auto add = [&](const JobEntry& j) {
     if (!CanReadTenantLocked(p, j.spec.tenant)) return true;
-    if (!f.tenant.empty() && j.spec.tenant != f.tenant) return true;
-    if (!f.queue.empty() && j.spec.queue != f.queue) return true;
-    if (!f.user.empty() && j.spec.user != f.user) return true;
-    if (!f.state.empty() && JobStateName(j.state) != f.state) return true;
-    if (!f.type.empty() && JobTypeName(j.spec.type) != f.type) return true;
+    if (!AnyOf(f.tenants, j.spec.tenant) || !AnyOf(f.queues, j.spec.queue) ||
+        !AnyOf(f.users, j.spec.user) || !AnyOf(f.states, JobStateName(j.state)) ||
+        !AnyOf(f.types, JobTypeName(j.spec.type))) {
+      return true;
+    }
     if (f.index && j.spec.array.index != *f.index) return true;
+    // Ended: a final state whose processes are gone (a cancelled job still stopping is live).
+    const bool ended = IsFinal(j.state) && !j.stopping;
+    if (f.active && ended) return true;
+    if (f.since > 0 && ended && (j.finished_at > 0 ? j.finished_at : j.updated_at) < f.since) {
+      return true;
+    }
+    if (f.until > 0 && j.spec.submit_time > f.until) return true;
     if (items == f.limit) {
       more = true;
       return false;

@@ -94,13 +94,17 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
                                                         std::string_view path) {
   const std::string key = fmt::format("{} {}", method, path);
   if (key == "GET /api/v1/jobs") {
-    return {{"tenant", "string", "only this tenant's jobs"},
-            {"queue", "string", "only this queue's jobs"},
-            {"state", "string", "only jobs in this state (pending, running, ...)"},
-            {"user", "string", "only this user's jobs"},
-            {"type", "string", "only jobs of this type (training, inference, ...)"},
+    // A value the caller cannot see is a 400 naming the field and the values it may use.
+    return {{"tenant", "string", "only these tenants' jobs (comma-separated)"},
+            {"queue", "string", "only these queues' jobs (comma-separated; names or aliases)"},
+            {"state", "string", "only jobs in these states (pending,running,...)"},
+            {"user", "string", "only these users' jobs (comma-separated)"},
+            {"type", "string", "only jobs of these types (training,service,...)"},
             {"array", "integer", "only this job array's elements (the array's id)"},
             {"index", "integer", "only the element of this index (with array)"},
+            {"active", "boolean", "true: only jobs that have not ended (or are still stopping)"},
+            {"since", "string", "only jobs that had not ended before this RFC 3339 time"},
+            {"until", "string", "only jobs submitted at or before this RFC 3339 time"},
             {"cursor", "string", "resume after this job id (next_cursor of the previous page)"},
             {"limit", "integer", "at most this many jobs (1-1000, default 100)"}};
   }

@@ -118,6 +118,8 @@ class HttpApi {
   // The answer of a control-plane call: its JSON with ok_status, or its error.
   static void Reply(httplib::Response& res, const Result<nlohmann::json>& r, int ok_status = 200);
   static Result<uint64_t> ParseId(const std::string& s, const char* field);
+  // The query of GET /api/v1/jobs; ListJobs checks its values against the caller's view.
+  static Result<JobFilter> ParseJobFilter(const httplib::Request& req);
   void ServeMetrics(const httplib::Request& req, httplib::Response& res);
   // The HTTP server's own gauges and counters, in the text exposition format.
   std::string HttpMetricsText() const;

@@ -28,9 +28,26 @@ void HttpApi::RegisterClusterRoutes(const RouteFn& route) {
   for (const char* action : {"cordon", "drain", "uncordon"}) {
     route("POST", fmt::format("/api/v1/nodes/{{name}}/{}", action),
           fmt::format(R"(/api/v1/nodes/([A-Za-z0-9._-]+)/{})", action),
-          fmt::format("{} a node", action),
+          fmt::format("{} a node; optional body {{\"reason\": \"...\"}} (shown with the node "
+                      "until it is ready)",
+                      action),
           [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-            Reply(res, cp_->NodeAction(p, req.matches[1], action));
+            std::string reason;
+            if (!req.body.empty()) {
+              auto body = ParseJsonBody(req);
+              if (!body.ok()) return SendError(res, body.status());
+              if (!body->is_object()) {
+                return SendError(res, InvalidArgument("", "the body must be a JSON object"));
+              }
+              const json r = body->value("reason", json(""));
+              if (!r.is_string() || r.get<std::string>().size() > 256) {
+                return SendError(res, InvalidArgument("reason",
+                                                      "must be a string of at most 256 "
+                                                      "characters"));
+              }
+              reason = r.get<std::string>();
+            }
+            Reply(res, cp_->NodeAction(p, req.matches[1], action, reason));
           });
   }
 

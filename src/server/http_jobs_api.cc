@@ -2,11 +2,15 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "api/config_codec.h"
 #include "api/errors.h"
 #include "api/job_codec.h"
+#include "common/time.h"
 #include "model/job_array.h"
 #include "net/http_params.h"
 #include "server/http_api.h"
@@ -38,7 +42,68 @@ Result<int32_t> ParseThrottleBody(const std::string& body) {
   return static_cast<int32_t>(it->get<int64_t>());
 }
 
+// "a,b" -> {"a", "b"}; empty items are dropped.
+std::vector<std::string> CommaList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
+
+Result<JobFilter> HttpApi::ParseJobFilter(const httplib::Request& req) {
+  JobFilter f;
+  f.tenants = CommaList(req.get_param_value("tenant"));
+  f.queues = CommaList(req.get_param_value("queue"));
+  f.states = CommaList(req.get_param_value("state"));
+  f.users = CommaList(req.get_param_value("user"));
+  f.types = CommaList(req.get_param_value("type"));
+  auto active = net::QueryBool(req, "active");
+  if (!active.ok()) return active.status();
+  f.active = *active;
+  for (auto [name, out] : {std::pair{"since", &f.since}, std::pair{"until", &f.until}}) {
+    if (!req.has_param(name)) continue;
+    const std::optional<int64_t> ms = ParseRfc3339Ms(req.get_param_value(name));
+    if (!ms || *ms <= 0) {
+      return InvalidArgument(name,
+                             fmt::format("'{}' is not an RFC 3339 time (2024-05-01T12:00:00Z)",
+                                         req.get_param_value(name)));
+    }
+    *out = *ms;
+  }
+  if (req.has_param("array")) {
+    auto a = ParseId(req.get_param_value("array"), "array");
+    if (!a.ok()) return a.status();
+    f.array = *a;
+  }
+  if (req.has_param("index")) {
+    auto i = ParseId(req.get_param_value("index"), "index");
+    if (!i.ok() || *i > static_cast<uint64_t>(kMaxArrayIndex)) {
+      return InvalidArgument("index",
+                             fmt::format("must be an array index, 0 to {}", kMaxArrayIndex));
+    }
+    if (f.array == 0) return InvalidArgument("index", "needs array: ?array=ID&index=N");
+    f.index = static_cast<int64_t>(*i);
+  }
+  if (req.has_param("cursor")) {
+    auto c = ParseId(req.get_param_value("cursor"), "cursor");
+    if (!c.ok()) return c.status();
+    f.after_id = *c;
+  }
+  if (req.has_param("limit")) {
+    auto l = ParseId(req.get_param_value("limit"), "limit");
+    if (!l.ok() || *l < 1 || *l > 1000) {
+      return InvalidArgument("limit", "must be between 1 and 1000");
+    }
+    f.limit = *l;
+  }
+  return f;
+}
 
 void HttpApi::RegisterJobRoutes(const RouteFn& route) {
   // Jobs.
@@ -71,49 +136,14 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
           SendJsonText(res, created ? 201 : 200, std::move(r).value());
         });
   route("GET", "/api/v1/jobs", "/api/v1/jobs",
-        "List jobs; filters tenant, queue, state, user, type, array (a job array's elements) and "
-        "index (with array); cursor pagination (cursor, limit)",
+        "List jobs; filters tenant, queue, state, user, type (each a comma-separated list), "
+        "array (a job array's elements) and index (with array), active=true (not ended), since and "
+        "until (RFC 3339: jobs not ended before since, "
+        "submitted by until); cursor pagination (cursor, limit)",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          JobFilter f;
-          f.tenant = req.get_param_value("tenant");
-          f.queue = req.get_param_value("queue");
-          f.state = req.get_param_value("state");
-          f.user = req.get_param_value("user");
-          f.type = req.get_param_value("type");
-          if (!f.state.empty() && !ParseJobState(f.state)) {
-            return SendError(res,
-                             InvalidArgument("state", fmt::format("unknown state '{}'", f.state)));
-          }
-          if (req.has_param("array")) {
-            auto a = ParseId(req.get_param_value("array"), "array");
-            if (!a.ok()) return SendError(res, a.status());
-            f.array = *a;
-          }
-          if (req.has_param("index")) {
-            auto i = ParseId(req.get_param_value("index"), "index");
-            if (!i.ok() || *i > static_cast<uint64_t>(kMaxArrayIndex)) {
-              return SendError(res, InvalidArgument("index", fmt::format("must be an array index, "
-                                                                         "0 to {}",
-                                                                         kMaxArrayIndex)));
-            }
-            if (f.array == 0) {
-              return SendError(res, InvalidArgument("index", "needs array: ?array=ID&index=N"));
-            }
-            f.index = static_cast<int64_t>(*i);
-          }
-          if (req.has_param("cursor")) {
-            auto c = ParseId(req.get_param_value("cursor"), "cursor");
-            if (!c.ok()) return SendError(res, c.status());
-            f.after_id = *c;
-          }
-          if (req.has_param("limit")) {
-            auto l = ParseId(req.get_param_value("limit"), "limit");
-            if (!l.ok() || *l < 1 || *l > 1000) {
-              return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
-            }
-            f.limit = *l;
-          }
-          auto r = cp_->ListJobs(p, f);
+          auto f = ParseJobFilter(req);
+          if (!f.ok()) return SendError(res, f.status());
+          auto r = cp_->ListJobs(p, std::move(f).value());
           if (!r.ok()) return SendError(res, r.status());
           SendJsonText(res, 200, std::move(r).value());
         });

@@ -32,6 +32,11 @@ struct NodeEntry {
   NodeState state_before_down = NodeState::kReady;
   nlohmann::json status = nullptr;  // what it says about itself: cgroups, GPU discovery, telemetry
   uint64_t assign_version = 0;      // grows whenever the node's assignments may have changed
+  // Why the node is not ready, who made it so and when (since this server started; "" and 0 when
+  // unknown): an admin's cordon or drain (with the reason given), or down detection.
+  std::string state_reason = {};
+  std::string state_by = {};
+  TimeMs state_since = 0;
 };
 
 struct NodeRegistry {

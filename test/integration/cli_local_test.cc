@@ -83,6 +83,41 @@ TEST_F(CliLocalTest, UsageErrorsExitTwo) {
   EXPECT_EQ(badgpus.code, 2) << badgpus.err;
 }
 
+TEST_F(CliLocalTest, UnknownCommandsAndFlagsNameTheNearest) {
+  const CliResult command = Run({"sumbit", "--queue", "q", "--", "true"});
+  EXPECT_EQ(command.code, 2);
+  EXPECT_EQ(command.err, "error: unknown command \"sumbit\"; did you mean \"submit\"?\n");
+  const CliResult far = Run({"frobnicate"});
+  EXPECT_EQ(far.code, 2);
+  EXPECT_EQ(far.err, "error: unknown command \"frobnicate\"; see arbiter --help\n");
+  const CliResult flag = Run({"jobs", "--queu", "vision-train"});
+  EXPECT_EQ(flag.code, 2);
+  EXPECT_EQ(flag.err,
+            "error: unknown flag \"--queu\" for \"arbiter jobs\"; did you mean \"--queue\"?\n");
+  const CliResult nested = Run({"token", "craete"});
+  EXPECT_EQ(nested.code, 2);
+  EXPECT_EQ(nested.err,
+            "error: unknown command \"craete\" for \"arbiter token\"; did you mean \"create\"?\n");
+  EXPECT_EQ(Run({"sacct", "--startime", "today"}).err,
+            "error: unknown flag \"--startime\" for \"arbiter sacct\"; did you mean "
+            "\"--starttime\"?\n");
+  // Bad Slurm values are usage errors too, found before anything is sent.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"squeue", "-t", "RUNING"},
+                                             {"squeue", "-o", "%i %y"},
+                                             {"squeue", "-S", "y"},
+                                             {"squeue", "-w", "box[1-"},
+                                             {"sinfo", "-t", "idel"},
+                                             {"sinfo", "-o", "%P %y"},
+                                             {"sacct", "-o", "JobID,Stat"},
+                                             {"sacct", "-S", "last tuesday"},
+                                             {"sacct", "-s", "DONE"}}) {
+    const CliResult r = Run(args);
+    EXPECT_EQ(r.code, 2) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_TRUE(Contains(r.err, "error: ")) << r.err;
+  }
+}
+
 TEST_F(CliLocalTest, VersionReportAndHelp) {
   const CliResult v = Run({"version"});
   EXPECT_EQ(v.code, 0);
@@ -126,7 +161,10 @@ TEST_F(CliLocalTest, VersionReportAndHelp) {
                                              {"priority-classes"},
                                              {"cordon"},
                                              {"drain"},
-                                             {"uncordon"}}) {
+                                             {"uncordon"},
+                                             {"squeue"},
+                                             {"sinfo"},
+                                             {"sacct"}}) {
     std::vector<std::string> args = cmd;
     args.push_back("--help");
     const CliResult h = Run(args);

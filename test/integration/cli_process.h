@@ -31,7 +31,8 @@ struct CliOptions {
   std::string cwd;
   std::string stdin_text;
   int timeout_s = 60;
-  bool tty = false;  // stdout (and stderr) on a pseudo-terminal; `err` stays empty
+  bool tty = false;    // stdout (and stderr) on a pseudo-terminal; `err` stays empty
+  std::string binary;  // what to run ("": the arbiter under test), e.g. a link named squeue
 };
 
 namespace detail {
@@ -48,7 +49,7 @@ inline std::vector<std::string> Environment(const CliOptions& o) {
 
 [[noreturn]] inline void Exec(const std::vector<std::string>& args, const CliOptions& o) {
   if (!o.cwd.empty() && chdir(o.cwd.c_str()) != 0) _exit(126);
-  std::vector<std::string> a = {ARBITER_BINARY};
+  std::vector<std::string> a = {o.binary.empty() ? std::string(ARBITER_BINARY) : o.binary};
   a.insert(a.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : a) argv.push_back(s.data());

@@ -192,30 +192,37 @@ TEST_F(CliTest, SubmitRunWaitAndInspect) {
   const uint64_t second = Submit("alice", {"--queue", "vision-dev", "--", "true"});
   ASSERT_NE(second, 0u);
   ASSERT_TRUE(WaitState(second, "succeeded"));
-  const CliResult table = As("alice", {"jobs"});
+  // They have all ended: `jobs` lists none of them, `jobs --all` every one.
+  EXPECT_EQ(As("alice", {"jobs"}).out, "");
+  const CliResult table = As("alice", {"jobs", "--all"});
   ASSERT_EQ(table.code, 0) << table.err;
   std::vector<std::string> lines;
   std::stringstream s(table.out);
   for (std::string l; std::getline(s, l);) lines.push_back(l);
   ASSERT_EQ(lines.size(), 5u) << table.out;
-  EXPECT_EQ(lines[0].rfind("ID  NAME   QUEUE       USER   STATE      GPUS  AGE", 0), 0u)
+  EXPECT_EQ(lines[0].rfind("ID  NAME   QUEUE       USER   STATE      TIME  LIMIT      NODES  GPUS  "
+                           "NODELIST(REASON)",
+                           0),
+            0u)
       << table.out;
   const size_t state_col = lines[0].find("STATE");
   EXPECT_EQ(lines[1].substr(state_col, 9), "succeeded");
   EXPECT_EQ(lines[4].substr(state_col, 9), "succeeded");
   EXPECT_FALSE(Contains(table.out, "\033[")) << "no colours off a terminal";
-  const CliResult wide = As("alice", {"jobs", "-o", "wide"});
-  EXPECT_TRUE(Contains(wide.out, "TENANT  TYPE      PRIORITY  NODES  RESTARTS  EXIT  REASON"))
+  const CliResult wide = As("alice", {"jobs", "--all", "-o", "wide"});
+  EXPECT_TRUE(Contains(wide.out, "TENANT  TYPE      PRIORITY  RESTARTS  EXIT  AGE  REASON"))
       << wide.out;
   EXPECT_TRUE(Contains(wide.out, "all tasks exited 0")) << wide.out;
-  const json list = ParseOrNull(As("alice", {"jobs", "-o", "json"}).out);
+  const json list = ParseOrNull(As("alice", {"jobs", "--all", "-o", "json"}).out);
   ASSERT_EQ(list["items"].size(), 4u);
   EXPECT_EQ(list["items"][0]["name"], "hello");
-  EXPECT_TRUE(Contains(As("alice", {"jobs", "-o", "yaml"}).out, "items:\n  - "));
-  EXPECT_EQ(ParseOrNull(As("alice", {"jobs", "-o", "json", "--limit", "1"}).out)["items"][0]["id"],
+  EXPECT_TRUE(Contains(As("alice", {"jobs", "--all", "-o", "yaml"}).out, "items:\n  - "));
+  EXPECT_EQ(ParseOrNull(
+                As("alice", {"jobs", "--all", "-o", "json", "--limit", "1"}).out)["items"][0]["id"],
             second);
-  EXPECT_EQ(ParseOrNull(As("alice", {"jobs", "-o", "json", "--active"}).out)["items"].size(), 0u);
-  EXPECT_EQ(ParseOrNull(As("admin", {"jobs", "-o", "json", "--mine"}).out)["items"].size(), 0u);
+  EXPECT_EQ(ParseOrNull(As("alice", {"jobs", "-o", "json"}).out)["items"].size(), 0u);
+  EXPECT_EQ(ParseOrNull(As("admin", {"jobs", "--all", "-o", "json", "--mine"}).out)["items"].size(),
+            0u);
   EXPECT_EQ(As("alice", {"jobs", "--state", "running"}).err, "no jobs match\n");
 
   // why: a finished job says so.
@@ -729,12 +736,12 @@ TEST_F(CliTest, EventsFollowShowsChangesAsTheyHappen) {
 TEST_F(CliTest, ColoursOnlyOnATerminal) {
   const uint64_t id = Submit("alice", {"--queue", "vision-dev", "--", "true"});
   ASSERT_TRUE(WaitState(id, "succeeded"));
-  const CliResult tty = As("alice", {"jobs"}, /*tty=*/true);
+  const CliResult tty = As("alice", {"jobs", "--all"}, /*tty=*/true);
   EXPECT_EQ(tty.code, 0);
   EXPECT_TRUE(Contains(tty.out, "\033[32msucceeded\033[0m")) << tty.out;
-  const CliResult no_color = As("alice", {"jobs"}, true, {{"NO_COLOR", "1"}});
+  const CliResult no_color = As("alice", {"jobs", "--all"}, true, {{"NO_COLOR", "1"}});
   EXPECT_FALSE(Contains(no_color.out, "\033[")) << no_color.out;
-  EXPECT_FALSE(Contains(As("alice", {"jobs"}).out, "\033["));
+  EXPECT_FALSE(Contains(As("alice", {"jobs", "--all"}).out, "\033["));
 }
 
 }  // namespace

@@ -231,6 +231,8 @@ TEST(SlowClients, CannotFreezeTheServer) {
       server.Start({"--http-threads", "16", "--http-header-timeout-ms", "1500"}, {"alice"}));
   // Five slow connections from one address, where 16 / 4 = 4 may be open: one is refused (which
   // one depends on the order their threads start), the other four are held until the deadline.
+  // On a loaded machine the server may not yet have seen the start-up check's connection close,
+  // so it may hold a slot at first and refuse one more of the five.
   std::vector<std::unique_ptr<RawConnection>> slow;
   for (int i = 0; i < 5; ++i) {
     slow.push_back(std::make_unique<RawConnection>(server.port()));
@@ -257,8 +259,9 @@ TEST(SlowClients, CannotFreezeTheServer) {
       timed_out += answer.rfind("HTTP/1.1 408", 0) == 0 ? 1 : 0;
     }
   }
-  EXPECT_EQ(refused, 1);
-  EXPECT_EQ(timed_out, 4);
+  EXPECT_GE(refused, 1);
+  EXPECT_LE(refused, 2);
+  EXPECT_EQ(refused + timed_out, 5);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(6));
   slow.clear();
 
@@ -282,11 +285,13 @@ TEST(SlowClients, CannotFreezeTheServer) {
   // The refusals are counted in the metrics.
   auto m = server.As("admin")->Get("/metrics");
   ASSERT_TRUE(m && m->status == 200);
-  EXPECT_NE(m->body.find("arbiter_http_refused_total{reason=\"header_timeout\"} 4"),
+  EXPECT_NE(m->body.find(fmt::format("arbiter_http_refused_total{{reason=\"header_timeout\"}} {}",
+                                     timed_out)),
             std::string::npos);
   EXPECT_NE(m->body.find("arbiter_http_refused_total{reason=\"headers_too_large\"} 1"),
             std::string::npos);
-  EXPECT_NE(m->body.find("arbiter_http_refused_total{reason=\"connections_per_address\"} 1"),
+  EXPECT_NE(m->body.find(fmt::format(
+                "arbiter_http_refused_total{{reason=\"connections_per_address\"}} {}", refused)),
             std::string::npos);
   EXPECT_NE(m->body.find("arbiter_http_threads "), std::string::npos);
 }

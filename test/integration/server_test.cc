@@ -380,8 +380,9 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
   for (const json& p : doc["paths"]["/api/v1/jobs"]["get"]["parameters"]) {
     if (p["in"] == "query") documented.push_back(p["name"].get<std::string>());
   }
-  EXPECT_EQ(documented, (std::vector<std::string>{"tenant", "queue", "state", "user", "type",
-                                                  "array", "index", "cursor", "limit"}));
+  EXPECT_EQ(documented,
+            (std::vector<std::string>{"tenant", "queue", "state", "user", "type", "array", "index",
+                                      "active", "since", "until", "cursor", "limit"}));
   auto typo = admin_->Get("/api/v1/jobs?stat=pending");
   ASSERT_TRUE(typo);
   EXPECT_EQ(typo->status, 400);
@@ -391,8 +392,9 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
       << err;
   // Every documented parameter is taken.
   auto all = admin_->Get(
-      "/api/v1/jobs?tenant=vision&queue=vision-train&state=pending&user=admin&type=training&"
-      "array=1&index=0&limit=5");
+      "/api/v1/jobs?tenant=vision&queue=vision-train&state=pending,running&user=admin&"
+      "type=training&array=1&index=0&active=true&since=2024-05-01T00:00:00Z&"
+      "until=2099-01-01T00:00:00Z&limit=5");
   ASSERT_TRUE(all);
   EXPECT_EQ(all->status, 200) << all->body;
 }
