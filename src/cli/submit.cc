@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "api/job_codec.h"
 #include "cli/commands.h"
 #include "cli/sbatch.h"
+#include "cli/suggest.h"
 #include "cli/views.h"
 #include "model/job_array.h"
 
@@ -320,8 +322,9 @@ struct SubmitState {
   // arbiter sbatch: its words (options, the script, its arguments), and what sbatch prints.
   bool sbatch = false;
   std::vector<std::string> sbatch_words;
-  bool wait = false;                // sbatch -W: wait for the job; exit with its exit code
-  std::vector<std::string> extras;  // options submit does not know
+  bool wait = false;                     // sbatch -W: wait for the job; exit with its exit code
+  std::vector<std::string> extras;       // options submit does not know
+  std::vector<std::string> flags_known;  // submit's own long flags, for "did you mean"
 };
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -718,8 +721,21 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
   // Options this command does not know: a command's own flags written without "--" (BuildJob
   // says how to write it), else a mistake.
   if (!st.extras.empty()) {
+    // A near miss of one of submit's own flags (--gpu for --gpus) is a typo when the command is
+    // after "--" (or there is none): not one of the command's own options.
+    const int after_separator = WordsAfterSeparator(ctx->argv);
+    for (const std::string& e : st.extras) {
+      if (after_separator < 0 && !st.args.empty()) break;
+      const std::string flag = e.substr(0, e.find('='));
+      if (flag.size() < 3 || flag.rfind("--", 0) != 0) continue;
+      const std::string near = DidYouMean(flag, st.flags_known);
+      if (near.empty()) continue;
+      std::fprintf(stderr, "error: unknown flag \"%s\" for \"arbiter submit\"%s\n", flag.c_str(),
+                   near.c_str());
+      return kExitUsage;
+    }
     std::error_code ec;
-    const int after = WordsAfterSeparator(ctx->argv);
+    const int after = after_separator;
     const bool command_before_separator =
         !st.args.empty() && (after < 0 || static_cast<size_t>(after) < st.args.size()) &&
         !std::filesystem::is_regular_file(st.args[0], ec);
@@ -879,6 +895,7 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
   cmd->callback([ctx, st, cmd] {
     // The separator itself comes back from CLI11 once the command's words are in `args`.
     st->extras.clear();
+    st->flags_known = FlagNames(cmd);
     for (const std::string& e : cmd->remaining()) {
       if (e != "--") st->extras.push_back(e);
     }

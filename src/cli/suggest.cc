@@ -31,15 +31,6 @@ CLI::App* ChosenCommand(CLI::App& app) {
   }
 }
 
-std::vector<std::string> FlagNames(const CLI::App* cmd) {
-  std::vector<std::string> names;
-  for (const CLI::Option* o : cmd->get_options()) {
-    if (!o->nonpositional()) continue;
-    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
-  }
-  return names;
-}
-
 std::vector<std::string> CommandNames(const CLI::App* cmd) {
   std::vector<std::string> names;
   for (const CLI::App* s : cmd->get_subcommands([](const CLI::App*) { return true; })) {
@@ -51,6 +42,15 @@ std::vector<std::string> CommandNames(const CLI::App* cmd) {
 }
 
 }  // namespace
+
+std::vector<std::string> FlagNames(const CLI::App* cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd->get_options()) {
+    if (!o->nonpositional()) continue;
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+  }
+  return names;
+}
 
 size_t EditDistance(std::string_view a, std::string_view b) {
   // d[i][j]: the distance between a's first i characters and b's first j; three rows suffice.

@@ -25,6 +25,9 @@ size_t EditDistance(std::string_view a, std::string_view b);
 std::optional<std::string> Suggest(std::string_view typed,
                                    const std::vector<std::string>& candidates);
 
+// The long flags of `cmd` ("--name"), for DidYouMean.
+std::vector<std::string> FlagNames(const CLI::App* cmd);
+
 // "; did you mean \"X\"?" for Suggest's answer, else "".
 std::string DidYouMean(std::string_view typed, const std::vector<std::string>& candidates);
 

@@ -185,6 +185,13 @@ TEST_F(SlurmSubmitTest, ACommandWithoutTheSeparatorIsCaughtBeforeSubmitting) {
                        "python3: no such file; to run a command on the node, put it after "
                        "--: arbiter submit [FLAGS] -- python3 train.py --lr 0.1"))
       << r.err;
+  // A mistyped flag of submit's own, with the command after --, is named with the nearest one.
+  const CliResult typo = Cli({"submit", "--gpu", "1", "--", "python3", "train.py"});
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_TRUE(Contains(typo.err,
+                       "error: unknown flag \"--gpu\" for \"arbiter submit\"; did you "
+                       "mean \"--gpus\"?"))
+      << typo.err;
   const CliResult jobs = Cli({"jobs", "-o", "json"});
   EXPECT_TRUE(ParseOrNull(jobs.out)["items"].empty()) << jobs.out;
 }
