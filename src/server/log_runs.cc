@@ -27,7 +27,8 @@ std::string EndedBy(const store::JobEventRecord& e) {
   if (to == "lost") return "the node was lost";
   if (to == "failed") return RetryAfterFailure(e.reason);
   if (to == "timed-out") return "a timeout";
-  if (to == "suspended") return "a suspend";
+  // Slurm's requeue stops a job as suspended, then queues it again.
+  if (to == "suspended") return e.reason.rfind("requeue by ", 0) == 0 ? "requeue" : "a suspend";
   if (to == "cancelled") return "a cancel";
   if (to == "succeeded") return "success";
   return "";

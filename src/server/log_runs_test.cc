@@ -52,12 +52,16 @@ TEST(LogRunsTest, EachRunSaysWhyTheOneBeforeEnded) {
       .Admit(5, {"a", "b"})
       .To("suspended", "suspend by alice")
       .To("pending", "resume by alice")
-      .Admit(6, {"b", "b"});
+      .Admit(6, {"b", "b"})
+      .To("running")
+      .To("suspended", "requeue by alice")
+      .To("pending", "requeued")
+      .Admit(7, {"a", "c"});
   const std::vector<RunHistory> runs = RunsFromEvents(h.events(), 1);
-  ASSERT_EQ(runs.size(), 6u);
+  ASSERT_EQ(runs.size(), 7u);
   const std::vector<std::pair<std::string, std::string>> want = {
       {"b", ""},        {"c", "a retry (exit 3)"}, {"a", "preemption"}, {"a", "the node was lost"},
-      {"b", "requeue"}, {"b", "a suspend"}};
+      {"b", "requeue"}, {"b", "a suspend"},        {"c", "requeue"}};
   for (size_t i = 0; i < runs.size(); ++i) {
     EXPECT_EQ(runs[i].attempt, i + 1);
     EXPECT_EQ(runs[i].node, want[i].first) << i;
