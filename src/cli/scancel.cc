@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/job_refs.h"
+#include "cli/views.h"
 #include "model/job_array.h"
 
 namespace arbiter::cli {
@@ -119,10 +121,12 @@ struct ScancelFlags {
 // What a job must match (all of what is given).
 struct Filters {
   std::string user;
-  std::set<std::string> queues, names, tenants, nodes, states;  // lower-cased queues
+  std::set<std::string> names, tenants, nodes, states;
+  // With -p: the live jobs of those queues, as the server resolves their names (aliases, case).
+  std::optional<std::set<uint64_t>> in_queues;
   bool any() const {
-    return !user.empty() || !queues.empty() || !names.empty() || !tenants.empty() ||
-           !nodes.empty() || !states.empty();
+    return !user.empty() || in_queues || !names.empty() || !tenants.empty() || !nodes.empty() ||
+           !states.empty();
   }
   bool Match(const json& j) const {
     const std::string state = j.value("state", "");
@@ -130,7 +134,7 @@ struct Filters {
       return false;
     }
     if (!user.empty() && j.value("user", "") != user) return false;
-    if (!queues.empty() && !queues.count(Lower(j.value("queue", "")))) return false;
+    if (in_queues && !in_queues->count(j.value("id", uint64_t{0}))) return false;
     if (!names.empty() && !names.count(j.value("name", ""))) return false;
     if (!tenants.empty() && !tenants.count(j.value("tenant", ""))) return false;
     if (!states.empty() && !states.count(state)) return false;
@@ -171,7 +175,14 @@ Result<Filters> BuildFilters(const ScancelFlags& f, ApiClient& api) {
     if (!who.ok()) return who.status();
     out.user = who->value("user", "");
   }
-  for (const std::string& q : SplitCommas(f.partition)) out.queues.insert(Lower(q));
+  if (!f.partition.empty()) {
+    // The server resolves queue names as submissions do, and names an unknown one.
+    auto items =
+        api.ListAll("/api/v1/jobs" + QueryString({{"active", "true"}, {"queue", f.partition}}));
+    if (!items.ok()) return items.status();
+    out.in_queues.emplace();
+    for (const json& j : *items) out.in_queues->insert(j.value("id", uint64_t{0}));
+  }
   for (const std::string& n : SplitCommas(f.name)) out.names.insert(n);
   for (const std::string& a : SplitCommas(f.account)) out.tenants.insert(a);
   if (!f.nodelist.empty()) {

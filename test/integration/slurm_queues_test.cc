@@ -83,5 +83,21 @@ TEST_F(SlurmQueuesTest, ADryRunWithoutAPartitionWorksOfflineAndSaysWhatItWouldUs
       << r.err;
 }
 
+// scancel -p takes a queue's Slurm name as submissions do; an unknown one is an error, not a quiet
+// "nothing cancelled".
+TEST_F(SlurmQueuesTest, ScancelByPartitionTakesTheSlurmName) {
+  const CliResult sub = Cli({"submit", "--parsable", "--queue", "gpu_A100", "--", "sleep", "60"});
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  const CliResult cancel = Cli({"scancel", "-p", "GPU_A100"});
+  EXPECT_EQ(cancel.code, 0) << cancel.err;
+  const CliResult wait = Cli({"wait", id, "--timeout", "60"});
+  EXPECT_NE(wait.code, 0);
+  EXPECT_EQ(Job(id)["state"], "cancelled");
+  const CliResult bad = Cli({"scancel", "-p", "gpu_h100"});
+  EXPECT_EQ(bad.code, 1) << bad.err;
+  EXPECT_TRUE(Contains(bad.err, "gpu_h100 not found")) << bad.err;
+}
+
 }  // namespace
 }  // namespace arbiter::testing
