@@ -259,8 +259,26 @@ bool ControlPlane::HoldForDependenciesLocked(JobEntry& j, std::optional<Singleto
       [this](uint64_t id) -> std::optional<DependedJob> {
         auto it = jobs_.all.find(id);
         if (it == jobs_.all.end()) return std::nullopt;
-        const JobEntry& e = it->second;
-        return DependedJob{e.state, e.started_at > 0, IsFinal(e.state) && !e.stopping};
+        // An array's id stands for all its jobs, as in Slurm: started once any has, ended once
+        // all have, succeeded only if all did (else as its first job that did not).
+        auto a = jobs_.arrays.find(id);
+        if (a == jobs_.arrays.end()) {
+          const JobEntry& e = it->second;
+          return DependedJob{e.state, e.started_at > 0, IsFinal(e.state) && !e.stopping};
+        }
+        DependedJob all{JobState::kSucceeded, false, true};
+        bool other = false;  // a job that did not succeed (or has not ended) sets the state
+        for (uint64_t element : a->second.elements) {
+          const JobEntry& e = jobs_.all.at(element);
+          const bool ended = IsFinal(e.state) && !e.stopping;
+          all.started |= e.started_at > 0;
+          all.ended &= ended;
+          if (!other && !(ended && e.state == JobState::kSucceeded)) {
+            all.state = e.state;
+            other = true;
+          }
+        }
+        return all;
       },
       blocker);
   if (v.kind == DependencyVerdict::Kind::kMet) return false;

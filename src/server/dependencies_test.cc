@@ -116,6 +116,33 @@ TEST_F(DependencyDriverTest, AfterOkWaitsWithAVerdictThenStarts) {
   EXPECT_EQ(State(b), "admitted");
 }
 
+// A dependency on an array's id waits for all its jobs, as Slurm's does.
+TEST_F(DependencyDriverTest, AnArraysIdStandsForAllItsJobs) {
+  auto spec = api::ParseJobSubmission(
+      json{{"queue", "lab-q"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}}.dump());
+  ASSERT_TRUE(spec.ok());
+  api::ArrayRequest array{"0-1", {0, 1}, 0};
+  bool created = false;
+  auto arr = cp_->SubmitArray(admin_, std::move(spec).value(), array, "", &created);
+  ASSERT_TRUE(arr.ok()) << arr.status().ToString();
+  const uint64_t first = arr->id;
+  const uint64_t second = first + 1;
+  const uint64_t ok = Submit({{"depends_on", {{{"type", "afterok"}, {"job", first}}}}});
+  const uint64_t notok = Submit({{"depends_on", {{{"type", "afternotok"}, {"job", first}}}}});
+  Cycle();
+  Finish(first, 0);
+  Cycle();
+  // One of two succeeded: both still wait.
+  EXPECT_EQ(State(ok), "pending");
+  EXPECT_EQ(State(notok), "pending");
+  Finish(second, 5);
+  Cycle();
+  EXPECT_EQ(State(ok), "cancelled");
+  EXPECT_EQ(Job(ok)["reason"],
+            fmt::format("dependency never satisfied: job {} failed (afterok:{})", first, first));
+  EXPECT_EQ(State(notok), "admitted");
+}
+
 TEST_F(DependencyDriverTest, AFailedDependencyEndsTheJobWithTheReason) {
   const uint64_t a = Submit({{"resources", {{"gpus", 1}}}});
   const uint64_t ok = Submit({{"depends_on", {{{"type", "afterok"}, {"job", a}}}}});
