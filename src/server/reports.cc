@@ -792,6 +792,9 @@ std::string_view WaitReason(std::string_view code, int64_t free_allowed_milli, i
   if (code == "GangIncomplete") return "gang";
   if (code == "WaitingForReservation") return "reservation";
   if (code == "LowerPriority") return "priority";
+  // Holds the job's owner chose: not the cluster's doing.
+  if (code == "Dependency") return "dependency";
+  if (code == "ArrayThrottled") return "array_throttle";
   if (code == "NoFeasibleNode") {
     if (free_allowed_milli >= needed_milli) return "fragmented";
     if (free_milli >= needed_milli) return "wrong_model";

@@ -374,6 +374,8 @@ TEST(WaitReasons, RefineNoFeasibleNodeByTheFreeGpus) {
   EXPECT_EQ(WaitReason("NoFeasibleNode", 0, 8000, 8000), "wrong_model");
   EXPECT_EQ(WaitReason("NoFeasibleNode", 0, 1000, 8000), "no_capacity");
   EXPECT_EQ(WaitReason("", 0, 0, 1000), "not_yet_scheduled");
+  EXPECT_EQ(WaitReason("Dependency", 8000, 8000, 1000), "dependency");
+  EXPECT_EQ(WaitReason("ArrayThrottled", 8000, 8000, 1000), "array_throttle");
 }
 
 }  // namespace
