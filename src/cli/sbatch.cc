@@ -228,6 +228,8 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
   };
   if (append) {
     w += redirect_with(">>");
+  } else if (redirect_with(">").empty()) {
+    // No -o or -e: the task's own output, as the node keeps it.
   } else if (tasks_share_files) {
     // Appended to only where every node runs the script into one file.
     w += "if [ -n \"$steps\" ]; then\n" + redirect_with(">") + "else\n" + redirect_with(">>") +

@@ -381,6 +381,28 @@ TEST(Wrapper, OutputPatternsAreExpandedOnTheNode) {
   EXPECT_EQ(b, "to-err");
 }
 
+// Every combination of -o, -e, files shared by tasks and --open-mode makes a wrapper sh accepts.
+TEST(Wrapper, EveryOutputCombinationIsValidShell) {
+  const std::string dir = ::testing::TempDir() + "/wrapper-syntax";
+  std::filesystem::create_directories(dir);
+  for (const char* output : {"", "%j.out"}) {
+    for (const char* error : {"", "%j.err"}) {
+      for (bool share : {false, true}) {
+        for (bool append : {false, true}) {
+          const auto cmd = BatchCommand("true\n", "t.sh", {}, output, error, share, append);
+          ASSERT_GE(cmd.size(), 3u);
+          const std::string file = dir + "/wrapper.sh";
+          std::ofstream(file) << cmd[2];
+          EXPECT_EQ(std::system(fmt::format("sh -n '{}'", file).c_str()), 0)
+              << "-o '" << output << "' -e '" << error << "' share " << share << " append "
+              << append << ":\n"
+              << cmd[2];
+        }
+      }
+    }
+  }
+}
+
 TEST(HostList, SlurmsSyntax) {
   auto h = ExpandHostList("gpu-[01-03,07],cpu1,rack[1-2]-n[8-9]");
   ASSERT_TRUE(h.ok()) << h.status().ToString();
