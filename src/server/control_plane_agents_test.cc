@@ -101,6 +101,30 @@ TEST_F(AgentsTest, AGangSucceedsOnlyOnceEveryTaskHasRunAndExited) {
   EXPECT_EQ(Count(id, "succeeded"), 1);
 }
 
+// One task of a gang fails: the node that runs another is told to stop it at once, so its GPUs
+// are not held by a job that has already failed.
+TEST_F(AgentsTest, AFailedTaskStopsItsGangOnTheOtherNode) {
+  Register("gpu-01", "i1");
+  Register("gpu-02", "i2");
+  const uint64_t id =
+      Submit({{"tasks", 2}, {"distinct_nodes", true}, {"resources", {{"gpus", 4}}}});
+  ASSERT_TRUE(cp_->RunSchedulingCycle().ok());
+  const json placed = (*cp_->GetJob(admin_, id))["placement"];
+  ASSERT_EQ(placed.size(), 2u);
+  const std::string n0 = placed[0]["node"];
+  const std::string n1 = placed[1]["node"];
+  const std::string i0 = n0 == "gpu-01" ? "i1" : "i2";
+  const std::string i1 = n1 == "gpu-01" ? "i1" : "i2";
+  Beat(n1, i1, {{1, id, 1, 1, TaskEvent::kStarted, 0, false}});
+  Beat(n0, i0,
+       {{1, id, 0, 1, TaskEvent::kStarted, 0, false}, {2, id, 0, 1, TaskEvent::kExited, 3, false}});
+  const auto a = cp_->AssignmentsFor(n1);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_FALSE(a[0].run) << "task 1 still runs after task 0 failed";
+  Beat(n1, i1, {{2, id, 1, 1, TaskEvent::kExited, 143, false}});
+  EXPECT_EQ(State(id), "failed");
+}
+
 // A cancel reaches the node that runs the job only once it is durable: were the server to crash
 // before the commit, the store would still have the job running, and so would the node.
 TEST_F(AgentsTest, AStopReachesTheNodeOnlyOnceCommitted) {

@@ -597,6 +597,8 @@ void ControlPlane::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt
     done = store_->WriteAsync(std::move(b));
   }
   done.get();
+  // A failed task stops its gang, a lost one its job: the other nodes learn it once committed.
+  PublishStops({job});
 }
 
 std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
