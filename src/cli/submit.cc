@@ -655,6 +655,10 @@ int PrintArray(const ContextPtr& ctx, const SubmitState& st, ApiClient& api, con
     return kExitOk;
   }
   const size_t n = array.expanded.size();
+  if (st.sbatch) {
+    std::printf("Submitted batch job %llu\n", static_cast<unsigned long long>(id));
+    return kExitOk;
+  }
   std::printf(
       "array %llu submitted to %s: %zu jobs (ids %llu to %llu, indices %s)%s\n",
       static_cast<unsigned long long>(id), first.value("queue", "").c_str(), n,
@@ -821,8 +825,18 @@ int Submit(const ContextPtr& ctx, SubmitState& st) {
     r = api.Post("/api/v1/jobs", body, headers);
   }
   if (!r.ok()) return Fail(NoQueueHint(r.status(), b.job.queue, from_script));
-  if (array) return PrintArray(ctx, st, api, *r, *array);
   const uint64_t id = r->value("id", uint64_t{0});
+  if (array) {
+    const int printed = PrintArray(ctx, st, api, *r, *array);
+    if (printed != kExitOk || !st.wait) return printed;
+    // -W/--wait: every element, as sbatch waits for a whole array; the highest exit code.
+    std::fflush(stdout);
+    int worst = kExitOk;
+    for (uint64_t e = id; e < id + array->expanded.size(); ++e) {
+      worst = std::max(worst, WaitForExit(api, e));
+    }
+    return worst;
+  }
   if (st.parsable) {
     std::printf("%llu\n", static_cast<unsigned long long>(id));
   } else if (st.sbatch) {

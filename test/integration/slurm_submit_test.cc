@@ -76,6 +76,19 @@ TEST_F(SlurmSubmitTest, SbatchOptionsOverrideTheScriptAndItPrintsAsSbatch) {
   const CliResult w = Cli({"sbatch", "-W", "three.sh"});
   EXPECT_EQ(w.code, 3) << w.out << w.err;
   EXPECT_TRUE(Contains(w.out, "Submitted batch job ")) << w.out;
+  // With an array, -W waits for every element and exits with the highest code.
+  WriteFile(work_.path() + "/elements.sh",
+            "#!/bin/sh\n#SBATCH --array=0-2\nsleep 0.$SLURM_ARRAY_TASK_ID\n"
+            "exit $SLURM_ARRAY_TASK_ID\n");
+  const CliResult aw = Cli({"sbatch", "-W", "elements.sh"});
+  EXPECT_EQ(aw.code, 2) << aw.out << aw.err;
+  EXPECT_TRUE(std::regex_match(aw.out, std::regex("Submitted batch job [0-9]+\n"))) << aw.out;
+  const json elements = ParseOrNull(Cli({"jobs", "--all", "-o", "json"}).out);
+  int ended = 0;
+  for (const json& j : elements["items"]) {
+    ended += j.contains("array") && (j["state"] == "succeeded" || j["state"] == "failed");
+  }
+  EXPECT_EQ(ended, 3) << elements.dump();
   // No script is a usage error.
   const CliResult none = Cli({"sbatch", "-p", "lab-q"});
   EXPECT_EQ(none.code, 2);
