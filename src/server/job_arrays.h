@@ -14,8 +14,11 @@
 
 namespace arbiter::server {
 
-// "array 123 runs 8 of at most 8 elements at once (%8)"
-std::string ArrayThrottledMessage(uint64_t array, int32_t running, int32_t max_running);
+// "array 123 runs 8 of at most 8 elements at once (%8)"; with elements offered this cycle that do
+// not hold resources yet: "array 123 runs 6 of at most 8 elements at once, and its next 2 are
+// ahead of this one (%8)".
+std::string ArrayThrottledMessage(uint64_t array, int32_t running, int32_t offered,
+                                  int32_t max_running);
 
 // One cycle's places of the throttled arrays.
 class ArrayThrottle {
@@ -30,7 +33,11 @@ class ArrayThrottle {
 
  private:
   std::function<int32_t(uint64_t)> holding_;
-  std::unordered_map<uint64_t, int32_t> taken_;  // holding now, plus offered this cycle
+  struct Places {
+    int32_t holding = 0;  // elements holding resources now
+    int32_t offered = 0;  // elements offered to the core this cycle
+  };
+  std::unordered_map<uint64_t, Places> taken_;
 };
 
 }  // namespace arbiter::server

@@ -28,10 +28,17 @@ TEST(ArrayThrottle, OffersThePlacesLeftThenSaysWhy) {
   EXPECT_TRUE(t.Offer(7, 3, &why));
   EXPECT_TRUE(t.Offer(7, 3, &why));
   EXPECT_FALSE(t.Offer(7, 3, &why));
-  EXPECT_EQ(why, "array 7 runs 3 of at most 3 elements at once (%3)");
+  EXPECT_EQ(why,
+            "array 7 runs 1 of at most 3 elements at once, and its next 2 are ahead of this one "
+            "(%3)");
   EXPECT_TRUE(t.Offer(9, 1, &why));
   EXPECT_FALSE(t.Offer(9, 1, &why));
-  EXPECT_EQ(why, "array 9 runs 1 of at most 1 elements at once (%1)");
+  EXPECT_EQ(why,
+            "array 9 runs 0 of at most 1 elements at once, and its next 1 is ahead of this "
+            "one (%1)");
+  ArrayThrottle full([](uint64_t) { return 2; });
+  EXPECT_FALSE(full.Offer(4, 2, &why));
+  EXPECT_EQ(why, "array 4 runs 2 of at most 2 elements at once (%2)");
   EXPECT_EQ(asked, (std::map<uint64_t, int32_t>{{7, 1}, {9, 1}}));  // once per array and cycle
 }
 
@@ -189,10 +196,15 @@ TEST_F(JobArrayTest, TheThrottleHoldsAcrossCyclesAndARestart) {
   EXPECT_EQ(Holding(a), (std::set<int64_t>{0, 1}));  // lower indices first
   const json waiting = *cp_->GetJob(admin_, a + 2);
   EXPECT_EQ(waiting["pending"]["code"], "ArrayThrottled") << waiting.dump();
+  // Decided while 0 and 1 were being offered; the next cycle sees them running.
   EXPECT_EQ(waiting["pending"]["message"],
-            fmt::format("array {} runs 2 of at most 2 elements at once (%2)", a));
+            fmt::format("array {} runs 0 of at most 2 elements at once, and its next 2 are ahead "
+                        "of this one (%2)",
+                        a));
   Cycle();
   EXPECT_EQ(Holding(a).size(), 2u);
+  EXPECT_EQ((*cp_->GetJob(admin_, a + 2))["pending"]["message"],
+            fmt::format("array {} runs 2 of at most 2 elements at once (%2)", a));
   // Each end starts the next, and never more than 2 hold resources.
   Finish(a, 0);
   EXPECT_EQ(State(a), "succeeded");
