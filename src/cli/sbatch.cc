@@ -228,7 +228,7 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
   };
   if (append) {
     w += redirect_with(">>");
-  } else if (tasks_share_files) {
+  } else if (tasks_share_files && (!output.empty() || !error.empty())) {
     // Appended to only where every node runs the script into one file.
     w += "if [ -n \"$steps\" ]; then\n" + redirect_with(">") + "else\n" + redirect_with(">>") +
          "fi\n";
@@ -511,6 +511,8 @@ void SetEnvAndCommand(const SlurmDirectives& d, const Layout& l, const ScriptCon
     job->env["SLURM_NTASKS_PER_NODE"] = std::to_string(l.per_node);
   }
   if (d.cpus_per_task) job->env["SLURM_CPUS_PER_TASK"] = std::to_string(*d.cpus_per_task);
+  // srun's steps take it as their --gpus-per-task (exec/srun_layout.h), as Slurm's do.
+  if (d.gpus_per_task) job->env["SLURM_GPUS_PER_TASK"] = std::to_string(d.gpus_per_task->count);
   if (d.account) job->env["SLURM_JOB_ACCOUNT"] = *d.account;
   if (d.qos) job->env["SLURM_JOB_QOS"] = *d.qos;
   const std::string out = d.output.value_or("");

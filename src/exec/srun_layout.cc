@@ -304,6 +304,52 @@ std::string Layout(const SrunRequest& r, int alloc_nodes, int env_per_node, int 
   return "";
 }
 
+bool IsNodeEnv(const std::string& name) {
+  static const std::set<std::string> kNode = {"CUDA_VISIBLE_DEVICES",
+                                              "NVIDIA_VISIBLE_DEVICES",
+                                              "GPU_DEVICE_ORDINAL",
+                                              "SLURM_JOB_GPUS",
+                                              "SLURM_GPUS_ON_NODE",
+                                              "SLURM_NODEID",
+                                              "SLURM_PROCID",
+                                              "SLURM_LOCALID",
+                                              "SLURMD_NODENAME",
+                                              "RANK",
+                                              "LOCAL_RANK",
+                                              "NODE_RANK",
+                                              "HOME",
+                                              "TMPDIR",
+                                              "USER",
+                                              "LOGNAME",
+                                              "PWD",
+                                              "OLDPWD",
+                                              "SHLVL",
+                                              "_"};
+  return name.rfind("ARBITER_", 0) == 0 || kNode.count(name) > 0;
+}
+
+std::map<std::string, std::string> StepEnv(const std::map<std::string, std::string>& caller,
+                                           const std::map<std::string, std::string>& node) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : caller) {
+    if (!IsNodeEnv(k)) out[k] = v;
+  }
+  for (const auto& [k, v] : node) {
+    if (IsNodeEnv(k)) out[k] = v;
+  }
+  return out;
+}
+
+std::string ApplyJobGpusPerTask(const std::string& env_value, SrunRequest* r) {
+  if (env_value.empty() || r->gpus_per_task != 0 || !r->gpu_bind.empty()) return "";
+  const size_t colon = env_value.rfind(':');
+  const std::string v = env_value.substr(colon == std::string::npos ? 0 : colon + 1);
+  if (!ParseCount(v, 0, &r->gpus_per_task)) {
+    return "SLURM_GPUS_PER_TASK=" + env_value + ": expected a number of GPUs";
+  }
+  return "";
+}
+
 std::string TaskGpus(const SrunRequest& r, const std::vector<std::string>& gpus, int local,
                      int per_node, std::vector<std::string>* out) {
   out->clear();

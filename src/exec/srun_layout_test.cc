@@ -42,6 +42,53 @@ TEST(SrunArgs, MistakesNameTheFlag) {
             std::string::npos);
 }
 
+// A batch script's --gpus-per-task (SLURM_GPUS_PER_TASK) is its steps' default, as Slurm's.
+TEST(SrunArgs, JobGpusPerTaskIsTheStepsDefault) {
+  SrunRequest r = Parse({"python", "train.py"});
+  EXPECT_EQ(ApplyJobGpusPerTask("1", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 1);
+  r = Parse({"python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("a100:2", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 2);
+  r = Parse({"python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 0);
+  // The step's own flags win.
+  r = Parse({"--gpus-per-task=2", "python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("1", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 2);
+  r = Parse({"--gpu-bind=none", "python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("1", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 0);
+  r = Parse({"python"});
+  EXPECT_NE(ApplyJobGpusPerTask("many", &r).find("SLURM_GPUS_PER_TASK=many"), std::string::npos);
+}
+
+// The other nodes' tasks get what the script exported, and keep what is their node's.
+TEST(SrunEnv, OtherNodesGetTheScriptsEnvironment) {
+  const std::map<std::string, std::string> caller = {{"LAUNCHER", "accelerate launch"},
+                                                     {"MASTER_ADDR", "gpu-01"},
+                                                     {"PATH", "/env/bin:/usr/bin"},
+                                                     {"CUDA_VISIBLE_DEVICES", "0,1"},
+                                                     {"SLURM_NODEID", "0"},
+                                                     {"ARBITER_NODE_NAME", "gpu-01"},
+                                                     {"HOME", "/w/1"}};
+  const std::map<std::string, std::string> node = {{"MASTER_ADDR", "old"},
+                                                   {"PATH", "/usr/bin"},
+                                                   {"CUDA_VISIBLE_DEVICES", "2,3"},
+                                                   {"SLURM_NODEID", "1"},
+                                                   {"ARBITER_NODE_NAME", "gpu-02"},
+                                                   {"ARBITER_STEP_KEY", "k"},
+                                                   {"HOME", "/w/2"}};
+  const std::map<std::string, std::string> want = {
+      {"LAUNCHER", "accelerate launch"}, {"MASTER_ADDR", "gpu-01"}, {"PATH", "/env/bin:/usr/bin"},
+      {"CUDA_VISIBLE_DEVICES", "2,3"},   {"SLURM_NODEID", "1"},     {"ARBITER_NODE_NAME", "gpu-02"},
+      {"ARBITER_STEP_KEY", "k"},         {"HOME", "/w/2"}};
+  EXPECT_EQ(StepEnv(caller, node), want);
+  EXPECT_TRUE(IsNodeEnv("ARBITER_TASK_INDEX"));
+  EXPECT_FALSE(IsNodeEnv("NCCL_DEBUG"));
+}
+
 TEST(SrunLayout, AsSlurmDistributesInBlocks) {
   StepLayout l;
   // The batch script's --ntasks-per-node, on 2 nodes.

@@ -91,7 +91,8 @@ class SlurmScriptsTest : public LocalNodeCliTest {
     if (sub.code != 0) return "";
     const std::string id = sub.out.substr(0, sub.out.find('\n'));
     const CliResult wait = Cli({"wait", id, "--timeout", "60"}, env_);
-    EXPECT_EQ(wait.code, expect_exit) << file << ": " << wait.out << wait.err;
+    EXPECT_EQ(wait.code, expect_exit) << file << ": " << wait.out << wait.err
+                                      << Cli({"why", id}, env_).out << Cli({"logs", id}, env_).out;
     return id;
   }
 
@@ -159,8 +160,13 @@ void SlurmScriptsTest::Check(const ScriptCase& c, const std::string& id,
     hosts.insert(r.at("host"));
   }
   EXPECT_EQ(hosts.size(), static_cast<size_t>(c.nodes));
+  // The files are there, and no command of the script was missing or refused.
   for (const std::string& f : c.files) {
-    EXPECT_TRUE(std::filesystem::exists(work_.path() + "/" + Fill(f, "{id}", id))) << f;
+    const std::string path = work_.path() + "/" + Fill(f, "{id}", id);
+    EXPECT_TRUE(std::filesystem::exists(path)) << f;
+    const std::string text = ReadFile(path);
+    EXPECT_FALSE(Contains(text, "not found")) << f << ":\n" << text;
+    EXPECT_FALSE(Contains(text, "srun: error")) << f << ":\n" << text;
   }
 }
 
@@ -280,7 +286,8 @@ TEST_F(SlurmScriptsTest, MultiNodeScriptsRunOnBothNodes) {
        .name = "multinode-example",
        .partition = "gpu_A100",
        .files = {"multinode-example-{id}.out"},
-       .args = {"--nnodes 2 --nproc_per_node 1 --rdzv_id", "--rdzv_endpoint 127.0.0.1:29500"}},
+       .args = {"--nnodes 2 --nproc_per_node 1 --rdzv_id", "--rdzv_endpoint 127.0.0.1:29500"},
+       .setup = {}},
       {.file = "accelerate-multinode.sh",
        .program = "accelerate",
        .processes = 2,
