@@ -74,6 +74,17 @@ std::string TaskGpus(const SrunRequest& r, const std::vector<std::string>& gpus,
 std::map<std::string, std::string> TaskEnv(const StepLayout& l, int node, int rank, int local,
                                            const std::vector<std::string>& gpus, int step);
 
+// Slurm's host list as `scontrol show hostnames` writes it, one name a line:
+// "gpu-[01-03,07],cpu1" -> {"gpu-01", "gpu-02", "gpu-03", "gpu-07", "cpu1"}. Returns "" or an
+// error that names the list.
+std::string ExpandHostnames(const std::string& list, std::vector<std::string>* out);
+
+// `scontrol ARGS` inside a job: `show hostname[s] [LIST]` (LIST: SLURM_JOB_NODELIST, given as
+// `job_nodelist`) writes the names to `out`. Returns the exit status (1 with `err` set for what
+// Arbiter's nodes do not answer).
+int Scontrol(const std::vector<std::string>& args, const std::string& job_nodelist,
+             std::string* out, std::string* err);
+
 // "a,b,c" -> {"a", "b", "c"} ("" -> {}).
 std::vector<std::string> SplitList(const std::string& s, char sep = ',');
 

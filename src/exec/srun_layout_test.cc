@@ -89,6 +89,26 @@ TEST(SrunEnv, OtherNodesGetTheScriptsEnvironment) {
   EXPECT_FALSE(IsNodeEnv("NCCL_DEBUG"));
 }
 
+TEST(Scontrol, ShowHostnamesExpandsSlurmsLists) {
+  std::vector<std::string> names;
+  EXPECT_EQ(ExpandHostnames("gpu-[01-03,10],cpu1,r[1-2]-n[8-9]", &names), "");
+  EXPECT_EQ(names, (std::vector<std::string>{"gpu-01", "gpu-02", "gpu-03", "gpu-10", "cpu1",
+                                             "r1-n8", "r1-n9", "r2-n8", "r2-n9"}));
+  for (const char* bad : {"gpu-[3-1]", "gpu-[01", "gpu-]", "n[x]", "n[]"}) {
+    EXPECT_NE(ExpandHostnames(bad, &names), "") << bad;
+  }
+  std::string out, err;
+  EXPECT_EQ(Scontrol({"show", "hostnames"}, "box,node-a", &out, &err), 0);
+  EXPECT_EQ(out, "box\nnode-a\n");
+  out.clear();
+  EXPECT_EQ(Scontrol({"show", "hostname", "n[1-2]"}, "", &out, &err), 0);
+  EXPECT_EQ(out, "n1\nn2\n");
+  EXPECT_EQ(Scontrol({"show", "hostnames"}, "", &out, &err), 1);
+  EXPECT_NE(err.find("SLURM_JOB_NODELIST"), std::string::npos);
+  EXPECT_EQ(Scontrol({"requeue", "12"}, "box", &out, &err), 1);
+  EXPECT_NE(err.find("scontrol show hostnames"), std::string::npos);
+}
+
 TEST(SrunLayout, AsSlurmDistributesInBlocks) {
   StepLayout l;
   // The batch script's --ntasks-per-node, on 2 nodes.

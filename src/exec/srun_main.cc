@@ -724,6 +724,15 @@ int Release() {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string self = argv[0];
+  if (self.substr(self.rfind('/') == std::string::npos ? 0 : self.rfind('/') + 1) == "scontrol") {
+    std::string out, err;
+    const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
+    const int rc = arbiter::exec::Scontrol(args, nodelist != nullptr ? nodelist : "", &out, &err);
+    std::fputs(out.c_str(), stdout);
+    std::fputs(err.c_str(), stderr);
+    return rc;
+  }
   if (args.size() == 1 && args[0] == "--arbiter-worker") return arbiter::exec::RunWorker();
   if (args.size() == 1 && args[0] == "--arbiter-release") return arbiter::exec::Release();
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {

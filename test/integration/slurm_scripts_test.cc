@@ -51,8 +51,10 @@ struct ScriptCase {
   std::string name;                // SLURM_JOB_NAME
   std::string partition;           // SLURM_JOB_PARTITION
   std::vector<std::string> files;  // created in the work folder ({id}: the job's id)
-  std::vector<std::string> args;   // in every run's arguments ({node}: its SLURM_NODEID)
+  // In every run's arguments ({node}: its SLURM_NODEID; {head}: the job's first node).
+  std::vector<std::string> args;
   std::vector<std::string> setup;  // programs the script ran once before, in order
+  std::string output;              // in the first of `files` ({head}: the job's first node)
 };
 
 std::string Fill(std::string text, const std::string& key, const std::string& value) {
@@ -155,11 +157,17 @@ void SlurmScriptsTest::Check(const ScriptCase& c, const std::string& id,
       EXPECT_TRUE(gpus_of_node[r.at("host")].insert(cuda).second) << "shared GPUs " << cuda;
     }
     for (const std::string& a : c.args) {
-      EXPECT_TRUE(Contains(r.at("args"), Fill(a, "{node}", r.at("nodeid")))) << a;
+      const std::string want =
+          Fill(Fill(a, "{node}", r.at("nodeid")), "{head}", runs[0].at("host"));
+      EXPECT_TRUE(Contains(r.at("args"), want)) << want;
     }
     hosts.insert(r.at("host"));
   }
   EXPECT_EQ(hosts.size(), static_cast<size_t>(c.nodes));
+  if (!c.output.empty()) {
+    const std::string text = ReadFile(work_.path() + "/" + Fill(c.files.at(0), "{id}", id));
+    EXPECT_TRUE(Contains(text, Fill(c.output, "{head}", runs[0].at("host")))) << text;
+  }
   // The files are there, and no command of the script was missing or refused.
   for (const std::string& f : c.files) {
     const std::string path = work_.path() + "/" + Fill(f, "{id}", id);
@@ -181,14 +189,16 @@ TEST_F(SlurmScriptsTest, OneNodeScriptsRunAsWritten) {
        .partition = "gpu_A100",
        .files = {"ddp-per-gpu-{id}.out"},
        .args = {"mnist_classify_ddp.py --epochs=2"},
-       .setup = {"module", "module", "conda"}},
+       .setup = {"module", "module", "conda"},
+       .output = "WORLD_SIZE=4 MASTER_ADDR=box MASTER_PORT="},
       {.file = "eval-default-queue.sh",
        .program = "python",
        .name = "eval",
        .partition = "lab-q",
        .files = {"eval-{id}.out", "eval-{id}.err"},
        .args = {"./evaluate.py --checkpoint checkpoints/last.ckpt"},
-       .setup = {"nvidia-smi"}},
+       .setup = {"nvidia-smi"},
+       .output = {}},
       {.file = "torchrun-exclusive.sh",
        .program = "torchrun",
        .gpus_each = 4,
@@ -196,7 +206,8 @@ TEST_F(SlurmScriptsTest, OneNodeScriptsRunAsWritten) {
        .partition = "lab-q",
        .files = {"single-{id}.out"},
        .args = {"--standalone --nnodes=1 --nproc_per_node=4 train.py"},
-       .setup = {"module", "module"}},
+       .setup = {"module", "module"},
+       .output = {}},
       {.file = "deepspeed-launcher.sh",
        .program = "deepspeed",
        .gpus_each = 2,
@@ -204,7 +215,8 @@ TEST_F(SlurmScriptsTest, OneNodeScriptsRunAsWritten) {
        .partition = "lab-q",
        .files = {"pretrain.out"},
        .args = {"--num_gpus=2 --master_port 29501 pretrain.py"},
-       .setup = {"module", "module", "conda"}},
+       .setup = {"module", "module", "conda"},
+       .output = {}},
   };
   for (const ScriptCase& c : cases) {
     SCOPED_TRACE(c.file);
@@ -287,7 +299,8 @@ TEST_F(SlurmScriptsTest, MultiNodeScriptsRunOnBothNodes) {
        .partition = "gpu_A100",
        .files = {"multinode-example-{id}.out"},
        .args = {"--nnodes 2 --nproc_per_node 1 --rdzv_id", "--rdzv_endpoint 127.0.0.1:29500"},
-       .setup = {}},
+       .setup = {},
+       .output = "Node IP: 127.0.0.1\n"},
       {.file = "accelerate-multinode.sh",
        .program = "accelerate",
        .processes = 2,
@@ -297,10 +310,11 @@ TEST_F(SlurmScriptsTest, MultiNodeScriptsRunOnBothNodes) {
        .partition = "lab-q",
        .files = {"O-multinode.{id}", "E-multinode.{id}"},
        .args = {"launch --num_processes 4 --num_machines 2 --rdzv_backend c10d "
-                "--main_process_ip ",
+                "--main_process_ip {head} ",
                 "--main_process_port 29500 --machine_rank {node} complete_nlp_example.py "
                 "--mixed_precision fp16"},
-       .setup = {"module", "conda"}},
+       .setup = {"module", "conda"},
+       .output = {}},
       {.file = "deepspeed-srun-multinode.sh",
        .program = "python3",
        .processes = 4,
@@ -310,7 +324,8 @@ TEST_F(SlurmScriptsTest, MultiNodeScriptsRunOnBothNodes) {
        .partition = "lab-q",
        .files = {},
        .args = {"mnist_deepspeed.py --epochs=100 --deepspeed --deepspeed_config ds_config.json"},
-       .setup = {"module", "module"}},
+       .setup = {"module", "module"},
+       .output = {}},
       {.file = "lightning-multinode.sh",
        .program = "python",
        .processes = 4,
@@ -320,7 +335,8 @@ TEST_F(SlurmScriptsTest, MultiNodeScriptsRunOnBothNodes) {
        .partition = "gpu_A100",
        .files = {"pytorch_lightning_{id}.out", "pytorch_lightning_{id}.err"},
        .args = {"train.py --num_nodes 2 --devices 2 --strategy ddp"},
-       .setup = {"module", "conda"}},
+       .setup = {"module", "conda"},
+       .output = {}},
   };
   for (const ScriptCase& c : cases) {
     SCOPED_TRACE(c.file);
