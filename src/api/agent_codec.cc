@@ -279,6 +279,7 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
           {"restarts", a.restarts},
           {"master_node", a.master_node},
           {"master_addr", a.master_addr},
+          {"nodes", a.nodes},
           {"step_key", a.step_key},
           {"started", a.started},
           {"tasks", a.spec.tasks},
@@ -328,6 +329,13 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
     a.restarts = static_cast<int32_t>(Int(j, p, "restarts", false, 0, 1 << 30));
     a.master_node = Str(j, p, "master_node", false, 253);
     a.master_addr = Str(j, p, "master_addr", false, 253);
+    const json& nodes = Array(j, p, "nodes", 1 << 20, none);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!nodes[i].is_string() || nodes[i].get<std::string>().size() > 253) {
+        throw FieldError{fmt::format("{}[{}]", Join(p, "nodes"), i), "must be a node name"};
+      }
+      a.nodes.push_back(nodes[i].get<std::string>());
+    }
     a.step_key = Str(j, p, "step_key", false, 128);
     a.started = Bool(j, p, "started", false);
     a.spec.id = JobId(a.job);

@@ -59,6 +59,7 @@ TEST(AgentCodec, AssignmentRoundTrips) {
   a.gpus = {4, 5};
   a.master_node = "gpu-06";
   a.master_addr = "10.0.0.6";
+  a.nodes = {"gpu-06", "gpu-07"};
   a.spec.tasks = 2;
   a.spec.command = {"python", "train.py"};
   a.spec.env = {{"A", "1"}};
@@ -71,6 +72,7 @@ TEST(AgentCodec, AssignmentRoundTrips) {
   EXPECT_EQ(back->spec.command[1], "train.py");
   EXPECT_EQ(back->spec.resources.cpu_milli, 16000);
   EXPECT_EQ(back->master_addr, "10.0.0.6");
+  EXPECT_EQ(back->nodes, (std::vector<std::string>{"gpu-06", "gpu-07"}));
 }
 
 // Errors name the field.

@@ -187,6 +187,8 @@ std::vector<std::string> BatchCommand(const std::string& script_text, const std:
       "export SLURM_JOB_ID=\"$ARBITER_JOB_ID\" SLURM_JOBID=\"$ARBITER_JOB_ID\" "
       "SLURM_PROCID=\"$ARBITER_TASK_INDEX\" SLURM_NODEID=\"$ARBITER_TASK_INDEX\" "
       "SLURM_LOCALID=0 SLURMD_NODENAME=\"$ARBITER_NODE_NAME\" "
+      "SLURM_JOB_NODELIST=\"${ARBITER_NODES:-$ARBITER_NODE_NAME}\" "
+      "SLURM_NODELIST=\"${ARBITER_NODES:-$ARBITER_NODE_NAME}\" "
       "SLURM_RESTART_COUNT=\"$ARBITER_RESTART_COUNT\" SLURM_NNODES=\"$WORLD_SIZE\" "
       "SLURM_JOB_NUM_NODES=\"$WORLD_SIZE\" SLURM_JOB_GPUS=\"$CUDA_VISIBLE_DEVICES\" "
       "GPU_DEVICE_ORDINAL=\"$CUDA_VISIBLE_DEVICES\"\n"
@@ -513,6 +515,8 @@ void SetEnvAndCommand(const SlurmDirectives& d, const Layout& l, const ScriptCon
     job->env["SLURM_NTASKS_PER_NODE"] = std::to_string(l.per_node);
   }
   if (d.cpus_per_task) job->env["SLURM_CPUS_PER_TASK"] = std::to_string(*d.cpus_per_task);
+  // srun's steps take it as their --gpus-per-task (exec/srun_layout.h), as Slurm's do.
+  if (d.gpus_per_task) job->env["SLURM_GPUS_PER_TASK"] = std::to_string(d.gpus_per_task->count);
   if (d.account) job->env["SLURM_JOB_ACCOUNT"] = *d.account;
   if (d.qos) job->env["SLURM_JOB_QOS"] = *d.qos;
   const std::string out = d.output.value_or("");

@@ -363,6 +363,18 @@ TEST(Wrapper, RunsTheScriptWithSlurmVariablesAndArguments) {
   }
 }
 
+// A job of several nodes without -o/-e: its output stays in the job's logs, and the wrapper is
+// still a valid shell script.
+TEST(Wrapper, SeveralNodesWithoutOutputFiles) {
+  const std::string dir = ::testing::TempDir() + "/wrapper-multi";
+  std::filesystem::create_directories(dir);
+  const auto cmd = BatchCommand("#!/bin/sh\necho \"node=$SLURM_NODEID\"\n", "t.sh", {}, "", "",
+                                /*tasks_share_files=*/true);
+  const Ran r = RunWrapper(cmd, dir, "ARBITER_JOB_ID=8 ARBITER_TASK_INDEX=0 WORLD_SIZE=2");
+  EXPECT_EQ(WEXITSTATUS(r.status), 0);
+  EXPECT_EQ(r.out, "node=0\n");
+}
+
 TEST(Wrapper, OutputPatternsAreExpandedOnTheNode) {
   const std::string dir = ::testing::TempDir() + "/wrapper-out";
   std::filesystem::create_directories(dir);

@@ -304,6 +304,130 @@ std::string Layout(const SrunRequest& r, int alloc_nodes, int env_per_node, int 
   return "";
 }
 
+bool IsNodeEnv(const std::string& name) {
+  static const std::set<std::string> kNode = {"CUDA_VISIBLE_DEVICES",
+                                              "NVIDIA_VISIBLE_DEVICES",
+                                              "GPU_DEVICE_ORDINAL",
+                                              "SLURM_JOB_GPUS",
+                                              "SLURM_GPUS_ON_NODE",
+                                              "SLURM_NODEID",
+                                              "SLURM_PROCID",
+                                              "SLURM_LOCALID",
+                                              "SLURMD_NODENAME",
+                                              "RANK",
+                                              "LOCAL_RANK",
+                                              "NODE_RANK",
+                                              "HOME",
+                                              "TMPDIR",
+                                              "USER",
+                                              "LOGNAME",
+                                              "PWD",
+                                              "OLDPWD",
+                                              "SHLVL",
+                                              "_"};
+  return name.rfind("ARBITER_", 0) == 0 || kNode.count(name) > 0;
+}
+
+std::map<std::string, std::string> StepEnv(const std::map<std::string, std::string>& caller,
+                                           const std::map<std::string, std::string>& node) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : caller) {
+    if (!IsNodeEnv(k)) out[k] = v;
+  }
+  for (const auto& [k, v] : node) {
+    if (IsNodeEnv(k)) out[k] = v;
+  }
+  return out;
+}
+
+namespace {
+
+// One item of a host list (no comma outside brackets), its first bracket expanded, then the rest.
+bool ExpandHostItem(const std::string& item, std::vector<std::string>* out) {
+  const size_t open = item.find('[');
+  if (open == std::string::npos) {
+    if (item.find(']') != std::string::npos) return false;
+    out->push_back(item);
+    return true;
+  }
+  const size_t close = item.find(']', open);
+  if (close == std::string::npos || close == open + 1) return false;
+  const std::string prefix = item.substr(0, open);
+  std::vector<std::string> rest;
+  if (!ExpandHostItem(item.substr(close + 1), &rest)) return false;
+  if (rest.empty()) rest.push_back("");
+  for (const std::string& range : SplitList(item.substr(open + 1, close - open - 1))) {
+    const size_t dash = range.find('-');
+    const std::string lo = range.substr(0, dash);
+    const std::string hi = dash == std::string::npos ? lo : range.substr(dash + 1);
+    int a = 0, b = 0;
+    if (!ParseCount(lo, 0, &a) || !ParseCount(hi, 0, &b) || b < a || b - a > 100000) return false;
+    for (int n = a; n <= b; ++n) {
+      std::string num = std::to_string(n);
+      if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');  // gpu[01-10]
+      for (const std::string& tail : rest) out->push_back(prefix + num + tail);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ExpandHostnames(const std::string& list, std::vector<std::string>* out) {
+  out->clear();
+  std::string item;
+  int depth = 0;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    const char c = i < list.size() ? list[i] : ',';
+    if (c == ',' && depth == 0) {
+      if (!item.empty() && !ExpandHostItem(item, out)) {
+        return "invalid host list \"" + list + "\"";
+      }
+      item.clear();
+      continue;
+    }
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    if (depth < 0) break;
+    item += c;
+  }
+  if (depth != 0) return "invalid host list \"" + list + "\"";
+  return "";
+}
+
+int Scontrol(const std::vector<std::string>& args, const std::string& job_nodelist,
+             std::string* out, std::string* err) {
+  const bool hostnames = args.size() >= 2 && args.size() <= 3 && args[0] == "show" &&
+                         (args[1] == "hostnames" || args[1] == "hostname");
+  if (!hostnames) {
+    *err =
+        "scontrol: error: inside an Arbiter job only `scontrol show hostnames [LIST]` is "
+        "answered; use `arbiter` for the rest (docs/cli.md)\n";
+    return 1;
+  }
+  const std::string list = args.size() == 3 ? args[2] : job_nodelist;
+  if (list.empty()) {
+    *err = "scontrol: error: no host list given and SLURM_JOB_NODELIST is not set\n";
+    return 1;
+  }
+  std::vector<std::string> names;
+  if (std::string e = ExpandHostnames(list, &names); !e.empty()) {
+    *err = "scontrol: error: " + e + "\n";
+    return 1;
+  }
+  for (const std::string& n : names) *out += n + "\n";
+  return 0;
+}
+
+std::string ApplyJobGpusPerTask(const std::string& env_value, SrunRequest* r) {
+  if (env_value.empty() || r->gpus_per_task != 0 || !r->gpu_bind.empty()) return "";
+  const size_t colon = env_value.rfind(':');
+  const std::string v = env_value.substr(colon == std::string::npos ? 0 : colon + 1);
+  if (!ParseCount(v, 0, &r->gpus_per_task)) {
+    return "SLURM_GPUS_PER_TASK=" + env_value + ": expected a number of GPUs";
+  }
+  return "";
+}
+
 std::string TaskGpus(const SrunRequest& r, const std::vector<std::string>& gpus, int local,
                      int per_node, std::vector<std::string>* out) {
   out->clear();

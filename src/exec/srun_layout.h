@@ -27,11 +27,28 @@ struct SrunRequest {
   std::string chdir;        // -D/--chdir: the tasks' working directory ("": srun's)
   std::vector<std::string> argv;
   std::vector<std::string> ignored;  // accepted flags with no effect here, for --verbose
+  // srun's environment (the script's, with what it exported), sent to the step's other nodes.
+  std::map<std::string, std::string> env;
 };
 
 // Parses srun's arguments (after the program name); the command starts at the first argument that
 // is not an option. Returns "" or an error naming the flag.
 std::string ParseSrunArgs(const std::vector<std::string>& args, SrunRequest* out);
+
+// Gives a step that says neither --gpus-per-task nor --gpu-bind the job's --gpus-per-task, as
+// Slurm's srun takes it from SLURM_GPUS_PER_TASK ("[type:]g"; "": the job gave none). Returns ""
+// or an error that names the variable.
+std::string ApplyJobGpusPerTask(const std::string& env_value, SrunRequest* r);
+
+// Whether variable `name` belongs to the node a task runs on (its GPUs, ranks, folders, user and
+// Arbiter's own variables), so that a step's other nodes keep their own value.
+bool IsNodeEnv(const std::string& name);
+
+// The environment of a step's tasks on a node other than srun's: srun's own (`caller`), as
+// Slurm's srun sends it to every task (--export=ALL), except what belongs to the node, which is
+// `node`'s (the worker's own environment).
+std::map<std::string, std::string> StepEnv(const std::map<std::string, std::string>& caller,
+                                           const std::map<std::string, std::string>& node);
 
 // The step as it runs: how many tasks, on how many nodes, how many on each.
 struct StepLayout {
@@ -56,6 +73,17 @@ std::string TaskGpus(const SrunRequest& r, const std::vector<std::string>& gpus,
 // The variables srun sets for one task (besides the allocation's): ranks, counts, GPUs.
 std::map<std::string, std::string> TaskEnv(const StepLayout& l, int node, int rank, int local,
                                            const std::vector<std::string>& gpus, int step);
+
+// Slurm's host list as `scontrol show hostnames` writes it, one name a line:
+// "gpu-[01-03,07],cpu1" -> {"gpu-01", "gpu-02", "gpu-03", "gpu-07", "cpu1"}. Returns "" or an
+// error that names the list.
+std::string ExpandHostnames(const std::string& list, std::vector<std::string>* out);
+
+// `scontrol ARGS` inside a job: `show hostname[s] [LIST]` (LIST: SLURM_JOB_NODELIST, given as
+// `job_nodelist`) writes the names to `out`. Returns the exit status (1 with `err` set for what
+// Arbiter's nodes do not answer).
+int Scontrol(const std::vector<std::string>& args, const std::string& job_nodelist,
+             std::string* out, std::string* err);
 
 // "a,b,c" -> {"a", "b", "c"} ("" -> {}).
 std::vector<std::string> SplitList(const std::string& s, char sep = ',');

@@ -42,6 +42,73 @@ TEST(SrunArgs, MistakesNameTheFlag) {
             std::string::npos);
 }
 
+// A batch script's --gpus-per-task (SLURM_GPUS_PER_TASK) is its steps' default, as Slurm's.
+TEST(SrunArgs, JobGpusPerTaskIsTheStepsDefault) {
+  SrunRequest r = Parse({"python", "train.py"});
+  EXPECT_EQ(ApplyJobGpusPerTask("1", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 1);
+  r = Parse({"python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("a100:2", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 2);
+  r = Parse({"python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 0);
+  // The step's own flags win.
+  r = Parse({"--gpus-per-task=2", "python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("1", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 2);
+  r = Parse({"--gpu-bind=none", "python"});
+  EXPECT_EQ(ApplyJobGpusPerTask("1", &r), "");
+  EXPECT_EQ(r.gpus_per_task, 0);
+  r = Parse({"python"});
+  EXPECT_NE(ApplyJobGpusPerTask("many", &r).find("SLURM_GPUS_PER_TASK=many"), std::string::npos);
+}
+
+// The other nodes' tasks get what the script exported, and keep what is their node's.
+TEST(SrunEnv, OtherNodesGetTheScriptsEnvironment) {
+  const std::map<std::string, std::string> caller = {{"LAUNCHER", "accelerate launch"},
+                                                     {"MASTER_ADDR", "gpu-01"},
+                                                     {"PATH", "/env/bin:/usr/bin"},
+                                                     {"CUDA_VISIBLE_DEVICES", "0,1"},
+                                                     {"SLURM_NODEID", "0"},
+                                                     {"ARBITER_NODE_NAME", "gpu-01"},
+                                                     {"HOME", "/w/1"}};
+  const std::map<std::string, std::string> node = {{"MASTER_ADDR", "old"},
+                                                   {"PATH", "/usr/bin"},
+                                                   {"CUDA_VISIBLE_DEVICES", "2,3"},
+                                                   {"SLURM_NODEID", "1"},
+                                                   {"ARBITER_NODE_NAME", "gpu-02"},
+                                                   {"ARBITER_STEP_KEY", "k"},
+                                                   {"HOME", "/w/2"}};
+  const std::map<std::string, std::string> want = {
+      {"LAUNCHER", "accelerate launch"}, {"MASTER_ADDR", "gpu-01"}, {"PATH", "/env/bin:/usr/bin"},
+      {"CUDA_VISIBLE_DEVICES", "2,3"},   {"SLURM_NODEID", "1"},     {"ARBITER_NODE_NAME", "gpu-02"},
+      {"ARBITER_STEP_KEY", "k"},         {"HOME", "/w/2"}};
+  EXPECT_EQ(StepEnv(caller, node), want);
+  EXPECT_TRUE(IsNodeEnv("ARBITER_TASK_INDEX"));
+  EXPECT_FALSE(IsNodeEnv("NCCL_DEBUG"));
+}
+
+TEST(Scontrol, ShowHostnamesExpandsSlurmsLists) {
+  std::vector<std::string> names;
+  EXPECT_EQ(ExpandHostnames("gpu-[01-03,10],cpu1,r[1-2]-n[8-9]", &names), "");
+  EXPECT_EQ(names, (std::vector<std::string>{"gpu-01", "gpu-02", "gpu-03", "gpu-10", "cpu1",
+                                             "r1-n8", "r1-n9", "r2-n8", "r2-n9"}));
+  for (const char* bad : {"gpu-[3-1]", "gpu-[01", "gpu-]", "n[x]", "n[]"}) {
+    EXPECT_NE(ExpandHostnames(bad, &names), "") << bad;
+  }
+  std::string out, err;
+  EXPECT_EQ(Scontrol({"show", "hostnames"}, "box,node-a", &out, &err), 0);
+  EXPECT_EQ(out, "box\nnode-a\n");
+  out.clear();
+  EXPECT_EQ(Scontrol({"show", "hostname", "n[1-2]"}, "", &out, &err), 0);
+  EXPECT_EQ(out, "n1\nn2\n");
+  EXPECT_EQ(Scontrol({"show", "hostnames"}, "", &out, &err), 1);
+  EXPECT_NE(err.find("SLURM_JOB_NODELIST"), std::string::npos);
+  EXPECT_EQ(Scontrol({"requeue", "12"}, "box", &out, &err), 1);
+  EXPECT_NE(err.find("scontrol show hostnames"), std::string::npos);
+}
+
 TEST(SrunLayout, AsSlurmDistributesInBlocks) {
   StepLayout l;
   // The batch script's --ntasks-per-node, on 2 nodes.

@@ -168,6 +168,45 @@ class MsgReader {
   std::string in_;
 };
 
+// The caller's environment for the other nodes, as hex of "K=V" words ended by NUL bytes (one
+// line, whatever the values hold); what belongs to a node is left out.
+std::string EncodeEnv(const std::map<std::string, std::string>& env) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const auto& [k, v] : env) {
+    if (IsNodeEnv(k)) continue;
+    for (const char c : k + "=" + v + '\0') {
+      out += kHex[static_cast<unsigned char>(c) >> 4];
+      out += kHex[static_cast<unsigned char>(c) & 15];
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> DecodeEnv(const std::string& hex) {
+  std::string raw;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    raw += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  std::map<std::string, std::string> env;
+  for (const std::string& kv : SplitList(raw, '\0')) {
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos && eq > 0) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+// This process's environment.
+std::map<std::string, std::string> OwnEnv() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
 // The step's description as sent to the workers: "key=value" lines, then the command's words
 // separated by NUL bytes after an empty line.
 std::string EncodeStep(const SrunRequest& r, const StepLayout& l, int step) {
@@ -175,7 +214,8 @@ std::string EncodeStep(const SrunRequest& r, const StepLayout& l, int step) {
                   "\nntasks=" + std::to_string(l.ntasks) +
                   "\ngpus_per_task=" + std::to_string(r.gpus_per_task) +
                   "\ngpu_bind=" + r.gpu_bind + "\nlabel=" + (r.label ? "1" : "0") +
-                  "\nchdir=" + r.chdir + "\nstep=" + std::to_string(step) + "\n\n";
+                  "\nchdir=" + r.chdir + "\nstep=" + std::to_string(step) +
+                  "\nenv=" + EncodeEnv(r.env) + "\n\n";
   for (const std::string& a : r.argv) s += a + '\0';
   return s;
 }
@@ -195,6 +235,8 @@ bool DecodeStep(const std::string& s, SrunRequest* r, StepLayout* l, int* step) 
   r->gpu_bind = kv["gpu_bind"];
   r->label = kv["label"] == "1";
   r->chdir = kv["chdir"];
+  // Older srun sent no environment: the tasks then have the worker's own.
+  r->env = StepEnv(DecodeEnv(kv["env"]), OwnEnv());
   *step = std::atoi(kv["step"].c_str());
   r->argv = SplitList(s.substr(end + 2), '\0');
   return !r->argv.empty() && l->per_node > 0;
@@ -221,12 +263,7 @@ std::string StartTasks(const SrunRequest& r, const StepLayout& l, int node, int 
     if (std::string e = TaskGpus(r, gpus, static_cast<int>(local), l.per_node, &mine); !e.empty()) {
       return e;
     }
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      const size_t eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+    std::map<std::string, std::string> env = r.env;
     env.erase("ARBITER_STEP_KEY");  // the step's secret stays with srun
     for (const auto& [k, v] : TaskEnv(l, node, ranks[local], static_cast<int>(local), mine, step)) {
       env[k] = v;
@@ -506,6 +543,11 @@ int RunStep(const std::vector<std::string>& args) {
     Error(e);
     return 2;
   }
+  // The batch script's --gpus-per-task holds for its steps, as with Slurm.
+  if (std::string e = ApplyJobGpusPerTask(Env("SLURM_GPUS_PER_TASK", ""), &r); !e.empty()) {
+    Error(e);
+    return 2;
+  }
   const int alloc_nodes = std::max(1, EnvInt("SLURM_JOB_NUM_NODES", EnvInt("WORLD_SIZE", 1)));
   const int node = EnvInt("ARBITER_TASK_INDEX", 0);
   StepLayout l;
@@ -517,6 +559,7 @@ int RunStep(const std::vector<std::string>& args) {
   }
   if (node != 0) l.nodes = 1;  // a step started from a step: this node only
   const int step = NextStepId();
+  r.env = OwnEnv();  // the script's, for every task of the step (--export=ALL)
   InstallSignals();
   std::vector<int> socks;
   if (l.nodes > 1) {
@@ -681,6 +724,15 @@ int Release() {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string self = argv[0];
+  if (self.substr(self.rfind('/') == std::string::npos ? 0 : self.rfind('/') + 1) == "scontrol") {
+    std::string out, err;
+    const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
+    const int rc = arbiter::exec::Scontrol(args, nodelist != nullptr ? nodelist : "", &out, &err);
+    std::fputs(out.c_str(), stdout);
+    std::fputs(err.c_str(), stderr);
+    return rc;
+  }
   if (args.size() == 1 && args[0] == "--arbiter-worker") return arbiter::exec::RunWorker();
   if (args.size() == 1 && args[0] == "--arbiter-release") return arbiter::exec::Release();
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {

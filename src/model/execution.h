@@ -45,7 +45,9 @@ struct TaskAssignment {
   int32_t restarts = 0;
   std::string master_node;  // node of task 0
   std::string master_addr;  // its address as the tasks should use it ("": derived from the name)
-  bool started = false;     // the control plane already saw this task start
+  // Every task's node, in task order (Slurm's SLURM_JOB_NODELIST; empty from an older server).
+  std::vector<std::string> nodes;
+  bool started = false;  // the control plane already saw this task start
   // A secret of this run of the job, the same for all its tasks and known to no one else: srun's
   // job steps across nodes prove with it that they belong to the job (exec/srun_main.cc).
   std::string step_key;

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstring>
@@ -182,13 +183,16 @@ void LocalExecutor::InstallTaskTools() {
     spdlog::error("node {}: {}", node_, why);
     return;
   }
-  const std::string to = bin + "/srun";
-  const std::string tmp = to + ".new";
-  std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec || ::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), to.c_str()) != 0) {
-    spdlog::error("node {}: cannot install srun in {}: {}", node_, bin,
-                  ec ? ec.message() : std::strerror(errno));
-    return;
+  // The same program is scontrol too (`scontrol show hostnames`), by the name it is run as.
+  for (const char* tool : {"srun", "scontrol"}) {
+    const std::string to = bin + "/" + tool;
+    const std::string tmp = to + ".new";
+    std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec || ::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), to.c_str()) != 0) {
+      spdlog::error("node {}: cannot install {} in {}: {}", node_, tool, bin,
+                    ec ? ec.message() : std::strerror(errno));
+      return;
+    }
   }
   tools_dir_ = bin;
 }
@@ -436,6 +440,12 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   // One address for every rank: the one the server gives for the first task's node.
   env["MASTER_ADDR"] = !a.master_addr.empty() ? a.master_addr : a.master_node;
   env["MASTER_PORT"] = std::to_string(20000 + a.job % 20000);
+  // The job's nodes, each once, in task order (the batch wrapper's SLURM_JOB_NODELIST).
+  std::vector<std::string> nodes;
+  for (const std::string& n : a.nodes) {
+    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  }
+  env["ARBITER_NODES"] = nodes.empty() ? node_ : fmt::format("{}", fmt::join(nodes, ","));
   if (!a.step_key.empty()) env["ARBITER_STEP_KEY"] = a.step_key;
   if (a.spec.array.id !=
       0) {  // a job array's element (the wrapper of a batch script: SLURM_ARRAY_*)

@@ -520,6 +520,7 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
       a.gpus = j.placement[t].gpu_indices;
       a.restarts = j.restarts + j.preemptions;
       a.master_node = j.placement[0].node;
+      for (const auto& p : j.placement) a.nodes.push_back(p.node);
       // One MASTER_ADDR for every rank: the address of the first task's node as its agent (or
       // the built-in node) gave it, else its name.
       if (auto m = nodes_.all.find(a.master_node);
