@@ -173,6 +173,7 @@ TEST_F(ConfinementTest, EnvironmentIsOnlyTheJobsAndArbiters) {
                                          "ARBITER_TASK_INDEX",
                                          "ARBITER_NODE_NAME",
                                          "ARBITER_QUEUE",
+                                         "ARBITER_NODES",
                                          "ARBITER_RESTART_COUNT",
                                          "ARBITER_CHECKPOINT_DIR",
                                          "ARBITER_STEP_KEY",
