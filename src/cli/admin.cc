@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/service_args.h"
 #include "cli/views.h"
 
 namespace arbiter::cli {
@@ -163,6 +164,9 @@ int NodeAction(const ContextPtr& ctx, const std::string& action, const std::stri
   return kExitOk;
 }
 
+int ApplyConfig(const ContextPtr& ctx, ApiClient& api, const std::string& text,
+                const std::string& file, bool dry_run, bool prune);
+
 int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run, bool prune) {
   std::string text;
   if (file == "-") {
@@ -176,9 +180,32 @@ int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run, bool pru
     s << f.rdbuf();
     text = s.str();
   }
+  // A file may hold `kind: Service` documents beside (or instead of) the configuration.
+  auto docs = SplitApplyFile(text);
+  if (!docs.ok()) {
+    return Fail(Status(docs.status().code(), fmt::format("{}: {}", file, Describe(docs.status()))),
+                kExitUsage);
+  }
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
+  if (!docs->services.empty()) {
+    if (!docs->config_yaml.empty()) {
+      // The configuration first (a service may name a queue it creates), with its lines where
+      // they are in the file so that the server's messages point at them.
+      const int code =
+          ApplyConfig(ctx, api, std::string(docs->config_line - 1, '\n') + docs->config_yaml, file,
+                      dry_run, prune);
+      if (code != kExitOk) return code;
+      std::printf("\n");
+    }
+    return ApplyServices(ctx, api, docs->services, docs->service_lines, file, dry_run);
+  }
+  return ApplyConfig(ctx, api, text, file, dry_run, prune);
+}
+
+int ApplyConfig(const ContextPtr& ctx, ApiClient& api, const std::string& text,
+                const std::string& file, bool dry_run, bool prune) {
   std::string path = "/api/v1/config";
   if (dry_run) path += "?dry_run=true";
   if (prune) path += dry_run ? "&prune=true" : "?prune=true";
@@ -472,8 +499,8 @@ void RegisterConfigCommands(CLI::App& app, const ContextPtr& ctx) {
   auto dry = std::make_shared<bool>(false);
   auto* apply = app.add_subcommand(
       "apply",
-      "Make the server's configuration (tenants, queues, classes, users, nodes) match "
-      "a YAML file");
+      "Make the server's configuration (tenants, queues, classes, users, nodes) and its "
+      "services (kind: Service documents) match a YAML file");
   apply->add_option("-f,--file", *file, "Configuration file (YAML; '-': stdin)")->required();
   apply->add_flag("--dry-run", *dry, "Show the changes (and the live jobs they affect) only");
   auto prune = std::make_shared<bool>(false);

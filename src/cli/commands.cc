@@ -57,6 +57,7 @@ void RegisterUserCommands(CLI::App& app, int argc, char** argv, int* exit_code,
   RegisterSqueueCommand(app, ctx);
   RegisterSinfoCommand(app, ctx);
   RegisterSacctCommand(app, ctx);
+  RegisterServiceCommands(app, ctx);
 }
 
 const std::vector<std::string>& SlurmCommandNames() {

@@ -65,6 +65,13 @@ void RegisterArrayCommands(CLI::App& app, const ContextPtr& ctx);      // arrays
 void RegisterSqueueCommand(CLI::App& app, const ContextPtr& ctx);  // squeue.cc
 void RegisterSinfoCommand(CLI::App& app, const ContextPtr& ctx);   // sinfo.cc
 void RegisterSacctCommand(CLI::App& app, const ContextPtr& ctx);   // sacct.cc
+// Online services: `services`, `service show|scale|traffic|rollback|delete` (services.cc).
+void RegisterServiceCommands(CLI::App& app, const ContextPtr& ctx);
+// Creates or replaces the `kind: Service` documents of an `apply -f` file (services.cc); `lines`:
+// each document's first line in `file`, for messages.
+int ApplyServices(const ContextPtr& ctx, ApiClient& api,
+                  const std::vector<nlohmann::json>& services, const std::vector<int>& lines,
+                  const std::string& file, bool dry_run);
 
 // The Slurm commands `arbiter` answers to under their own names (a link named squeue runs
 // `arbiter squeue`; `make install` makes the links): squeue, sbatch, scancel, sinfo, sacct.
