@@ -43,7 +43,11 @@ Result<json> Snapshot(ApiClient& api) {
   if (!queues.ok()) return queues.status();
   auto used = NodeGpuUsage(api);
   if (!used.ok()) return used.status();
-  json out = {{"nodes", json::array()}, {"queues", (*queues)["items"]}};
+  // Services: an older server without them shows none.
+  json services = json::array();
+  auto svcs = api.Get("/api/v1/services");
+  if (svcs.ok() && svcs->is_object() && svcs->contains("items")) services = (*svcs)["items"];
+  json out = {{"nodes", json::array()}, {"queues", (*queues)["items"]}, {"services", services}};
   for (const json& n : (*nodes)["items"]) {
     const auto it = used->find(Str(n, "name"));
     out["nodes"].push_back({{"name", Str(n, "name")},
@@ -112,6 +116,32 @@ std::string Frame(const json& snap, const std::string& server, int interval, boo
                    std::to_string(q.value("running", 0))});
   }
   out += queues.Render(color);
+  const json& services = snap.contains("services") ? snap["services"] : json::array();
+  if (!services.empty()) {
+    Table st({"SERVICE", "TENANT", "READY", "REVISION", "TRAFFIC", "STARTING", "DRAINING"});
+    for (const json& s : services) {
+      const json status = s.value("status", json::object());
+      const int64_t up = status.value("ready", int64_t{0});
+      const int64_t desired = status.value("desired", s.value("replicas", int64_t{0}));
+      int starting = 0, draining = 0;
+      for (const json& r : status.value("replicas", json::array())) {
+        const std::string state = Str(r, "state");
+        starting += state == "starting" || state == "pending" ? 1 : 0;
+        draining += state == "draining" ? 1 : 0;
+      }
+      const Color c = up >= desired ? Color::kGreen : up == 0 ? Color::kRed : Color::kYellow;
+      std::string traffic;
+      for (const json& t : s.value("traffic", json::array())) {
+        traffic +=
+            fmt::format("{}{}={}", traffic.empty() ? "" : " ", t.value("revision", int64_t{0}),
+                        Amount(t.value("percent", json(0))));
+      }
+      st.AddRow({Str(s, "name"), Str(s, "tenant"), Cell(fmt::format("{}/{}", up, desired), c),
+                 std::to_string(s.value("revision", int64_t{0})), traffic.empty() ? "-" : traffic,
+                 std::to_string(starting), std::to_string(draining)});
+    }
+    out += "\n" + st.Render(color);
+  }
   return out;
 }
 
@@ -165,7 +195,9 @@ void RegisterTopCommand(CLI::App& app, const ContextPtr& ctx) {
   auto interval = std::make_shared<int>(2);
   auto once = std::make_shared<bool>(false);
   auto* top = app.add_subcommand(
-      "top", "Live cluster view: GPUs per node, queues against guaranteed and max, pending jobs");
+      "top",
+      "Live cluster view: GPUs per node, queues against guaranteed and max, pending jobs, "
+      "services");
   top->add_option("--interval", *interval, "Seconds between refreshes")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
