@@ -15,12 +15,13 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::array<const char*, 8> kReports = {
+constexpr std::array<const char*, 9> kReports = {
     "usage",   "wait",          "failures",          "preemptions",
-    "cluster", "fragmentation", "idle-while-queued", "fairness"};
+    "cluster", "fragmentation", "idle-while-queued", "fairness",
+    "serving"};
 
 struct ReportFlags {
-  std::string name, from, to, since, by, step, output = "table";
+  std::string name, from, to, since, by, step, service, output = "table";
 };
 
 // Percent-encodes a query value (RFC 3986 unreserved characters are kept).
@@ -61,11 +62,9 @@ std::string Upper(std::string s) {
 
 int Report(const ContextPtr& ctx, const ReportFlags& f) {
   std::string path = fmt::format("/api/v1/reports/{}?format=json", f.name);
-  const std::pair<const char*, const std::string*> params[] = {{"from", &f.from},
-                                                               {"to", &f.to},
-                                                               {"since", &f.since},
-                                                               {"group_by", &f.by},
-                                                               {"step", &f.step}};
+  const std::pair<const char*, const std::string*> params[] = {
+      {"from", &f.from},   {"to", &f.to},     {"since", &f.since},
+      {"group_by", &f.by}, {"step", &f.step}, {"service", &f.service}};
   for (const auto& [key, value] : params) {
     if (!value->empty()) path += fmt::format("&{}={}", key, QueryEscape(*value));
   }
@@ -117,7 +116,7 @@ void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx) {
   auto* report =
       app.add_subcommand("report",
                          "Reports for a period: usage, wait, failures, preemptions, cluster, "
-                         "fragmentation, idle-while-queued, fairness (docs/reports.md)");
+                         "fragmentation, idle-while-queued, fairness, serving (docs/reports.md)");
   report->add_option("report", f->name, "Which report")
       ->required()
       ->check(CLI::IsMember(std::vector<std::string>(kReports.begin(), kReports.end())));
@@ -128,14 +127,16 @@ void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx) {
   report->add_option("--by", f->by, "Group by tenant, queue, user, type or gpu-model")
       ->check(CLI::IsMember({"tenant", "queue", "user", "type", "gpu-model", "gpu_model"}));
   report->add_option("--step", f->step, "One set of rows per step (1h, 1d, 1w)");
+  report->add_option("--service", f->service, "serving: only this service");
   report->add_option("-o,--output", f->output, "Output: table (default), json, yaml, csv")
       ->check(CLI::IsMember({"table", "json", "yaml", "csv"}))
       ->group("Output");
   AddClientFlags(report, ctx);
-  SetExamples(report, {"arbiter report usage --since 30d --by tenant",
-                       "arbiter report wait --since 7d --by queue --step 1d -o csv",
-                       "arbiter report idle-while-queued --from 2026-11-01 --to 2026-12-01",
-                       "arbiter report fairness --since 7d -o json"});
+  SetExamples(report,
+              {"arbiter report usage --since 30d --by tenant",
+               "arbiter report wait --since 7d --by queue --step 1d -o csv",
+               "arbiter report idle-while-queued --from 2026-11-01 --to 2026-12-01",
+               "arbiter report fairness --since 7d -o json", "arbiter report serving --since 1d"});
   report->callback([ctx, f] { ctx->Run([&] { return Report(ctx, *f); }); });
 }
 
