@@ -42,6 +42,8 @@ check node "common model exec net"
 # The agent and the server never include each other; both use node/ and net/.
 check agent "common model api exec node net"
 check server "common model core api store exec node net"
+# The gateway of online services talks to the server only over HTTP, as the client does.
+check gateway "common"
 # The client talks to the server only over HTTP: its codecs, never the server's code.
 check cli "common model api"
 if [ -s "$tmp" ]; then

@@ -11,6 +11,7 @@ PACKAGES=(
   linux-libc-dev  # <linux/bpf.h>: the device filter of a task's cgroup
   prometheus-cpp-dev  # GET /metrics: registry, metric families, text serializer
   libgoogle-perftools-dev  # tcmalloc (minimal), the server binary's allocator
+  libboost-dev  # Boost.Asio and Boost.Beast (header-only): the gateway, arbiter-echo-server
 )
 # What the tests, benchmarks and checks add (`make test`, the default).
 TEST_PACKAGES=(
@@ -19,6 +20,7 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   chromium  # headless, for the test that loads the simulator's HTML report
   procps util-linux  # pgrep, prlimit, setpriv in the confinement tests
+  nginx  # the reverse proxy `arbiter bench gateway` compares the gateway with
 )
 
 case "${1:-}" in

@@ -1,8 +1,8 @@
 // The `arbiter` command: one binary for every part. This file only dispatches: each subcommand
 // registers its own flags next to its code (server/server_flags.h, agent/agent_flags.h,
-// bench/bench_flags.h, sim/sim_flags.h, cli/commands.h). Called through a link named after a
-// Slurm command (squeue, sbatch, scancel, sinfo, sacct: `make install` makes them), it runs
-// `arbiter NAME` with the same arguments.
+// bench/bench_flags.h, sim/sim_flags.h, gateway/gateway_flags.h, cli/commands.h). Called through a
+// link named after a Slurm command (squeue, sbatch, scancel, sinfo, sacct: `make install` makes
+// them), it runs `arbiter NAME` with the same arguments.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include "bench/bench_flags.h"
 #include "cli/commands.h"
 #include "cli/suggest.h"
+#include "gateway/gateway_flags.h"
 #include "server/server_flags.h"
 #include "sim/sim_flags.h"
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   arbiter::sim::RegisterSimulateCommand(app, &exit_code);
   arbiter::server::RegisterServerCommand(app, &exit_code);
   arbiter::agent::RegisterAgentCommand(app, &exit_code);
+  arbiter::gateway::RegisterGatewayCommand(app, &exit_code);
   // The client commands: submit, jobs, show, why, logs, ..., top, apply, completion, version.
   arbiter::cli::RegisterUserCommands(app, n, argp.data(), &exit_code, ARBITER_VERSION);
 
