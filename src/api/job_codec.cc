@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "api/job_template.h"
 #include "api/json_writer.h"
 #include "api/parse_tree.h"
 #include "api/value.h"
@@ -312,6 +313,27 @@ Status ParseArrayMember(const MappingReader& m, ArrayForm form, JobSpec* job,
   return Status::Ok();
 }
 
+// "service" of a stored job: {"name": "chat", "revision": 3, "port": 20001}. Only the server
+// makes replicas: a submission that names one is refused.
+Status ParseServiceMember(const MappingReader& m, ArrayForm form, JobSpec* job) {
+  const Value* v = m.Get("service");
+  if (v == nullptr) return Status::Ok();
+  if (form != ArrayForm::kElement) {
+    return InvalidArgument("service",
+                           "a service's replicas are started by the server; create a service "
+                           "with POST /api/v1/services instead");
+  }
+  MappingReader s(*v, "service");
+  ARBITER_RETURN_IF_ERROR(s.Check({"name", "revision", "port"}));
+  ServiceLink link;
+  ARBITER_RETURN_IF_ERROR(s.Require("name"));
+  ARBITER_RETURN_IF_ERROR(s.String("name", 63, &link.name));
+  ARBITER_RETURN_IF_ERROR(s.Int("revision", 1, int64_t{1} << 40, &link.revision));
+  ARBITER_RETURN_IF_ERROR(s.Int32("port", 1, 65535, &link.port));
+  job->service = std::move(link);
+  return Status::Ok();
+}
+
 Status ParseBody(const Value& root, ArrayForm form, JobSpec* job,
                  std::optional<ArrayRequest>* request) {
   MappingReader m(root, "");
@@ -346,8 +368,10 @@ Status ParseBody(const Value& root, ArrayForm form, JobSpec* job,
                                    "nodes",
                                    "exclude_nodes",
                                    "mail",
-                                   "array"}));
+                                   "array",
+                                   "service"}));
   ARBITER_RETURN_IF_ERROR(ParseStrings(m, job));
+  ARBITER_RETURN_IF_ERROR(ParseServiceMember(m, form, job));
   ARBITER_RETURN_IF_ERROR(ParseArrayMember(m, form, job, request));
   ARBITER_RETURN_IF_ERROR(m.Require("command"));
   ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), "command", &job->command));
@@ -398,6 +422,59 @@ Status ParseBody(const Value& root, ArrayForm form, JobSpec* job,
 }
 
 }  // namespace
+
+Status UnderField(const Status& st, const std::string& prefix) {
+  if (st.ok() || prefix.empty()) return st;
+  return Status(st.code(), st.message(),
+                st.field().empty()     ? prefix
+                : st.field()[0] == '[' ? prefix + st.field()
+                                       : prefix + "." + st.field());
+}
+
+Status ParseJobTemplate(const Value& v, const std::string& path, JobSpec* job) {
+  MappingReader m(v, path);
+  ARBITER_RETURN_IF_ERROR(
+      m.Check({"command", "env", "secret_env", "workdir", "resources", "gpu_models",
+               "node_selector", "tolerations", "container_image", "grace_period_seconds"}));
+  ARBITER_RETURN_IF_ERROR(m.Require("command"));
+  ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), m.PathOf("command"), &job->command));
+  if (const Value* e = m.Get("env"))
+    ARBITER_RETURN_IF_ERROR(ParseEnv(*e, m.PathOf("env"), &job->env));
+  if (const Value* e = m.Get("secret_env")) {
+    ARBITER_RETURN_IF_ERROR(ParseEnv(*e, m.PathOf("secret_env"), &job->secret_env));
+  }
+  ARBITER_RETURN_IF_ERROR(m.String("workdir", kMaxPathBytes, &job->workdir));
+  if (!job->workdir.empty() && job->workdir[0] != '/') {
+    return InvalidArgument(m.PathOf("workdir"),
+                           fmt::format("must be an absolute path, got {}", Quote(job->workdir)));
+  }
+  ARBITER_RETURN_IF_ERROR(m.String("container_image", kMaxImageBytes, &job->container_image));
+  for (char c : job->container_image) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      return InvalidArgument(m.PathOf("container_image"),
+                             "must not contain spaces or control characters");
+    }
+  }
+  if (const Value* r = m.Get("resources")) {
+    ARBITER_RETURN_IF_ERROR(ParseResources(*r, m.PathOf("resources"), &job->resources));
+  }
+  if (const Value* g = m.Get("gpu_models")) {
+    ARBITER_RETURN_IF_ERROR(ParseGpuModels(*g, m.PathOf("gpu_models"), &job->gpu_models));
+  }
+  if (const Value* n = m.Get("node_selector")) {
+    ARBITER_RETURN_IF_ERROR(ParseSelector(*n, m.PathOf("node_selector"), &job->node_selector));
+  }
+  if (const Value* t = m.Get("tolerations")) {
+    ARBITER_RETURN_IF_ERROR(ParseTolerations(*t, m.PathOf("tolerations"), &job->tolerations));
+  }
+  if (m.Get("grace_period_seconds") != nullptr) {
+    int64_t g = 0;
+    ARBITER_RETURN_IF_ERROR(m.Int("grace_period_seconds", 0, 86400, &g));
+    job->grace_period_seconds = g;
+  }
+  ARBITER_RETURN_IF_ERROR(UnderField(ValidateJobSpec(*job), path));
+  return UnderField(CheckSubmittedEnv(*job), path);
+}
 
 namespace {
 
@@ -571,6 +648,14 @@ std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
       .Field("max_retries", job.retry.max_retries)
       .Field("on_exit_codes", job.retry.on_exit_codes)
       .EndObject();
+  if (job.service) {
+    w.Key("service")
+        .BeginObject()
+        .Field("name", job.service->name)
+        .Field("port", job.service->port)
+        .Field("revision", job.service->revision)
+        .EndObject();
+  }
   w.Field("tasks", job.tasks);
   w.Key("tolerations").BeginArray();
   for (const Toleration& t : job.tolerations) {

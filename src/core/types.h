@@ -89,6 +89,12 @@ struct PendingJob {
   TimeMs not_before = 0;   // retry backoff: not started before this time
   // The job's priority class may preempt lower-priority preemptible work in any queue.
   bool preempts_anywhere = false;
+  // Spread group (0: none), interned by the driver: jobs of one group (a service's replicas)
+  // prefer nodes, then racks, where fewer of the group run (a soft preference, ahead of the
+  // profile's scores). `spread_distinct`: never a node where one of the group runs (a fixed
+  // port: two replicas cannot listen on it on one node).
+  uint32_t spread = 0;
+  bool spread_distinct = false;
 };
 
 // One GPU's share of a task: which GPU (slot on the node, not the CUDA index), how much of it.
@@ -125,6 +131,7 @@ struct RunningJob {
   bool terminating = false;                   // already being preempted or stopped
   // Queues whose jobs this job preempted to start (the loop guard, see preemption.h).
   std::vector<QueueId> preempted_queues;
+  uint32_t spread = 0;  // its spread group (PendingJob::spread), 0: none
 };
 
 // A preemptor waiting for its victims to release their capacity; the driver keeps these between

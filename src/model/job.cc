@@ -203,6 +203,17 @@ Status ValidateJobSpec(const JobSpec& job) {
       }
     }
   }
+  if (job.service) {
+    if (job.service->name.empty()) return InvalidArgument("service.name", "must not be empty");
+    if (job.service->revision < 1) {
+      return InvalidArgument("service.revision",
+                             fmt::format("must be >= 1, got {}", job.service->revision));
+    }
+    if (job.service->port < 1 || job.service->port > 65535) {
+      return InvalidArgument("service.port",
+                             fmt::format("must be between 1 and 65535, got {}", job.service->port));
+    }
+  }
   if (job.array.id != 0) {
     const JobArrayElement& a = job.array;
     if (a.index < 0 || a.index > kMaxArrayIndex) {

@@ -63,6 +63,16 @@ struct JobArrayElement {
   bool operator==(const JobArrayElement&) const = default;
 };
 
+// The service a job is a replica of (model/service.h): set by the server when its service
+// controller starts the replica, never by a submission. `port` is what the replica listens on
+// (the task's PORT).
+struct ServiceLink {
+  std::string name;
+  int64_t revision = 0;
+  int32_t port = 0;
+  bool operator==(const ServiceLink&) const = default;
+};
+
 // When and how often a failed job runs again.
 struct RetryPolicy {
   int32_t max_retries = 0;
@@ -111,7 +121,8 @@ struct JobSpec {
   std::string container_image;
   std::vector<Dependency> depends_on;  // all must hold before the job starts
   std::optional<MailSpec> mail;
-  JobArrayElement array;  // set by the server for a job array's elements
+  JobArrayElement array;               // set by the server for a job array's elements
+  std::optional<ServiceLink> service;  // set by the server for a service's replicas
 };
 
 // Checks every field; errors name the field ("resources.gpus", "tasks").
@@ -140,6 +151,10 @@ inline constexpr std::string_view kReservedEnvPrefix = "ARBITER_";
 // Except these, which older clients set for their arrays' jobs (ARBITER_ARRAY_INDEX); for a job
 // array's elements the executor sets them from JobSpec::array (its values win).
 inline constexpr std::string_view kSubmitterEnvPrefix = "ARBITER_ARRAY_";
+// What the executor sets besides for a service's replicas (JobSpec::service): PORT, and
+// ARBITER_SERVICE / ARBITER_SERVICE_REVISION (reserved by the prefix). A service's template may
+// not set PORT (api/service_codec.h); a plain job may, for its own use.
+inline constexpr std::string_view kServicePortEnvName = "PORT";
 bool IsReservedEnvName(std::string_view name);
 
 // What a new submission may not ask for beyond ValidateJobSpec (which stored jobs pass too):

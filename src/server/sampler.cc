@@ -300,7 +300,7 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
 }
 
 store::op::CompactSamples RetentionAt(const SampleRetention& r, TimeMs now) {
-  return {now - r.raw_gpu_ms, now - r.hourly_gpu_ms, now - r.cluster_ms};
+  return {now - r.raw_gpu_ms, now - r.hourly_gpu_ms, now - r.cluster_ms, now - r.cluster_ms};
 }
 
 Sampler::Sampler(ControlPlane* cp, store::Store* store, SamplerOptions options, NowFn now)

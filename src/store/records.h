@@ -180,6 +180,30 @@ struct KvRecord {
   bool operator==(const KvRecord&) const = default;
 };
 
+// An online service (docs/services.md): the server's JSON of the object, and its revisions'
+// secret variables kept apart ('' for none).
+struct ServiceRecord {
+  std::string name{};
+  std::string tenant{};
+  std::string spec_json{};
+  std::string secret_env_json{};
+  int64_t updated_at_ms = 0;
+
+  bool operator==(const ServiceRecord&) const = default;
+};
+
+// What was measured of one service revision over one minute [minute_ms, minute_ms + 60 s).
+// Keyed by (minute_ms, service, revision): a put replaces the row (the server sums before it
+// writes). Pruned by age (CompactSamples).
+struct ServingStatRecord {
+  int64_t minute_ms = 0;
+  std::string service{};
+  int64_t revision = 0;
+  std::string data_json{};
+
+  bool operator==(const ServingStatRecord&) const = default;
+};
+
 // The operations a WriteBatch holds. A Put* op is the record itself (insert or replace by key); a
 // Delete* op names the key. Deleting a key that is not there is not an error.
 namespace op {
@@ -210,6 +234,9 @@ struct DeleteJob {
 struct DeleteKv {
   std::string key;
 };
+struct DeleteService {
+  std::string name;
+};
 // Retention of the samples: raw GPU samples with at_ms < gpu_rollup_before_ms are rolled up into
 // hourly ones (added to an hourly row that is already there) and deleted; hourly GPU samples with
 // at_ms < gpu_hourly_before_ms and cluster samples with at_ms < cluster_before_ms are deleted.
@@ -218,15 +245,17 @@ struct CompactSamples {
   int64_t gpu_rollup_before_ms = 0;
   int64_t gpu_hourly_before_ms = 0;
   int64_t cluster_before_ms = 0;
+  int64_t serving_before_ms = 0;  // serving stats with minute_ms below it are deleted
 };
 }  // namespace op
 
-using WriteOp = std::variant<TenantRecord, op::DeleteTenant, QueueRecord, op::DeleteQueue,
-                             UserRecord, op::DeleteUser, TokenRecord, op::DeleteToken,
-                             PriorityClassRecord, op::DeletePriorityClass, GpuModelRecord,
-                             op::DeleteGpuModel, NodeRecord, op::DeleteNode, JobRecord,
-                             op::DeleteJob, KvRecord, op::DeleteKv, JobEventRecord, UsageRecord,
-                             AuditRecord, ClusterSampleRecord, GpuSampleRecord, op::CompactSamples>;
+using WriteOp =
+    std::variant<TenantRecord, op::DeleteTenant, QueueRecord, op::DeleteQueue, UserRecord,
+                 op::DeleteUser, TokenRecord, op::DeleteToken, PriorityClassRecord,
+                 op::DeletePriorityClass, GpuModelRecord, op::DeleteGpuModel, NodeRecord,
+                 op::DeleteNode, JobRecord, op::DeleteJob, KvRecord, op::DeleteKv, JobEventRecord,
+                 UsageRecord, AuditRecord, ClusterSampleRecord, GpuSampleRecord, op::CompactSamples,
+                 ServiceRecord, op::DeleteService, ServingStatRecord>;
 
 // "PutJob", "DeleteTenant", "AppendAudit", ...
 std::string_view WriteOpName(const WriteOp& op);
@@ -263,6 +292,9 @@ class WriteBatch {
   void PutClusterSample(ClusterSampleRecord r) { ops_.emplace_back(std::move(r)); }
   void PutGpuSample(GpuSampleRecord r) { ops_.emplace_back(std::move(r)); }
   void CompactSamples(op::CompactSamples c) { ops_.emplace_back(c); }
+  void PutService(ServiceRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteService(std::string name) { ops_.emplace_back(op::DeleteService{std::move(name)}); }
+  void PutServingStat(ServingStatRecord r) { ops_.emplace_back(std::move(r)); }
 
   // Moves every op of `other` to the end of this batch.
   void Append(WriteBatch other);
@@ -289,6 +321,7 @@ struct StoreState {
   std::vector<NodeRecord> nodes;
   std::vector<JobRecord> jobs;
   std::vector<KvRecord> kv;
+  std::vector<ServiceRecord> services;
   // The highest job id ever written, deleted jobs included: ids are never reused.
   uint64_t max_job_id = 0;
   // The highest job event seq written.

@@ -85,6 +85,9 @@ class Store {
   // at_ms + resolution_ms > from_ms, in (at_ms, node, gpu, resolution_ms) order.
   virtual Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms) = 0;
 
+  // Serving stats with from_ms <= minute_ms < to_ms, in (minute_ms, service, revision) order.
+  virtual Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms) = 0;
+
   virtual StoreStats stats() const = 0;
 
   // Stops the writer after committing everything enqueued so far, then releases the database.

@@ -42,6 +42,9 @@ std::string_view WriteOpName(const WriteOp& op) {
                         [](const ClusterSampleRecord&) { return "PutClusterSample"; },
                         [](const GpuSampleRecord&) { return "PutGpuSample"; },
                         [](const op::CompactSamples&) { return "CompactSamples"; },
+                        [](const ServiceRecord&) { return "PutService"; },
+                        [](const op::DeleteService&) { return "DeleteService"; },
+                        [](const ServingStatRecord&) { return "PutServingStat"; },
                     },
                     op);
 }
@@ -78,6 +81,12 @@ std::string DescribeWriteOp(const WriteOp& op) {
           },
           [](const op::CompactSamples& r) {
             return fmt::format("gpu_rollup_before_ms={}", r.gpu_rollup_before_ms);
+          },
+          [](const ServiceRecord& r) { return fmt::format("name={}", r.name); },
+          [](const op::DeleteService& r) { return fmt::format("name={}", r.name); },
+          [](const ServingStatRecord& r) {
+            return fmt::format("service={}, revision={}, minute_ms={}", r.service, r.revision,
+                               r.minute_ms);
           },
       },
       op);

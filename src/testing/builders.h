@@ -323,6 +323,12 @@ class JobBuilder {
     job_.walltime = d;
     return *this;
   }
+  // A spread group (a service's replicas); `distinct`: never beside one of the group.
+  JobBuilder& Spread(uint32_t group, bool distinct = false) {
+    job_.spread = group;
+    job_.spread_distinct = distinct;
+    return *this;
+  }
   core::PendingJob Build() const { return job_; }
 
  private:

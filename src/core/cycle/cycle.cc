@@ -138,6 +138,7 @@ class CycleRunner {
     for (uint32_t i = 0; i < running_.size(); ++i) {
       const RunningJob& r = running_[i];
       for (const TaskPlacement& t : r.tasks) snap_.Allocate(t);
+      if (r.spread != 0) AddSpread(r.spread, r.tasks);
       snap_.ChargeQuota(r.queue, RunningQuota(r));
       running_index_.emplace(r.id.value(), i);
       if (r.terminating) taken_[i] = true;
@@ -353,7 +354,7 @@ class CycleRunner {
       const QuotaVec r = JobQuotaRequest(j.resources, j.tasks, m);
       if (!snap_.quota().Check(j.queue, r).ok()) continue;
       Admission a;
-      const TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
+      const TaskRequest req = RequestOf(j, m);
       if (!PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, nullptr,
                      frag_cache_.get())) {
         continue;
@@ -387,7 +388,23 @@ class CycleRunner {
     result_.finished_nominations.push_back(n.preemptor);  // no longer fits there: queue normally
   }
 
+  // The task request of `j` on model `m`, with its spread group's counts.
+  TaskRequest RequestOf(const PendingJob& j, GpuModelId m) {
+    TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
+    if (j.spread != 0) {
+      req.spread = &spread_[j.spread];
+      req.spread_distinct = j.spread_distinct;
+    }
+    return req;
+  }
+
+  void AddSpread(uint32_t group, const std::vector<TaskPlacement>& tasks) {
+    SpreadCounts& c = spread_[group];
+    for (const TaskPlacement& t : tasks) c.Add(t.node, in_.cluster->node(t.node).rack);
+  }
+
   void Admit(const PendingJob& j, GpuModelId m, const QuotaVec& r, Admission a) {
+    if (j.spread != 0) AddSpread(j.spread, a.tasks);
     a.job = j.id;
     a.queue = j.queue;
     a.model = m;
@@ -452,7 +469,8 @@ class CycleRunner {
     t->quota_ok = true;
     const ShapeKey key{j.resources, j.tasks, j.constraints, m.value(), j.distinct_nodes, lifted,
                        0,           0};
-    auto it = failures_.find(key);
+    // A group that must take distinct nodes fails by where its group runs, not by its shape.
+    auto it = j.spread_distinct ? failures_.end() : failures_.find(key);
     if (it != failures_.end() && it->second.release_version == snap_.release_version() &&
         it->second.epoch == epoch_) {
       ++result_.stats.failure_cache_hits;
@@ -463,7 +481,7 @@ class CycleRunner {
     }
     t->placement_tried = true;
     ++result_.stats.placement_attempts;
-    const TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
+    const TaskRequest req = RequestOf(j, m);
     Admission a;
     PlacementFailure pf;
     Snapshot::Txn txn(snap_);
@@ -494,7 +512,7 @@ class CycleRunner {
     f.message = DescribePlacementFailure(j, req, pf);
     t->code = f.code;
     t->why = f.message;
-    failures_[key] = std::move(f);
+    if (!j.spread_distinct) failures_[key] = std::move(f);
     return false;
   }
 
@@ -749,6 +767,7 @@ class CycleRunner {
   AdmissibilityChecker admissible_;
   std::unordered_map<uint64_t, uint32_t> running_index_;
   std::unordered_map<uint64_t, uint32_t> pending_index_;
+  std::map<uint32_t, SpreadCounts> spread_;  // by spread group: where its tasks run (steps 1, 5)
   std::vector<bool> taken_;     // running jobs already terminating or chosen as victims
   std::vector<bool> released_;  // running jobs whose capacity the snapshot has given to others
   std::vector<bool> handled_;   // pending jobs decided outside the fair-share loop

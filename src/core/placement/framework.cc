@@ -502,9 +502,43 @@ void ForEachCandidate(const Snapshot& s, const Profile& profile, const TaskReque
 
 }  // namespace
 
+void SpreadCounts::Add(NodeId n, uint32_t rack) {
+  ++nodes[n.value()];
+  if (rack != 0) ++racks[rack];
+}
+
+int32_t SpreadCounts::on_node(NodeId n) const {
+  auto it = nodes.find(n.value());
+  return it == nodes.end() ? 0 : it->second;
+}
+
+int32_t SpreadCounts::on_rack(uint32_t rack) const {
+  if (rack == 0) return 0;
+  auto it = racks.find(rack);
+  return it == racks.end() ? 0 : it->second;
+}
+
+// penalty = node_tasks x B x (max tasks per rack + 1) + rack_tasks x B, where
+// B = (sum of score weights + 1) x kMaxScore exceeds any difference of profile scores: so one
+// task fewer on a node always wins over any number fewer on its rack, and either over any score.
+int64_t SpreadPenalty(const Snapshot& snap, const Profile& profile, const TaskRequest& req,
+                      NodeId n) {
+  if (req.spread == nullptr) return 0;
+  int64_t weights = 1;
+  for (const auto& [plugin, weight] : profile.scores()) weights += std::max<int64_t>(weight, 0);
+  const int64_t b = weights * kMaxScore;
+  int64_t max_rack = 0;
+  for (const auto& [rack, count] : req.spread->racks) max_rack = std::max<int64_t>(max_rack, count);
+  const uint32_t rack = snap.cluster().node(n).rack;
+  return int64_t{req.spread->on_node(n)} * b * (max_rack + 1) +
+         int64_t{req.spread->on_rack(rack)} * b;
+}
+
 bool FindPlacement(const Snapshot& snap, const Profile& profile, const PlacementContext& ctx,
                    const TaskRequest& req, TaskPlacement* out, int64_t* score_out) {
-  const size_t limit = profile.NodesToScore(snap.cluster().num_nodes());
+  // A spread group looks at every feasible node: the one with fewest of its tasks may be anywhere.
+  const size_t limit = req.spread != nullptr ? snap.cluster().num_nodes() + 1
+                                             : profile.NodesToScore(snap.cluster().num_nodes());
   size_t feasible = 0;
   bool found = false;
   int64_t best_score = -1;
@@ -514,9 +548,12 @@ bool FindPlacement(const Snapshot& snap, const Profile& profile, const Placement
   ForEachCandidate(
       snap, profile, req,
       [&](NodeId n) {
+        if (req.spread_distinct && req.spread != nullptr && req.spread->on_node(n) > 0) {
+          return true;
+        }
         if (RunFilters(profile, ctx, req, n) != FilterCode::kOk) return true;
         if (!SelectGpus(ctx, profile.gpu_selector(), req, n, &gpus)) return true;
-        int64_t score = 0;
+        int64_t score = -SpreadPenalty(snap, profile, req, n);
         for (const auto& [plugin, weight] : profile.scores()) {
           score += weight * plugin->Score(ctx, req, n, gpus);
         }
@@ -531,7 +568,7 @@ bool FindPlacement(const Snapshot& snap, const Profile& profile, const Placement
         }
         return ++feasible < limit;
       },
-      [&]() { return !(profile.stop_at_first_bucket() && found); });
+      [&]() { return !(profile.stop_at_first_bucket() && found && req.spread == nullptr); });
   if (!found) return false;
   out->node = best_node;
   out->gpus = std::move(best_gpus);

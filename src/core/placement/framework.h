@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,11 +47,26 @@ enum class FilterCode : uint8_t {
 };
 std::string_view FilterCodeName(FilterCode c);
 
+// Where the jobs of one spread group run (PendingJob::spread): tasks per node and per rack.
+struct SpreadCounts {
+  std::map<uint32_t, int32_t> nodes;  // node id -> tasks of the group there
+  std::map<uint32_t, int32_t> racks;  // rack id (not 0) -> tasks of the group there
+  void Add(NodeId n, uint32_t rack);
+  int32_t on_node(NodeId n) const;
+  int32_t on_rack(uint32_t rack) const;
+};
+
 struct TaskRequest {
   const TaskResources* resources = nullptr;
   GpuModelId model = kNoModel;  // kNoModel for CPU-only tasks
   const Constraints* constraints = nullptr;
   JobType type = JobType::kTraining;
+  // Its spread group's tasks (null: none). Placement then prefers, before any score, the nodes
+  // with fewest of them, then the racks with fewest (lexicographically: the profile's scores only
+  // break ties), and visits every feasible node to find them. With `spread_distinct`, a node that
+  // has one is not feasible.
+  const SpreadCounts* spread = nullptr;
+  bool spread_distinct = false;
 };
 
 // What the tasks of the gang placed so far occupy (for distinct nodes and topology).
@@ -240,6 +256,11 @@ struct FilterCounts {
 struct PlacementFailure {
   int tasks_placed = 0;  // how many tasks of the gang did fit before one did not
 };
+
+// What a task's spread costs on `n` (0 without a spread group): larger than any sum of the
+// profile's weighted scores per task of the group on the node, and per task on its rack.
+int64_t SpreadPenalty(const Snapshot& snap, const Profile& profile, const TaskRequest& req,
+                      NodeId n);
 
 // Finds the GPUs a task would use on node n (empty for CPU-only tasks); false when none fit.
 bool SelectGpus(const PlacementContext& ctx, GpuSelector selector, const TaskRequest& req, NodeId n,

@@ -79,6 +79,7 @@ class Writer {
   Statement put_kv_, del_kv_, append_event_, append_usage_, append_audit_;
   Statement put_cluster_sample_, put_gpu_sample_, roll_up_gpu_samples_, del_raw_gpu_samples_,
       del_hourly_gpu_samples_, del_cluster_samples_;
+  Statement put_service_, del_service_, put_serving_stat_, del_serving_stats_;
 };
 
 Result<std::unique_ptr<Writer>> Writer::Create(std::unique_ptr<Connection> conn) {
@@ -126,6 +127,12 @@ Status Writer::PrepareAll() {
       {&del_hourly_gpu_samples_,
        "DELETE FROM gpu_samples WHERE resolution_ms >= 3600000 AND at_ms < ?1"},
       {&del_cluster_samples_, "DELETE FROM cluster_samples WHERE at_ms < ?1"},
+      {&put_service_, UpsertSql("services", kServiceCols)},
+      {&del_service_, DeleteSql("services", kServiceCols)},
+      {&put_serving_stat_,
+       fmt::format("INSERT OR REPLACE INTO serving_stats ({}) VALUES ({})", Join(kServingStatCols),
+                   Placeholders(kServingStatCols.size()))},
+      {&del_serving_stats_, "DELETE FROM serving_stats WHERE minute_ms < ?1"},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(c, *stmt, sql));
   return Status::Ok();
@@ -200,7 +207,17 @@ Status Writer::Apply(const WriteOp& op) {
             if (s.ok()) s = c.Run(del_raw_gpu_samples_.get(), "", r.gpu_rollup_before_ms);
             if (s.ok()) s = c.Run(del_hourly_gpu_samples_.get(), "", r.gpu_hourly_before_ms);
             if (s.ok()) s = c.Run(del_cluster_samples_.get(), "", r.cluster_before_ms);
+            if (s.ok()) s = c.Run(del_serving_stats_.get(), "", r.serving_before_ms);
             return s;
+          },
+          [&](const ServiceRecord& r) {
+            return c.Run(put_service_.get(), "", r.name, r.tenant, r.spec_json, r.secret_env_json,
+                         r.updated_at_ms);
+          },
+          [&](const op::DeleteService& r) { return c.Run(del_service_.get(), "", r.name); },
+          [&](const ServingStatRecord& r) {
+            return c.Run(put_serving_stat_.get(), "", r.minute_ms, r.service, r.revision,
+                         r.data_json);
           },
       },
       op);
@@ -341,6 +358,7 @@ class Reader {
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit);
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms);
   Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms);
+  Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms);
 
  private:
   explicit Reader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
@@ -351,7 +369,7 @@ class Reader {
   Statement begin_, commit_, rollback_;
   Statement tenants_, queues_, users_, tokens_, priority_classes_, gpu_models_, nodes_, jobs_, kv_;
   Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
-  Statement cluster_samples_, gpu_samples_;
+  Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
 };
 
 Result<std::unique_ptr<Reader>> Reader::Create(std::unique_ptr<Connection> conn) {
@@ -390,6 +408,10 @@ Status Reader::PrepareAll() {
        SelectSql("gpu_samples", kGpuSampleCols,
                  "WHERE at_ms < ?2 AND at_ms > ?1 - 3600000 AND at_ms + resolution_ms > ?1 "
                  "ORDER BY at_ms, node, gpu, resolution_ms")},
+      {&services_, SelectSql("services", kServiceCols, "ORDER BY name")},
+      {&serving_stats_, SelectSql("serving_stats", kServingStatCols,
+                                  "WHERE minute_ms >= ?1 AND minute_ms < ?2 "
+                                  "ORDER BY minute_ms, service, revision")},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(*conn_, *stmt, sql));
   return Status::Ok();
@@ -408,6 +430,7 @@ Status Reader::LoadInto(StoreState& s) {
   ARBITER_RETURN_IF_ERROR(c.Query(nodes_.get(), what, s.nodes, ReadNode));
   ARBITER_RETURN_IF_ERROR(c.Query(jobs_.get(), what, s.jobs, ReadJob));
   ARBITER_RETURN_IF_ERROR(c.Query(kv_.get(), what, s.kv, ReadKv));
+  ARBITER_RETURN_IF_ERROR(c.Query(services_.get(), what, s.services, ReadService));
   std::vector<uint64_t> v;
   auto read_uint = [](Row& r) { return r.Uint(); };
   ARBITER_RETURN_IF_ERROR(c.Query(max_job_id_.get(), what, v, read_uint));
@@ -471,6 +494,13 @@ Result<std::vector<GpuSampleRecord>> Reader::GpuSamples(int64_t from_ms, int64_t
   return out;
 }
 
+Result<std::vector<ServingStatRecord>> Reader::ServingStats(int64_t from_ms, int64_t to_ms) {
+  std::vector<ServingStatRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(serving_stats_.get(), "store: serving stats", out,
+                                       ReadServingStat, from_ms, to_ms));
+  return out;
+}
+
 // ---- The store: the queue, the writer thread, the read mutex. --------------------------------
 
 Status Closed() { return FailedPrecondition("store: closed"); }
@@ -491,6 +521,7 @@ class SqliteStore final : public Store {
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override;
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms) override;
+  Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms) override;
   StoreStats stats() const override;
   void Close() override;
 
@@ -621,6 +652,10 @@ Result<std::vector<ClusterSampleRecord>> SqliteStore::ClusterSamples(int64_t fro
 
 Result<std::vector<GpuSampleRecord>> SqliteStore::GpuSamples(int64_t from_ms, int64_t to_ms) {
   return Read([&](Reader& r) { return r.GpuSamples(from_ms, to_ms); });
+}
+
+Result<std::vector<ServingStatRecord>> SqliteStore::ServingStats(int64_t from_ms, int64_t to_ms) {
+  return Read([&](Reader& r) { return r.ServingStats(from_ms, to_ms); });
 }
 
 StoreStats SqliteStore::stats() const {

@@ -200,6 +200,25 @@ GpuSampleRecord ReadGpuSample(Row& r) {
   return g;
 }
 
+ServiceRecord ReadService(Row& r) {
+  ServiceRecord s;
+  s.name = r.Text();
+  s.tenant = r.Text();
+  s.spec_json = r.Text();
+  s.secret_env_json = r.Text();
+  s.updated_at_ms = r.Int();
+  return s;
+}
+
+ServingStatRecord ReadServingStat(Row& r) {
+  ServingStatRecord s;
+  s.minute_ms = r.Int();
+  s.service = r.Text();
+  s.revision = r.Int();
+  s.data_json = r.Text();
+  return s;
+}
+
 // Prepares `sql` into `out`, or returns why not.
 Status PrepareInto(Connection& conn, Statement& out, const std::string& sql) {
   Result<Statement> s = conn.Prepare(sql);

@@ -61,6 +61,10 @@ inline constexpr std::array<std::string_view, 3> kClusterSampleCols = {"at_ms", 
 inline constexpr std::array<std::string_view, 8> kGpuSampleCols = {
     "resolution_ms", "node",           "gpu",          "at_ms", "span_ms",
     "busy_ms",       "memory_max_mib", "memory_mib_ms"};
+inline constexpr std::array<std::string_view, 5> kServiceCols = {
+    "name", "tenant", "spec_json", "secret_env_json", "updated_at_ms"};
+inline constexpr std::array<std::string_view, 4> kServingStatCols = {"minute_ms", "service",
+                                                                     "revision", "data_json"};
 
 // Rolls raw GPU samples older than ?1 up into hourly rows, adding to an hourly row already there.
 // (The WHERE clause before ON CONFLICT keeps SQLite's parser from reading it as a join.)
@@ -96,6 +100,8 @@ UsageRecord ReadUsage(Row& r);
 AuditRecord ReadAudit(Row& r);
 ClusterSampleRecord ReadClusterSample(Row& r);
 GpuSampleRecord ReadGpuSample(Row& r);
+ServiceRecord ReadService(Row& r);
+ServingStatRecord ReadServingStat(Row& r);
 // Prepares `sql` into `out`, or returns why not.
 Status PrepareInto(Connection& conn, Statement& out, const std::string& sql);
 // A LIMIT for SQLite (int64).
