@@ -300,6 +300,10 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
                                                 {"min", a.array_bounds.min},
                                                 {"max", a.array_bounds.max},
                                                 {"step", a.array_bounds.step}}},
+          {"service", !a.spec.service ? json(nullptr)
+                                      : json{{"name", a.spec.service->name},
+                                             {"revision", a.spec.service->revision},
+                                             {"port", a.spec.service->port}}},
           {"run_as",
            {{"user", a.run_as.user},
             {"uid", a.run_as.uid},
@@ -368,6 +372,16 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
       a.array_bounds.min = Int(r, ap, "min", false, 0, kMaxArrayIndex);
       a.array_bounds.max = Int(r, ap, "max", false, 0, kMaxArrayIndex);
       a.array_bounds.step = Int(r, ap, "step", false, 1, kMaxArrayIndex);
+    }
+    if (j.contains("service") && !j["service"].is_null()) {
+      const std::string sp = Join(p, "service");
+      const json& r = j["service"];
+      ExpectObject(r, sp);
+      ServiceLink link;
+      link.name = Str(r, sp, "name", true, 63);
+      link.revision = Int(r, sp, "revision", true, 1, int64_t{1} << 40);
+      link.port = static_cast<int32_t>(Int(r, sp, "port", true, 1, 65535));
+      a.spec.service = std::move(link);
     }
     if (j.contains("run_as") && !j["run_as"].is_null()) {
       const std::string rp = Join(p, "run_as");

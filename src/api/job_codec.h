@@ -86,6 +86,10 @@ inline constexpr size_t kMaxBatchJobs = 1000;
 // jobs, each as for ParseJobSubmission; errors name the job ("jobs[3].resources.gpus").
 Result<std::vector<JobSpec>> ParseJobBatch(std::string_view json);
 
+// The error `st` with its field put under `prefix` ("template" + "resources.gpus" ->
+// "template.resources.gpus"); OK stays OK.
+Status UnderField(const Status& st, const std::string& prefix);
+
 // An error about job `index` of a batch: its field put under "jobs[index]" (OK stays OK).
 Status ForBatchJob(const Status& st, size_t index);
 

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "api/job_codec.h"
 #include "api/value.h"
 #include "common/status.h"
 #include "model/job.h"
@@ -20,8 +21,5 @@ namespace arbiter::api {
 // Reads the template at `path` into `job` (ValidateJobSpec and the reserved-variable check
 // included).
 Status ParseJobTemplate(const Value& v, const std::string& path, JobSpec* job);
-
-// The error `st` with its field put under `prefix` ("template" + "resources.gpus").
-Status UnderField(const Status& st, const std::string& prefix);
 
 }  // namespace arbiter::api

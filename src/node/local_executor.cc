@@ -447,6 +447,11 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   }
   env["ARBITER_NODES"] = nodes.empty() ? node_ : fmt::format("{}", fmt::join(nodes, ","));
   if (!a.step_key.empty()) env["ARBITER_STEP_KEY"] = a.step_key;
+  if (a.spec.service) {  // a service's replica: the port it serves on (docs/services.md)
+    env[std::string(kServicePortEnvName)] = std::to_string(a.spec.service->port);
+    env["ARBITER_SERVICE"] = a.spec.service->name;
+    env["ARBITER_SERVICE_REVISION"] = std::to_string(a.spec.service->revision);
+  }
   if (a.spec.array.id !=
       0) {  // a job array's element (the wrapper of a batch script: SLURM_ARRAY_*)
     env["ARBITER_ARRAY_JOB_ID"] = std::to_string(a.spec.array.id);

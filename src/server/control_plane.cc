@@ -77,7 +77,12 @@ std::string Iso8601(TimeMs ms) {
 
 json TimeJson(TimeMs ms) { return ms > 0 ? json(Iso8601(ms)) : json(nullptr); }
 
-ControlPlane::ControlPlane(store::Store* store, NowFn now) : store_(store), now_(std::move(now)) {}
+ControlPlane::ControlPlane(store::Store* store, NowFn now)
+    : store_(store),
+      now_(std::move(now)),
+      routes_(std::make_unique<RoutesBoard>(static_cast<uint64_t>(std::max<TimeMs>(1, now_())))),
+      serving_(store),
+      gateway_token_(fmt::format("arbgw_{}", NewSecretHex())) {}
 
 json ControlPlane::NodeJson(const Node& n) { return NodeToJson(n); }
 
@@ -190,6 +195,7 @@ Status ControlPlane::Load() {
     a.bounds = BoundsOf(indices);
   }
   jobs_.next_id = state->max_job_id + 1;
+  LoadServicesLocked(state->services);
   ARBITER_RETURN_IF_ERROR(CompileLocked());
   store::WriteBatch uids;
   AllocateTenantUidsLocked(&uids);  // tenants configured before tenants had their own uids
@@ -438,6 +444,7 @@ void ControlPlane::WakeAll() {
     shutting_down_ = true;
   }
   events_.Close();
+  routes_->WakeAll();
   assign_cv_.notify_all();
 }
 

@@ -51,6 +51,7 @@
 #include "core/quota/quota_tree.h"
 #include "model/job.h"
 #include "model/job_array.h"
+#include "model/service.h"
 #include "node/execution_backend.h"
 #include "server/auth.h"
 #include "server/event_log.h"
@@ -60,6 +61,10 @@
 #include "server/metrics.h"
 #include "server/node_registry.h"
 #include "server/reports.h"
+#include "server/service_prober.h"
+#include "server/service_routes.h"
+#include "server/service_table.h"
+#include "server/serving_stats.h"
 #include "server/token_registry.h"
 #include "store/store.h"
 
@@ -280,6 +285,46 @@ class ControlPlane : public node::ExecutionBackend {
   // store): its node and why the run before it ended. Access as for reading the job.
   Result<std::vector<LogRun>> JobLogRuns(const Principal& p, uint64_t id, int32_t task);
 
+  // Services (control_plane_services.cc, docs/services.md). Tenant-scoped like jobs: admins
+  // manage every service, tenant admins and members their tenant's, viewers read them; another
+  // tenant's service answers 404 as a missing one. Changes are durable before they answer.
+  // Create: 201; a name in use (service names are cluster-unique: the gateway routes /s/NAME/)
+  // 409 already_exists. Bad input 400 naming the field ("queue" whose allowed_types exclude
+  // service, "traffic" naming a revision that does not exist, "template.gpu_models[0]").
+  Result<nlohmann::json> CreateService(const Principal& p, ServiceSpec spec);
+  // PUT: replaces the object (a change of template or port makes a new revision).
+  Result<nlohmann::json> ReplaceService(const Principal& p, const std::string& name,
+                                        ServiceSpec spec);
+  Result<nlohmann::json> GetService(const Principal& p, const std::string& name);
+  // {"items": [...]}: the services `p` may read, only `tenant`'s when it is not empty.
+  Result<nlohmann::json> ListServices(const Principal& p, const std::string& tenant);
+  // Removes the service and stops its replicas.
+  Result<nlohmann::json> DeleteService(const Principal& p, const std::string& name);
+  Result<nlohmann::json> ScaleService(const Principal& p, const std::string& name,
+                                      int32_t replicas);
+  Result<nlohmann::json> SetServiceTraffic(const Principal& p, const std::string& name,
+                                           std::vector<TrafficSplit> traffic);
+  // Traffic becomes [{P, 100}], P the highest revision below the one with the most traffic now
+  // (400 field "revision" when there is none).
+  Result<nlohmann::json> RollbackService(const Principal& p, const std::string& name);
+  // The ports replicas without a fixed port get, [lo, hi] (--service-ports). Call before serving.
+  void SetServicePorts(int32_t lo, int32_t hi);
+  // One reconcile of every service (the service controller's thread, about every 100 ms):
+  // replicas observed (jobs and `probes`), started, drained and stopped, the routes published;
+  // `targets` gets the replicas to probe. Durable before it returns.
+  Status ReconcileServices(const std::map<uint64_t, ProbeStatus>& probes,
+                           std::vector<ProbeTarget>* targets);
+  // Adds a sample of each service revision's ready replicas to its serving minute.
+  Status SampleServing();
+  // GET /api/v1/gateway/routes: admins and node tokens (and InProcessGatewayToken). Waits up to
+  // `wait_ms` while the version is `known`.
+  Result<std::string> GatewayRoutes(const Principal& p, uint64_t known, DurationMs wait_ms);
+  // POST /api/v1/gateway/stats: added to the minutes of the report's window start.
+  Result<nlohmann::json> RecordGatewayStats(const Principal& p, const GatewayStats& stats);
+  // A bearer token that exists only in this process, of role node, for a gateway run inside the
+  // server: it reads the routes and sends stats, nothing else a node token could not.
+  const std::string& InProcessGatewayToken() const { return gateway_token_; }
+
   // Records a mutating call in the audit log (also for denied ones).
   void Audit(const Principal& p, std::string action, std::string target, std::string result);
   // The audit log (admins): at most `limit` records with seq > `after`, oldest first, and
@@ -442,6 +487,33 @@ class ControlPlane : public node::ExecutionBackend {
   // array holds as many elements as it may (its verdict, ArrayThrottled, says so).
   bool HoldForArrayThrottleLocked(JobEntry& j, ArrayThrottle* throttle);
 
+  // control_plane_services.cc. Each of these requires mu_.
+  Status MayManageServiceLocked(const Principal& p, const ServiceEntry* e, const std::string& name,
+                                std::string_view action) const;
+  // Resolves and checks spec's tenant, queue, priority class and template against the
+  // configuration (as a submission of one replica would be checked).
+  Status CheckServiceSpecLocked(const Principal& p, ServiceSpec& spec) const;
+  Status CheckTrafficLocked(const Service& s, const std::vector<TrafficSplit>& traffic) const;
+  nlohmann::json ServiceJsonLocked(const ServiceEntry& e) const;
+  store::ServiceRecord ServiceRecordLocked(const Service& s) const;
+  void ServiceEventLocked(ServiceEntry& e, std::string message);
+  void ReconcileServiceLocked(ServiceEntry& e, const std::map<uint64_t, ProbeStatus>& probes,
+                              TimeMs now, store::WriteBatch* b, std::vector<uint64_t>* stops);
+  Status StartReplicaLocked(ServiceEntry& e, int64_t revision, store::WriteBatch* b);
+  void StopReplicaLocked(ReplicaState& st, std::string reason, store::WriteBatch* b,
+                         std::vector<uint64_t>* stops);
+  int32_t FreeServicePortLocked();
+  // host:port of a replica's job ("" before it is placed); `probe`: as the server reaches it
+  // (127.0.0.1 for the built-in node).
+  std::string ReplicaAddressLocked(const JobEntry& j, bool probe) const;
+  void PublishRoutesLocked();
+  std::vector<ProbeTarget> ProbeTargetsLocked() const;
+  void LoadServicesLocked(const std::vector<store::ServiceRecord>& records);
+  // The change of a service answered: written with its audit record, then the object.
+  Result<nlohmann::json> CommitServiceLocked(const Principal& p, ServiceEntry& e,
+                                             std::string action, store::WriteBatch* b,
+                                             std::shared_future<Status>* done);
+
   store::Store* store_;
   NowFn now_;
   mutable std::mutex mu_;
@@ -471,6 +543,14 @@ class ControlPlane : public node::ExecutionBackend {
 
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;
+
+  ServiceTable services_;  // service_table.h; guarded by mu_
+  int32_t service_port_lo_ = 20000;
+  int32_t service_port_hi_ = 29999;
+  int32_t service_port_next_ = 0;        // where the search for a free port starts (round robin)
+  std::unique_ptr<RoutesBoard> routes_;  // its own lock, taken after mu_
+  ServingStats serving_;                 // its own lock; never taken with mu_ held
+  std::string gateway_token_;            // InProcessGatewayToken
 
   EventLog events_;         // its own lock, taken after mu_
   TaskLimits task_limits_;  // set before serving; read without the lock

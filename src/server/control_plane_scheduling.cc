@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "api/agent_codec.h"
@@ -26,6 +27,17 @@ using nlohmann::json;
 namespace {
 
 // The core's view of a pending job (its node constraints interned into `constraints`).
+// A spread group per service, by name (the group of a service's replicas: they prefer distinct
+// nodes and racks); interned per cycle, 0 for jobs of no service.
+struct SpreadGroups {
+  std::map<std::string, uint32_t> ids;
+  uint32_t Of(const JobEntry& j) {
+    if (!j.spec.service) return 0;
+    return ids.try_emplace(j.spec.service->name, static_cast<uint32_t>(ids.size() + 1))
+        .first->second;
+  }
+};
+
 core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster& cluster,
                               std::vector<core::Constraints>* constraints_out) {
   std::vector<core::Constraints>& constraints = *constraints_out;
@@ -146,6 +158,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     const core::QuotaTree& tree = compiled->tree;
     store::WriteBatch b;
     std::optional<SingletonIndex> singletons;
+    SpreadGroups spread;
     // Throttled arrays: their elements holding resources, counted at the first pending one.
     ArrayThrottle throttle([this](uint64_t array) {
       int32_t holding = 0;
@@ -192,11 +205,22 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
       const QueueId q = orphan ? core::QuotaTree::kRoot : j.queue_id;
       if (is_pending) {
         pending.push_back(PendingJobOf(j, q, cluster, &constraints));
+        if (j.spec.service) {
+          pending.back().spread = spread.Of(j);
+          // A fixed port: two replicas cannot listen on it on one node.
+          const ServiceEntry* svc = services_.Find(j.spec.service->name);
+          const ServiceRevision* rev =
+              svc != nullptr ? svc->service.FindRevision(j.spec.service->revision) : nullptr;
+          pending.back().spread_distinct = rev != nullptr && rev->port != 0;
+        }
         pending_ids.push_back(id);
         pending_entries.push_back(&j);
       } else if (j.holds_capacity() && !j.placement.empty()) {
         core::RunningJob r;
-        if (RunningJobOf(j, q, orphan, cluster, tree, &r)) running.push_back(std::move(r));
+        if (RunningJobOf(j, q, orphan, cluster, tree, &r)) {
+          r.spread = spread.Of(j);
+          running.push_back(std::move(r));
+        }
       }
     }
     nominations = nominations_;

@@ -139,6 +139,24 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
              "true: wait for the job to start, stream while it runs, into its next runs, "
              "until the job ends"}};
   }
+  if (key == "GET /api/v1/services") {
+    return {{"tenant", "string", "only this tenant's services"}};
+  }
+  if (key == "GET /api/v1/gateway/routes") {
+    return {{"after", "integer", "the version the gateway has (answer at once when it differs)"},
+            {"wait_ms", "integer",
+             "wait this long at most for a change (default 0, at most "
+             "60000)"}};
+  }
+  if (key == "GET /api/v1/reports/serving") {
+    return {{"from", "string", "start: RFC 3339 time or date"},
+            {"to", "string", "end: RFC 3339 time or date (default now)"},
+            {"since", "string", "start as a duration before the end (7d, 12h); not with from"},
+            {"service", "string", "only this service"},
+            {"group_by", "string", "(not used by this report)"},
+            {"step", "string", "bucket width as a duration (1d, 1h)"},
+            {"format", "string", "json (default) or csv"}};
+  }
   if (method == "GET" && path.rfind("/api/v1/reports/", 0) == 0) {
     return {{"from", "string", "start: RFC 3339 time or date"},
             {"to", "string", "end: RFC 3339 time or date (default now)"},
@@ -364,6 +382,7 @@ void HttpApi::Register() {
   RegisterAgentRoutes(route);
   RegisterLogRoutes(route);
   RegisterReportRoutes(route);
+  RegisterServiceRoutes(route);
 
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

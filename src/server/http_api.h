@@ -107,6 +107,8 @@ class HttpApi {
   void RegisterLogRoutes(const RouteFn& route);
   // The reports' routes (http_reports_api.cc).
   void RegisterReportRoutes(const RouteFn& route);
+  // Services and the gateways' routes and stats (http_services_api.cc).
+  void RegisterServiceRoutes(const RouteFn& route);
 
   bool AllowRate(const std::string& token_id);
   // Shared by the route files: the error body and status of `st`; a JSON body or a 400.

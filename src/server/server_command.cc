@@ -22,6 +22,7 @@
 #include "server/control_plane.h"
 #include "server/http_api.h"
 #include "server/sampler.h"
+#include "server/service_controller.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace arbiter::server {
@@ -279,6 +280,30 @@ class SchedulerLoop {
 
 }  // namespace
 
+bool ParsePortRange(const std::string& text, int32_t* lo, int32_t* hi, std::string* why) {
+  const size_t dash = text.find('-');
+  auto number = [](std::string_view s, int32_t* out) {
+    if (s.empty() || s.size() > 5) return false;
+    int32_t v = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + (c - '0');
+    }
+    *out = v;
+    return true;
+  };
+  if (dash == std::string::npos || !number(std::string_view(text).substr(0, dash), lo) ||
+      !number(std::string_view(text).substr(dash + 1), hi)) {
+    *why = fmt::format("expected LO-HI (20000-29999), got '{}'", text);
+    return false;
+  }
+  if (*lo < 1 || *hi > 65535 || *lo > *hi) {
+    *why = fmt::format("expected 1 <= LO <= HI <= 65535, got '{}'", text);
+    return false;
+  }
+  return true;
+}
+
 int RunServer(const ServerOptions& o) {
   if (o.log_format != "text" && o.log_format != "json") {
     std::fprintf(stderr, "arbiter server: --log-format must be text or json, got '%s'\n",
@@ -290,6 +315,12 @@ int RunServer(const ServerOptions& o) {
   int port = 0;
   if (!SplitHostPort(o.listen, &host, &port)) {
     spdlog::error("--listen: expected HOST:PORT, got '{}'", o.listen);
+    return 2;
+  }
+  int32_t ports_lo = 0;
+  int32_t ports_hi = 0;
+  if (std::string why; !ParsePortRange(o.service_ports, &ports_lo, &ports_hi, &why)) {
+    spdlog::error("--service-ports: {}", why);
     return 2;
   }
   if (!PrepareDataDir(o.data_dir)) return 1;
@@ -315,6 +346,7 @@ int RunServer(const ServerOptions& o) {
   if (!WriteBootstrapToken(&cp, o.data_dir)) return 1;
 
   cp.SetBuiltinNode(o.local_node);
+  cp.SetServicePorts(ports_lo, ports_hi);
   cp.SetNodeTimeout(o.node_timeout_ms);
   cp.SetTaskLimits({o.task_min_cpu_milli, o.task_min_memory_mib, o.tenant_max_tasks});
   std::unique_ptr<BuiltinNode> builtin;
@@ -346,6 +378,9 @@ int RunServer(const ServerOptions& o) {
 
   SchedulerLoop loop(&cp, o);
   std::thread scheduler([&] { loop.Run(); });
+  // Services: their replicas kept as specified, probed, rolled and routed (docs/services.md).
+  ServiceController services(&cp, ServiceControllerOptions{});
+  services.Start();
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -360,6 +395,7 @@ int RunServer(const ServerOptions& o) {
   api.Serve();  // returns after Stop
   loop.Stop();
   scheduler.join();
+  services.Stop();
   sampler.Stop();
   if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
   // Wake the signal thread if Serve ended for another reason.

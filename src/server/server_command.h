@@ -62,7 +62,14 @@ struct ServerOptions {
   std::string metrics_token_file;
   // Metering: a cluster sample and the GPUs' telemetry samples every this long (reports).
   int sample_interval_ms = 60000;
+  // Services (docs/services.md): the ports replicas without a fixed port get, "LO-HI".
+  std::string service_ports = "20000-29999";
+  // The built-in gateway's address ("": none); it routes /s/NAME/ to services' replicas.
+  std::string gateway_listen;
 };
+
+// "LO-HI" with 1 <= LO <= HI <= 65535; false (and a message in `why`) otherwise.
+bool ParsePortRange(const std::string& text, int32_t* lo, int32_t* hi, std::string* why);
 
 // Runs until SIGTERM or SIGINT; returns the process exit code.
 int RunServer(const ServerOptions& options);

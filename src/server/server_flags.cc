@@ -123,6 +123,10 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
                   "Time between metering samples of the cluster and its GPUs (docs/reports.md)")
       ->check(CLI::Range(1000, 3600000))
       ->capture_default_str();
+  srv->add_option("--service-ports", server.service_ports,
+                  "Ports the replicas of services without a fixed port get, LO-HI (each replica "
+                  "one no other live replica uses)")
+      ->capture_default_str();
   srv->callback([=] { *exit_code = arbiter::server::RunServer(server); });
 }
 
