@@ -4,6 +4,7 @@
 
 #include "bench/bench_command.h"
 #include "bench/e2e_bench.h"
+#include "bench/gateway_bench.h"
 #include "bench/submit_bench.h"
 
 namespace arbiter::bench {
@@ -69,8 +70,37 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   be->add_flag("--keep", e2e.keep, "Keep the temporary folder (logs, the store)");
   be->add_flag("--json", e2e.json, "Print one JSON object");
   be->callback([=] { *exit_code = arbiter::bench::RunE2eBench(e2e); });
+  static arbiter::bench::GatewayBenchOptions gateway;
+  auto* bg = b->add_subcommand(
+      "gateway",
+      "The gateway of online services next to nginx: both in front of the same "
+      "arbiter-echo-server replicas on loopback, with the same closed-loop load, and the "
+      "replicas straight\n"
+      "Example: arbiter bench gateway --replicas 4 --concurrency 64,1000 --requests 50000 --json");
+  bg->add_option("--replicas", gateway.replicas, "arbiter-echo-server replicas to start")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  bg->add_option("--concurrency", gateway.concurrency,
+                 "Concurrent keep-alive connections, one row each (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 20000));
+  bg->add_option("--requests", gateway.requests, "Requests per row")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+      ->capture_default_str();
+  bg->add_option("--delay-ms", gateway.delay_ms, "Time each replica waits before it answers")
+      ->check(CLI::Range(0, 60000))
+      ->capture_default_str();
+  bg->add_option("--threads", gateway.threads,
+                 "The gateway's io threads and nginx's workers (0: one per hardware thread)")
+      ->check(CLI::Range(0, 1024));
+  bg->add_option("--rounds", gateway.rounds, "Runs of each row; the fastest is reported")
+      ->check(CLI::Range(1, 100));
+  bg->add_option("--nginx", gateway.nginx, "The nginx executable");
+  bg->add_flag("--keep", gateway.keep, "Keep the temporary folder (logs, configurations)");
+  bg->add_flag("--json", gateway.json, "Print one JSON object");
+  bg->callback([=] { *exit_code = arbiter::bench::RunGatewayBench(gateway); });
   b->callback([=] {
-    if (!b->got_subcommand(bs) && !b->got_subcommand(be)) {
+    if (!b->got_subcommand(bs) && !b->got_subcommand(be) && !b->got_subcommand(bg)) {
       *exit_code = arbiter::bench::RunBench(bench);
     }
   });

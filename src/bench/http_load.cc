@@ -136,9 +136,9 @@ namespace {
 // driven by one epoll loop.
 class LoadRunner {
  public:
-  LoadRunner(const LoadTarget& target, const LoadOptions& o,
+  LoadRunner(const std::vector<LoadTarget>& targets, const LoadOptions& o,
              const std::function<const std::string&(int64_t)>& request_bytes)
-      : target_(target), o_(o), request_bytes_(request_bytes) {
+      : targets_(targets), o_(o), request_bytes_(request_bytes) {
     result_.latencies_ms.reserve(static_cast<size_t>(o.requests));
     result_.ok_indices.reserve(static_cast<size_t>(o.requests));
   }
@@ -148,25 +148,28 @@ class LoadRunner {
   }
 
   LoadResult Run() {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* ai = nullptr;
-    if (int rc =
-            getaddrinfo(target_.host.c_str(), std::to_string(target_.port).c_str(), &hints, &ai);
-        rc != 0 || ai == nullptr) {
-      result_.requests_failed = o_.requests;
-      result_.first_error = fmt::format("cannot resolve {}: {}", target_.host, gai_strerror(rc));
-      return result_;
+    for (const LoadTarget& target : targets_) {
+      addrinfo hints{};
+      hints.ai_family = AF_INET;
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* ai = nullptr;
+      if (int rc =
+              getaddrinfo(target.host.c_str(), std::to_string(target.port).c_str(), &hints, &ai);
+          rc != 0 || ai == nullptr) {
+        result_.requests_failed = o_.requests;
+        result_.first_error = fmt::format("cannot resolve {}: {}", target.host, gai_strerror(rc));
+        return result_;
+      }
+      addrs_.emplace_back(ai, freeaddrinfo);
     }
-    addr_.reset(ai);
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     conns_.resize(static_cast<size_t>(std::max(1, o_.connections)));
 
-    const auto t0 = Clock::now();
+    total_ = o_.warmup + o_.requests;
+    t0_ = Clock::now();
     for (size_t i = 0; i < conns_.size(); ++i) StartNext(conns_[i], i);
     std::vector<epoll_event> events(conns_.size());
-    while (done_ < o_.requests) {
+    while (done_ < total_) {
       const int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), 100);
       for (int e = 0; e < n; ++e) {
         const epoll_event& ev = events[static_cast<size_t>(e)];
@@ -174,7 +177,7 @@ class LoadRunner {
       }
       ExpireTimedOut();
     }
-    result_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    result_.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
     return result_;
   }
 
@@ -201,11 +204,14 @@ class LoadRunner {
     Close(c);
   }
 
-  // Blocking connect (loopback answers at once), then non-blocking I/O.
+  // Blocking connect (loopback answers at once), then non-blocking I/O. Connection `slot` goes
+  // to target slot % targets.
   bool Open(Conn& c, size_t slot) {
+    const size_t t = slot % targets_.size();
+    const addrinfo* addr = addrs_[t].get();
     c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c.fd < 0 || connect(c.fd, addr_->ai_addr, addr_->ai_addrlen) != 0) {
-      Fail(fmt::format("cannot connect to {}:{}: {}", target_.host, target_.port,
+    if (c.fd < 0 || connect(c.fd, addr->ai_addr, addr->ai_addrlen) != 0) {
+      Fail(fmt::format("cannot connect to {}:{}: {}", targets_[t].host, targets_[t].port,
                        std::strerror(errno)));
       if (c.fd >= 0) ::close(c.fd);
       c.fd = -1;
@@ -252,7 +258,8 @@ class LoadRunner {
 
   // Gives an idle connection the next request, opening it again when needed.
   void StartNext(Conn& c, size_t slot) {
-    while (next_ < o_.requests && c.index < 0) {
+    while (next_ < total_ && c.index < 0) {
+      if (next_ == o_.warmup && o_.warmup > 0) t0_ = Clock::now();  // the measured part starts
       if (c.fd < 0 && !Open(c, slot)) {
         ++next_;  // counted as failed by Open
         ++done_;
@@ -300,9 +307,11 @@ class LoadRunner {
         const double ms =
             std::chrono::duration<double, std::milli>(Clock::now() - c.started).count();
         if (p.status == o_.expect_status) {
-          ++result_.requests_ok;
-          result_.latencies_ms.push_back(ms);
-          result_.ok_indices.push_back(c.index);
+          if (c.index >= o_.warmup) {
+            ++result_.requests_ok;
+            result_.latencies_ms.push_back(ms);
+            result_.ok_indices.push_back(c.index - o_.warmup);
+          }
         } else {
           const size_t body = c.in.find("\r\n\r\n") + 4;
           Fail(fmt::format("HTTP {}: {}", p.status, c.in.substr(body, 500)));
@@ -332,15 +341,17 @@ class LoadRunner {
     }
   }
 
-  const LoadTarget& target_;
+  const std::vector<LoadTarget>& targets_;
   const LoadOptions& o_;
   const std::function<const std::string&(int64_t)>& request_bytes_;
   LoadResult result_;
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addr_{nullptr, freeaddrinfo};
+  std::vector<std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>> addrs_;
   int ep_ = -1;
   std::vector<Conn> conns_;
   int64_t next_ = 0;
   int64_t done_ = 0;
+  int64_t total_ = 0;  // warm-up and measured requests
+  Clock::time_point t0_;
   char buf_[65536];
 };
 
@@ -348,7 +359,18 @@ class LoadRunner {
 
 LoadResult RunHttpLoad(const LoadTarget& target, const LoadOptions& o,
                        const std::function<const std::string&(int64_t)>& request_bytes) {
-  return LoadRunner(target, o, request_bytes).Run();
+  return LoadRunner({target}, o, request_bytes).Run();
+}
+
+LoadResult RunHttpLoad(const std::vector<LoadTarget>& targets, const LoadOptions& o,
+                       const std::function<const std::string&(int64_t)>& request_bytes) {
+  if (targets.empty()) {
+    LoadResult r;
+    r.requests_failed = o.requests;
+    r.first_error = "no target";
+    return r;
+  }
+  return LoadRunner(targets, o, request_bytes).Run();
 }
 
 }  // namespace arbiter::bench

@@ -38,12 +38,20 @@ struct LoadOptions {
   int64_t requests = 0;
   int expect_status = 201;
   int timeout_ms = 30000;  // per request
+  // Requests sent first on the same connections and left out of the result (counts, latencies,
+  // seconds): connections open and caches warm before the measured `requests` start.
+  int64_t warmup = 0;
 };
 
 // Sends requests 0 .. requests-1 (the bytes of request i from `request_bytes(i)`), each as soon
 // as a connection is free; a connection the server closes is opened again. Returns when every
 // request has succeeded or failed.
 LoadResult RunHttpLoad(const LoadTarget& target, const LoadOptions& options,
+                       const std::function<const std::string&(int64_t)>& request_bytes);
+
+// The same over several targets: connection i goes to targets[i % targets.size()] (round robin
+// by connection, as a client spreading its connections over replicas does).
+LoadResult RunHttpLoad(const std::vector<LoadTarget>& targets, const LoadOptions& options,
                        const std::function<const std::string&(int64_t)>& request_bytes);
 
 }  // namespace arbiter::bench

@@ -24,6 +24,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Sockets and timers bound to an io_context's own executor type: no type-erased executor (its
+// copies and virtual calls) on every operation.
+using Executor = net::io_context::executor_type;
+using Socket = net::basic_stream_socket<tcp, Executor>;
+using Acceptor = net::basic_socket_acceptor<tcp, Executor>;
+using Timer = net::basic_waitable_timer<Clock, net::wait_traits<Clock>, Executor>;
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
       .count();
@@ -38,6 +45,8 @@ double MsSince(Clock::time_point t) {
 constexpr uint64_t kBufferedMax = 256 * 1024;
 constexpr size_t kRelayBuffer = 64 * 1024;
 constexpr uint32_t kHeaderLimit = 64 * 1024;
+// A pooled connection idle at least this long is checked before it carries a request.
+constexpr int64_t kIdleCheckMs = 50;
 // No limit on an answer's body. (Not boost::none: Boost 1.74's parser compares a Content-Length
 // with an empty optional as if the limit were below it.)
 constexpr uint64_t kNoLimit = std::numeric_limits<uint64_t>::max();
@@ -154,7 +163,7 @@ class Proxy::Worker {
       beast::error_code ec;
       socket.close(ec);
     }
-    tcp::socket socket;
+    Socket socket;
     beast::flat_buffer buffer;
     uint64_t serial;
     int64_t idle_since_ms = 0;
@@ -177,9 +186,9 @@ class Proxy::Worker {
   Stats& stats_;
   const std::function<std::string()>& metrics_text_;
   std::unique_ptr<net::io_context> ioc_;
-  std::optional<tcp::acceptor> acceptor_;
-  std::optional<net::steady_timer> sweep_timer_;
-  std::optional<net::steady_timer> accept_timer_;
+  std::optional<Acceptor> acceptor_;
+  std::optional<Timer> sweep_timer_;
+  std::optional<Timer> accept_timer_;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
   std::thread thread_;
   std::shared_ptr<const Table> table_;
@@ -199,7 +208,7 @@ class Exchange;
 // the rest to an Exchange, and reads the next request once the answer is written.
 class ClientConn final : public Worker::Timed, public std::enable_shared_from_this<ClientConn> {
  public:
-  ClientConn(Worker& w, tcp::socket socket) : Timed(w), socket_(std::move(socket)) {
+  ClientConn(Worker& w, Socket socket) : Timed(w), socket_(std::move(socket)) {
     w.clients.fetch_add(1, std::memory_order_relaxed);
     beast::error_code ec;
     const auto remote = socket_.remote_endpoint(ec);
@@ -210,7 +219,7 @@ class ClientConn final : public Worker::Timed, public std::enable_shared_from_th
   void Start() { ReadHeader(); }
   void OnDeadline() override { Close(); }
 
-  tcp::socket& socket() { return socket_; }
+  Socket& socket() { return socket_; }
   Worker& worker() { return worker_; }
 
   // After an answer: the next request, or the end of the connection.
@@ -218,7 +227,7 @@ class ClientConn final : public Worker::Timed, public std::enable_shared_from_th
     ClearDeadline();
     if (!keep_alive) {
       beast::error_code ec;
-      socket_.shutdown(tcp::socket::shutdown_send, ec);
+      socket_.shutdown(Socket::shutdown_send, ec);
       return;  // the last reference goes with the caller's
     }
     ReadHeader();
@@ -307,7 +316,7 @@ class ClientConn final : public Worker::Timed, public std::enable_shared_from_th
 
   void Dispatch();
 
-  tcp::socket socket_;
+  Socket socket_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> own_;
@@ -570,9 +579,10 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
             fmt::format("replica {} ({}) did not answer within {} ms", replica_->id,
                         replica_->address, worker_.settings().upstream_timeout_ms));
       }
-      // Nothing came back: the replica died or closed a pooled connection; the request did
-      // not run there, or running it again is harmless.
-      if (nothing && (reused_ || idempotent_)) {
+      // Nothing came back: the replica died or closed the connection. Sent again only when
+      // running it twice is harmless (a failed write to a pooled connection is retried for
+      // any method, in OnSent; a pooled connection found closed never carries a request).
+      if (nothing && idempotent_) {
         return Retry(fmt::format("replica {} ({}) closed the connection: {}", replica_->id,
                                  replica_->address, ec.message()));
       }
@@ -588,22 +598,26 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
     }
     if (status >= 100 && status < 200) return ReadHeader();  // 103 Early Hints and the like
     const auto length = head_parser_->content_length();
-    if (head_parser_->is_done()) {
-      upstream_keep_alive_ = head_parser_->keep_alive();
-      res_ = http::response<http::string_body>(std::move(head_parser_->release().base()));
-      return SendBuffered();
-    }
+    if (head_parser_->is_done()) return OnBody({});
     if (length && *length <= kBufferedMax) return ReadBuffered();
     StartRelay();
   }
 
   void ReadBuffered() {
-    body_parser_.emplace(std::move(*head_parser_));
-    body_parser_->body_limit(kBufferedMax + 1);
+    // The body mostly came in with the header: parse what is buffered before reading more.
+    auto& p = *head_parser_;
+    p.eager(true);
+    beast::error_code ec;
+    while (!p.is_done() && up_->buffer.size() > 0) {
+      const size_t n = p.put(up_->buffer.data(), ec);
+      if (ec == http::error::need_more) ec = {};
+      if (ec || n == 0) break;
+      up_->buffer.consume(n);
+    }
+    if (ec || p.is_done()) return OnBody(ec);
     up_->SetDeadline(worker_.settings().upstream_timeout_ms);
-    http::async_read(
-        up_->socket, up_->buffer, *body_parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+    http::async_read(up_->socket, up_->buffer, p,
+                     [self = shared_from_this()](beast::error_code e, size_t) { self->OnBody(e); });
   }
 
   void OnBody(beast::error_code ec) {
@@ -614,8 +628,8 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
                             fmt::format("replica {} ({}) broke off its answer: {}", replica_->id,
                                         replica_->address, timed_out ? "timed out" : ec.message()));
     }
-    upstream_keep_alive_ = body_parser_->keep_alive();
-    res_ = body_parser_->release();
+    upstream_keep_alive_ = head_parser_->keep_alive();
+    res_ = head_parser_->release();
     SendBuffered();
   }
 
@@ -814,7 +828,7 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
   State state_ = State::kNew;
   Clock::time_point queued_at_;
   double queue_wait_ms_ = 0;
-  std::optional<net::steady_timer> timer_;
+  std::optional<Timer> timer_;
   bool expired_ = false;
 
   const Revision* revision_ = nullptr;
@@ -829,8 +843,7 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
   std::unique_ptr<Upstream> up_;
   bool reused_ = false;
   bool upstream_keep_alive_ = false;
-  std::optional<http::response_parser<http::empty_body>> head_parser_;
-  std::optional<http::response_parser<http::string_body>> body_parser_;
+  std::optional<http::response_parser<http::string_body>> head_parser_;
   std::optional<http::response_parser<http::buffer_body>> relay_parser_;
   http::response<http::string_body> res_;
   std::optional<http::response<http::buffer_body>> relay_res_;
@@ -902,7 +915,7 @@ Proxy::Worker::Worker(int index, const ProxySettings& settings, Stats& stats,
       settings_(settings),
       stats_(stats),
       metrics_text_(metrics_text),
-      ioc_(std::make_unique<net::io_context>(1)),
+      ioc_(std::make_unique<net::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO)),
       table_(std::make_shared<Table>()),
       rng_(0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(index + 1) * 0xD1B54A32D192ED03ULL) ^
            static_cast<uint64_t>(Clock::now().time_since_epoch().count())) {}
@@ -963,7 +976,7 @@ void Proxy::Worker::Stop() {
 }
 
 void Proxy::Worker::Accept() {
-  acceptor_->async_accept(*ioc_, [this](beast::error_code ec, tcp::socket socket) {
+  acceptor_->async_accept([this](beast::error_code ec, Socket socket) {
     if (!acceptor_->is_open()) return;
     if (ec) {
       // Out of file descriptors (or another passing failure): try again a little later
@@ -1028,10 +1041,15 @@ std::unique_ptr<Upstream> Proxy::Worker::TakeIdle(uint64_t serial) {
   const auto it = idle_.find(serial);
   if (it == idle_.end()) return nullptr;
   auto& pool = it->second;
+  const int64_t now = NowMs();
   while (!pool.empty()) {
     std::unique_ptr<Upstream> up = std::move(pool.back());
     pool.pop_back();
-    // Still open? A replica that closed it (or died) left an end of stream to read.
+    // Still open? A connection idle for a while may have been closed by the replica (its idle
+    // timeout, its end): that leaves an end of stream to read. One used a moment ago is taken
+    // as it is, which spares a system call per request under load; should it have closed
+    // anyway, an idempotent request on it is sent again (Exchange::OnHeader).
+    if (now - up->idle_since_ms < kIdleCheckMs) return up;
     char c = 0;
     const ssize_t n = ::recv(up->socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return up;
