@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "api/config_codec.h"
+#include "gateway/gateway.h"
 #include "server/builtin_node.h"
 #include "server/control_plane.h"
 #include "server/http_api.h"
@@ -381,11 +382,35 @@ int RunServer(const ServerOptions& o) {
   // Services: their replicas kept as specified, probed, rolled and routed (docs/services.md).
   ServiceController services(&cp, ServiceControllerOptions{});
   services.Start();
+  // The built-in gateway (--gateway-listen): the same gateway as `arbiter gateway`, learning its
+  // routes from this server over loopback with a token that exists only in this process. It
+  // starts on its own thread, because its first routes poll needs the API serving.
+  std::unique_ptr<gateway::Gateway> gw;
+  std::thread gateway_starter;
+  if (!o.gateway_listen.empty()) {
+    gateway::GatewayOptions go;
+    go.listen = o.gateway_listen;
+    go.server_url =
+        fmt::format("http://{}:{}", host == "0.0.0.0" || host.empty() ? "127.0.0.1" : host, *bound);
+    go.token = cp.InProcessGatewayToken();
+    go.id = "built-in";
+    gw = std::make_unique<gateway::Gateway>(go);
+    gateway_starter = std::thread([&] {
+      if (Status st = gw->Start(); !st.ok()) {
+        spdlog::error("--gateway-listen: {}", st.ToString());
+        return;
+      }
+      std::printf("gateway for services listening on http://%s/s/NAME/\n", gw->address().c_str());
+      std::fflush(stdout);
+    });
+  }
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGTERM || sig == SIGINT) spdlog::info("signal {}: shutting down", sig);
     loop.Stop();
+    if (gateway_starter.joinable()) gateway_starter.join();
+    if (gw) gw->Stop();
     // Nothing new starts from here on: the built-in node stops first (its tasks keep running
     // unless --kill-tasks-on-exit), before the scheduler and the API.
     if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
@@ -401,6 +426,8 @@ int RunServer(const ServerOptions& o) {
   // Wake the signal thread if Serve ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
+  if (gateway_starter.joinable()) gateway_starter.join();
+  if (gw) gw->Stop();
   (*store)->Close();
   spdlog::info("stopped");
   return 0;

@@ -127,6 +127,9 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
                   "Ports the replicas of services without a fixed port get, LO-HI (each replica "
                   "one no other live replica uses)")
       ->capture_default_str();
+  srv->add_option("--gateway-listen", server.gateway_listen,
+                  "Also run the gateway of services on HOST:PORT (http://HOST:PORT/s/NAME/; "
+                  "docs/services.md); default: none");
   srv->callback([=] { *exit_code = arbiter::server::RunServer(server); });
 }
 

@@ -166,6 +166,22 @@ class ServerProcess {
     return status;
   }
 
+  // Reads more of the server's output until it holds `needle` (and the rest of that line), at
+  // most `seconds`; output() then holds it.
+  bool WaitForOutput(const std::string& needle, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (true) {
+      const size_t at = output_.find(needle);
+      if (at != std::string::npos && output_.find('\n', at) != std::string::npos) return true;
+      if (out_fd_ < 0 || std::chrono::steady_clock::now() >= deadline) return false;
+      pollfd p{out_fd_, POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char c[512];
+      const ssize_t n = read(out_fd_, c, sizeof(c));
+      if (n <= 0) return false;
+      output_.append(c, static_cast<size_t>(n));
+    }
+  }
   int port() const { return port_; }
   const std::string& admin_token() const { return admin_token_; }
   const std::string& output() const { return output_; }
