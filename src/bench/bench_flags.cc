@@ -93,8 +93,10 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   bg->add_option("--threads", gateway.threads,
                  "The gateway's io threads and nginx's workers (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
-  bg->add_option("--rounds", gateway.rounds, "Runs of each row; the fastest is reported")
-      ->check(CLI::Range(1, 100));
+  bg->add_option("--rounds", gateway.rounds,
+                 "Runs of each row, interleaved between the three; the fastest is reported")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   bg->add_option("--nginx", gateway.nginx, "The nginx executable");
   bg->add_flag("--keep", gateway.keep, "Keep the temporary folder (logs, configurations)");
   bg->add_flag("--json", gateway.json, "Print one JSON object");

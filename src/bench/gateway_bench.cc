@@ -242,38 +242,32 @@ struct Row {
   std::string first_error;
 };
 
+// One run of the closed-loop load against one proxy (or the replicas straight).
 Row Measure(const std::string& proxy, const std::vector<LoadTarget>& targets,
-            const std::string& path, int concurrency, int64_t requests, int rounds,
-            pid_t proxy_pid) {
+            const std::string& path, int concurrency, int64_t requests, pid_t proxy_pid) {
   const std::string bytes = HttpRequestBytes(targets[0], "GET", path, {}, "");
   auto request = [&](int64_t) -> const std::string& { return bytes; };
   LoadOptions o;
   o.connections = concurrency;
   o.expect_status = 200;
   o.timeout_ms = 30000;
+  o.requests = requests;
   // Each run first warms up on its own connections (every connection opened and used, the
   // proxies' pools filled): twice the connections or a tenth of the requests.
   o.warmup = std::max<int64_t>(2 * static_cast<int64_t>(concurrency), requests / 10);
-  Row best;
-  best.proxy = proxy;
-  best.concurrency = concurrency;
-  for (int r = 0; r < std::max(1, rounds); ++r) {
-    o.requests = requests;
-    const double cpu0 = CpuSeconds(proxy_pid);
-    const LoadResult res = RunHttpLoad(targets, o, request);
-    const double cpu = CpuSeconds(proxy_pid) - cpu0;
-    Row row;
-    row.proxy = proxy;
-    row.concurrency = concurrency;
-    row.rps = res.seconds > 0 ? static_cast<double>(res.requests_ok) / res.seconds : 0;
-    row.p50_ms = Percentile(res.latencies_ms, 50);
-    row.p99_ms = Percentile(res.latencies_ms, 99);
-    row.failed = res.requests_failed;
-    row.first_error = res.first_error;
-    row.cpu_us_per_request = cpu * 1e6 / static_cast<double>(o.requests + o.warmup);
-    if (r == 0 || row.rps > best.rps) best = row;
-  }
-  return best;
+  const double cpu0 = CpuSeconds(proxy_pid);
+  const LoadResult res = RunHttpLoad(targets, o, request);
+  const double cpu = CpuSeconds(proxy_pid) - cpu0;
+  Row row;
+  row.proxy = proxy;
+  row.concurrency = concurrency;
+  row.rps = res.seconds > 0 ? static_cast<double>(res.requests_ok) / res.seconds : 0;
+  row.p50_ms = Percentile(res.latencies_ms, 50);
+  row.p99_ms = Percentile(res.latencies_ms, 99);
+  row.failed = res.requests_failed;
+  row.first_error = res.first_error;
+  row.cpu_us_per_request = cpu * 1e6 / static_cast<double>(o.requests + o.warmup);
+  return row;
 }
 
 }  // namespace
@@ -389,17 +383,37 @@ int RunGatewayBench(const GatewayBenchOptions& o) {
     std::vector<LoadTarget> direct;
     for (const int p : ports) direct.push_back({"127.0.0.1", p});
     const std::string query = o.delay_ms > 0 ? fmt::format("?delay_ms={}", o.delay_ms) : "";
+    // Rounds interleave the three (direct, arbiter, nginx, then again), so that a busy moment
+    // of a shared machine does not fall on one of them only; each keeps its best round
+    // (highest rps), failures of every round added up.
     std::vector<Row> rows;
     for (const int c : o.concurrency) {
-      Progress(fmt::format("{} connections: direct", c));
-      rows.push_back(Measure("direct", direct, "/bench" + query, c, o.requests, o.rounds, 0));
-      Progress(fmt::format("{} connections: arbiter", c));
-      rows.push_back(Measure("arbiter", {{"127.0.0.1", gateway_port}}, "/s/bench/bench" + query, c,
-                             o.requests, o.rounds, gateway.pid()));
+      struct Way {
+        std::string proxy;
+        std::vector<LoadTarget> targets;
+        std::string path;
+        pid_t pid;
+      };
+      std::vector<Way> ways = {
+          {"direct", direct, "/bench" + query, 0},
+          {"arbiter", {{"127.0.0.1", gateway_port}}, "/s/bench/bench" + query, gateway.pid()}};
       if (nginx_port != 0) {
-        Progress(fmt::format("{} connections: nginx", c));
-        rows.push_back(Measure("nginx", {{"127.0.0.1", nginx_port}}, "/s/bench/bench" + query, c,
-                               o.requests, o.rounds, nginx.pid()));
+        ways.push_back(
+            {"nginx", {{"127.0.0.1", nginx_port}}, "/s/bench/bench" + query, nginx.pid()});
+      }
+      std::vector<Row> best(ways.size());
+      int64_t failed[8] = {};
+      for (int round = 0; round < std::max(1, o.rounds); ++round) {
+        for (size_t w = 0; w < ways.size(); ++w) {
+          Progress(fmt::format("{} connections: {} (round {})", c, ways[w].proxy, round + 1));
+          Row r = Measure(ways[w].proxy, ways[w].targets, ways[w].path, c, o.requests, ways[w].pid);
+          failed[w] += r.failed;
+          if (round == 0 || r.rps > best[w].rps) best[w] = r;
+        }
+      }
+      for (size_t w = 0; w < ways.size(); ++w) {
+        best[w].failed = failed[w];
+        rows.push_back(best[w]);
       }
     }
 

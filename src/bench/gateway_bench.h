@@ -22,7 +22,7 @@ struct GatewayBenchOptions {
   int64_t requests = 50000;     // per row, after a warm-up on the same connections
   int delay_ms = 0;             // each replica waits this long before it answers
   int threads = 0;              // the gateway's io threads and nginx's workers (0: hardware's)
-  int rounds = 1;               // runs of each row; the best (highest rps) is kept
+  int rounds = 3;               // runs of each row, interleaved; the best (highest rps) is kept
   std::string binary;           // the arbiter executable ("" : this process's own)
   std::string echo_server;      // "" : arbiter-echo-server beside the arbiter executable
   std::string nginx = "nginx";  // found on PATH or in /usr/sbin; absent: the nginx rows are skipped

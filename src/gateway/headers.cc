@@ -20,24 +20,47 @@ bool SplitServiceTarget(std::string_view target, std::string_view* name, std::st
 }
 
 void RemoveHopByHop(http::fields& fields) {
-  // The fields Connection names first ("Connection: close, X-Secret").
+  // One pass: most messages have none of these, and then nothing else is done.
+  bool any = false;
+  bool connection = false;
+  for (const auto& f : fields) {
+    switch (f.name()) {
+      case http::field::connection:
+        connection = true;
+        [[fallthrough]];
+      case http::field::keep_alive:
+      case http::field::proxy_connection:
+      case http::field::te:
+      case http::field::trailer:
+      case http::field::transfer_encoding:
+      case http::field::upgrade:
+        any = true;
+        break;
+      default:
+        break;
+    }
+  }
+  if (!any) return;
+  // The fields Connection names ("Connection: close, X-Secret").
   std::vector<std::string> named;
-  for (auto it = fields.find(http::field::connection);
-       it != fields.end() && it->name() == http::field::connection; ++it) {
-    const std::string_view v = it->value();
-    size_t i = 0;
-    while (i < v.size()) {
-      size_t j = v.find(',', i);
-      if (j == std::string_view::npos) j = v.size();
-      std::string_view token = v.substr(i, j - i);
-      while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) {
-        token.remove_prefix(1);
+  if (connection) {
+    const auto range = fields.equal_range(http::field::connection);
+    for (auto it = range.first; it != range.second; ++it) {
+      const std::string_view v = it->value();
+      size_t i = 0;
+      while (i < v.size()) {
+        size_t j = v.find(',', i);
+        if (j == std::string_view::npos) j = v.size();
+        std::string_view token = v.substr(i, j - i);
+        while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) {
+          token.remove_prefix(1);
+        }
+        while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) {
+          token.remove_suffix(1);
+        }
+        if (!token.empty()) named.emplace_back(token);
+        i = j + 1;
       }
-      while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) {
-        token.remove_suffix(1);
-      }
-      if (!token.empty()) named.emplace_back(token);
-      i = j + 1;
     }
   }
   for (const std::string& n : named) fields.erase(n);

@@ -863,7 +863,8 @@ void ClientConn::Dispatch() {
   // Host routes first, then /s/NAME/..., then the gateway's own paths.
   const Service* service = nullptr;
   std::string forwarded;
-  if (const auto host = req.find(http::field::host); host != req.end()) {
+  if (const auto host = table->by_host.empty() ? req.end() : req.find(http::field::host);
+      host != req.end()) {
     service = table->FindByHost(NormalizeHost(host->value()));
     if (service != nullptr) forwarded = std::string(req.target());
   }
