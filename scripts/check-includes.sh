@@ -43,7 +43,8 @@ check node "common model exec net"
 check agent "common model api exec node net"
 check server "common model core api store exec node net gateway"
 # The gateway of online services talks to the server only over HTTP, as the client does. (The
-# server includes gateway/latency_buckets.h only: the buckets of the stats gateways post.)
+# server includes gateway/gateway.h, to run the built-in gateway, and gateway/latency_buckets.h,
+# the buckets of the stats gateways post.)
 check gateway "common"
 # The client talks to the server only over HTTP: its codecs, never the server's code.
 check cli "common model api"
