@@ -16,18 +16,17 @@ TEST(ParseTrafficArgsTest, ASplitThatAddsUpToAHundredBecomesTheApiList) {
 }
 
 TEST(ParseTrafficArgsTest, RefusesWhatIsNotASplit) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {},
-           {"3=90"},
-           {"3=90", "4=20"},
-           {"3:90", "4=10"},
-           {"x=100"},
-           {"3=ninety"},
-           {"0=100"},
-           {"3=101"},
-           {"3=-1", "4=101"},
-           {"3=50", "3=50"},
-           {"3=", "4=100"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{},
+                                                                {"3=90"},
+                                                                {"3=90", "4=20"},
+                                                                {"3:90", "4=10"},
+                                                                {"x=100"},
+                                                                {"3=ninety"},
+                                                                {"0=100"},
+                                                                {"3=101"},
+                                                                {"3=-1", "4=101"},
+                                                                {"3=50", "3=50"},
+                                                                {"3=", "4=100"}}) {
     auto t = ParseTrafficArgs(args);
     EXPECT_FALSE(t.ok()) << testing::PrintToString(args);
     if (!t.ok()) {
@@ -109,8 +108,9 @@ TEST(SplitApplyFileTest, RefusesUnknownKindsAndTwoConfigurations) {
 }
 
 TEST(ServiceTextTest, TrafficAndReadiness) {
-  EXPECT_EQ(TrafficText(json::parse(R"([{"revision":3,"percent":90},{"revision":4,"percent":10}])")),
-            "3=90 4=10");
+  EXPECT_EQ(
+      TrafficText(json::parse(R"([{"revision":3,"percent":90},{"revision":4,"percent":10}])")),
+      "3=90 4=10");
   EXPECT_EQ(TrafficText(json::array()), "-");
   EXPECT_EQ(ReadyText(json::parse(R"({"replicas":3,"status":{"ready":2,"desired":3}})")), "2/3");
 }

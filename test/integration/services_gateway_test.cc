@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -69,14 +70,25 @@ class Load {
 class ServicesGatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(server_.Start(dir_.path(), {"--gateway-listen", "127.0.0.1:0"}));
+    {
+      std::ofstream f(dir_.path() + "/cluster.yaml");
+      f << "gpu_models:\n  - {name: A100-80G, memory_mib: 81920}\n"
+           "tenants:\n  - name: lab\n    default_queue: serving\n"
+           "    queues:\n      - {name: serving, guaranteed: {gpu: 0}}\n";
+    }
+    ASSERT_TRUE(
+        server_.Start(dir_.path(), {"--config", dir_.path() + "/cluster.yaml", "--local-node",
+                                    "box", "--fake-gpus", "2", "--gateway-listen", "127.0.0.1:0"}))
+        << server_.output();
     const std::string line = "gateway for services listening on http://127.0.0.1:";
     ASSERT_TRUE(server_.WaitForOutput(line, 20)) << server_.output();
     const std::string& out = server_.output();
     gateway_port_ = std::stoi(out.substr(out.find(line) + line.size()));
     admin_ = server_.Client(server_.admin_token());
     ASSERT_TRUE(agent_.Start("http://127.0.0.1:" + std::to_string(server_.port()),
-                             NodeToken(*admin_, "node-a"), "node-a", dir_.path() + "/agent-a"));
+                             NodeToken(*admin_, "node-a"), "node-a", dir_.path() + "/agent-a",
+                             {"--fake-gpus", "2"}))
+        << agent_.Log();
   }
 
   json Service() {
@@ -125,6 +137,7 @@ class ServicesGatewayTest : public ::testing::Test {
 
 json Spec(const std::string& version) {
   return json{{"name", "chat"},
+              {"queue", "serving"},
               {"template",
                {{"command", {EchoBinary()}},
                 {"env", {{"MODEL_VERSION", version}}},
