@@ -166,7 +166,8 @@ TEST_F(ServicesGatewayTest, NoRequestFailsThroughKillsUpdatesCanaryAndRollback) 
 
   // The replicas are spread over both nodes.
   std::set<std::string> nodes;
-  for (const json& rep : Service()["status"]["replicas"]) nodes.insert(rep.value("node", ""));
+  const json first = Service();
+  for (const json& rep : first["status"]["replicas"]) nodes.insert(rep.value("node", ""));
   EXPECT_EQ(nodes.size(), 2u) << Service().dump();
 
   httplib::Client client("127.0.0.1", gateway_port_);
