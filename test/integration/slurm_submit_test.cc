@@ -96,10 +96,11 @@ TEST_F(SlurmSubmitTest, SbatchOptionsOverrideTheScriptAndItPrintsAsSbatch) {
 }
 
 TEST_F(SlurmSubmitTest, ExclusiveTakesTheWholeNodeAndWaitsForIt) {
-  WriteFile(work_.path() + "/busy.sh", "#!/bin/sh\n#SBATCH --gres=gpu:1\nsleep 2\n");
+  // Long enough that a loaded machine still sees each job wait while the other runs.
+  WriteFile(work_.path() + "/busy.sh", "#!/bin/sh\n#SBATCH --gres=gpu:1\nsleep 5\n");
   WriteFile(work_.path() + "/whole.sh",
             "#!/bin/sh\n#SBATCH --exclusive --gres=gpu:1 -o %j.out\n"
-            "echo \"gpus=$CUDA_VISIBLE_DEVICES\"\nsleep 1\n");
+            "echo \"gpus=$CUDA_VISIBLE_DEVICES\"\nsleep 3\n");
   const std::string busy = Sbatch({"busy.sh"});
   ASSERT_TRUE(WaitFor(busy, [](const json& j) { return j["state"] == "running"; }));
   const std::string whole = Sbatch({"whole.sh"});
