@@ -214,9 +214,8 @@ TEST_F(ServicesTest, ReplicasServeAreReplacedRollAndSplitTraffic) {
     return ready.size() == 1 && ready.count(2) && ready.at(2)["replicas"].size() == 3;
   })) << Service("chat").dump();
   EXPECT_GE(least, 3);
-  for (const json& r : ReadyByRevision("chat").at(2)["replicas"]) {
-    EXPECT_EQ(Ask(r["address"])["version"], "2");
-  }
+  const json rolled = ReadyByRevision("chat").at(2)["replicas"];  // a copy: not a temporary's
+  for (const json& r : rolled) EXPECT_EQ(Ask(r["address"])["version"], "2");
 
   // 4. A 90/10 split between the revisions shows in the routes.
   auto split =
@@ -339,6 +338,35 @@ TEST_F(ServicesTest, BadInputIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_EQ(after[key], before[key]) << key;
   }
   EXPECT_EQ(admin_->Get("/api/v1/services/other")->status, 404);
+}
+
+// A service and its replicas survive kill -9 of the server: the same replicas, adopted by the
+// built-in node, are routed again once their probes pass; nothing is started twice.
+TEST_F(ServicesTest, AServiceSurvivesAKilledServer) {
+  auto created = Post("/api/v1/services", Spec("chat", 2));
+  ASSERT_TRUE(created && created->status == 201) << (created ? created->body : "no reply");
+  ASSERT_TRUE(WaitUntil([&] { return ReadyCount("chat") == 2; })) << Service("chat").dump();
+  std::set<std::string> before;
+  const json replicas = ReadyByRevision("chat").at(1)["replicas"];  // a copy: not a temporary's
+  for (const json& r : replicas) before.insert(r["id"]);
+  server_.Kill(SIGKILL);
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(dir_.path(),
+                          {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box",
+                           "--service-ports", fmt::format("{}-{}", ports_lo_, ports_lo_ + 19)}))
+      << again.output();
+  admin_ = again.Client(again.admin_token());
+  std::set<std::string> after;
+  ASSERT_TRUE(WaitUntil([&] {
+    after.clear();
+    const auto ready = ReadyByRevision("chat");
+    if (!ready.count(1)) return false;
+    for (const json& r : ready.at(1)["replicas"]) after.insert(r["id"]);
+    return after.size() == 2;
+  })) << Service("chat").dump();
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(Service("chat")["status"]["replicas"].size(), 2u);
+  ASSERT_EQ(admin_->Delete("/api/v1/services/chat")->status, 200);
 }
 
 // The serving report follows the reports' shape; gateway stats land in their minute.
