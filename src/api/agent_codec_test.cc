@@ -73,6 +73,13 @@ TEST(AgentCodec, AssignmentRoundTrips) {
   EXPECT_EQ(back->spec.resources.cpu_milli, 16000);
   EXPECT_EQ(back->master_addr, "10.0.0.6");
   EXPECT_EQ(back->nodes, (std::vector<std::string>{"gpu-06", "gpu-07"}));
+  EXPECT_FALSE(back->spec.service);
+  // A service's replica carries its link (the executor sets PORT from it).
+  a.spec.service = ServiceLink{"chat", 3, 20001};
+  back = ParseTaskAssignment(TaskAssignmentToJson(a), "a");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->spec.service);
+  EXPECT_EQ(*back->spec.service, (ServiceLink{"chat", 3, 20001}));
 }
 
 // Errors name the field.

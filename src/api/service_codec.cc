@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "api/job_codec.h"
@@ -42,6 +43,8 @@ Status ParseProbe(const Value& v, const std::string& path, ProbeSpec* p) {
   }
   ARBITER_RETURN_IF_ERROR(ReadSecondsMs(m, "period_seconds", 100, 3'600'000, &p->period_ms));
   ARBITER_RETURN_IF_ERROR(ReadSecondsMs(m, "timeout_seconds", 100, 60'000, &p->timeout_ms));
+  // Not given: the default (1 s), or the period when that is shorter.
+  if (m.Get("timeout_seconds") == nullptr) p->timeout_ms = std::min(p->timeout_ms, p->period_ms);
   if (p->timeout_ms > p->period_ms) {
     return InvalidArgument(m.PathOf("timeout_seconds"),
                            fmt::format("must be at most period_seconds ({}), got {}",

@@ -13,7 +13,8 @@
 //
 // Required: name, template (and its command). Bounds: name [a-z0-9]([a-z0-9-]*[a-z0-9])? of at
 // most 40; replicas 0..1000; port 0..65535 (0: one per replica from the server's range); probe
-// path starting with '/', period 0.1..3600 s, timeout 0.1..60 s and at most the period,
+// path starting with '/', period 0.1..3600 s, timeout 0.1..60 s and at most the period (absent:
+// 1 s or the period when shorter),
 // thresholds 1..100, initial delay 0..3600 s; max_concurrency 0..100000; request_queue.max
 // 0..1000000, timeout_ms 1..600000; rollout max_surge and max_unavailable 0..1000, not both 0;
 // drain_seconds 0..3600; traffic: each revision once, percent 0..100, summing to 100. The

@@ -105,7 +105,10 @@ Status ControlPlane::CheckServiceSpecLocked(const Principal& p, ServiceSpec& spe
       auto a = compiled_->queue_names.find(LowerAscii(spec.queue));
       found = a != compiled_->queue_names.end() && tree.Find(a->second, &q);
     }
-    if (found && !tree.node(q).is_tenant) spec.tenant = tree.node(tree.node(q).tenant).name;
+    if (!found || tree.node(q).is_tenant) {
+      return InvalidArgument("queue", fmt::format("queue {} not found", spec.queue));
+    }
+    spec.tenant = tree.node(tree.node(q).tenant).name;
   }
   if (spec.tenant.empty()) {
     return InvalidArgument("tenant",

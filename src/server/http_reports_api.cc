@@ -7,6 +7,7 @@
 
 #include "api/errors.h"
 #include "common/time.h"
+#include "model/service.h"
 #include "server/http_api.h"
 #include "server/reports.h"
 
@@ -89,6 +90,12 @@ Result<reports::Query> ParseQuery(const httplib::Request& req, int64_t now) {
     if (!q.group_by) {
       return InvalidArgument(
           "group_by", fmt::format("must be tenant, queue, user, type or gpu_model, got '{}'", g));
+    }
+  }
+  if (req.has_param("service")) {
+    q.service = req.get_param_value("service");
+    if (!IsValidServiceName(q.service)) {
+      return InvalidArgument("service", fmt::format("'{}' is not a service name", q.service));
     }
   }
   if (req.has_param("step")) {

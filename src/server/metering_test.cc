@@ -136,7 +136,7 @@ TEST_F(MeteringTest, APreemptedRunIsMeteredToItsStopAndTheRequeuedRunFromItsAdmi
                                                {urgent, 4000, urgent_admitted, urgent_done},
                                                {low, 4000, second, now_}}));
   // The preemptions report counts the run's work lost: 4 GPUs from running to the preemption.
-  reports::Query q{first - 1, now_ + 1, std::nullopt, 0, ""};
+  reports::Query q{first - 1, now_ + 1, std::nullopt, 0, "", ""};
   auto r = cp_->Report(admin_, "preemptions", q);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const json rows = reports::ToJson("preemptions", q, *r)["rows"];
@@ -207,7 +207,7 @@ TEST_F(MeteringTest, SamplesFeedTheReports) {
   EXPECT_EQ(d["waiting"]["by_reason"]["no_capacity"], 1);
   EXPECT_EQ(store_->GpuSamples(sampled, sampled + 60'000)->size(), 4u);
 
-  reports::Query q{sampled - 60'000, sampled + 60'000, std::nullopt, 0, ""};
+  reports::Query q{sampled - 60'000, sampled + 60'000, std::nullopt, 0, "", ""};
   auto cluster = cp_->Report(admin_, "cluster", q);
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
   const json c = reports::ToJson("cluster", q, *cluster)["rows"][0];

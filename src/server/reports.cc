@@ -9,6 +9,8 @@
 #include <set>
 #include <tuple>
 
+#include "server/serving_stats.h"
+
 namespace arbiter::server::reports {
 namespace {
 
@@ -17,9 +19,9 @@ using nlohmann::json;
 constexpr double kMilliMsPerGpuHour = 1000.0 * 3'600'000.0;
 constexpr double kMsPerHour = 3'600'000.0;
 
-constexpr std::array<std::string_view, 8> kNames = {
-    "usage",    "wait",    "failures",      "preemptions",
-    "fairness", "cluster", "fragmentation", "idle-while-queued"};
+constexpr std::array<std::string_view, 9> kNames = {
+    "usage",   "wait",          "failures",          "preemptions", "fairness",
+    "cluster", "fragmentation", "idle-while-queued", "serving"};
 
 // Rounds to 6 decimals so that tables do not show binary noise (0.30000000000000004).
 json Num(double x) { return std::round(x * 1e6) / 1e6; }
@@ -559,6 +561,126 @@ Table IdleWhileQueued(const Ctx& c) {
 }
 
 // The inputs restricted to one tenant's records.
+// ---- serving ----------------------------------------------------------------------------------
+
+// Per service and revision, and per service over its revisions (revision null): the gateways'
+// requests and errors, latency quantiles from the summed histograms, the share of minutes that
+// met the objective, ready replicas and the GPU time of its replicas (docs/reports.md).
+Table Serving(const Ctx& c) {
+  struct Acc {
+    ServingFigures sum;
+    int64_t minutes = 0;  // minutes with requests
+    int64_t latency_ok = 0, availability_ok = 0, both_ok = 0;
+    double milli_ms = 0, cost_micro = 0;
+    // Ready replicas: the revisions' samples of one minute add up for the service's row.
+    std::map<int64_t, ServingFigures> ready_by_minute;
+  };
+  const Inputs& in = *c.in;
+  std::map<std::pair<std::string, int64_t>, Acc> accs;  // revision -1: the service's total
+  // A minute's figures per (service, revision), and per service.
+  std::map<std::tuple<std::string, int64_t, int64_t>, ServingFigures> minutes;
+  for (const store::ServingStatRecord& r : in.serving) {
+    if (r.minute_ms < c.a || r.minute_ms >= c.b) continue;
+    const ServingFigures f = ServingFiguresFromJson(r.data_json);
+    minutes[{r.service, r.revision, r.minute_ms}].Add(f);
+    minutes[{r.service, -1, r.minute_ms}].Add(f);
+  }
+  for (const auto& [key, f] : minutes) {
+    const auto& [service, revision, minute] = key;
+    Acc& a = accs[{service, revision}];
+    a.sum.Add(f);
+    if (revision >= 0) a.ready_by_minute[minute].Add(f);
+    if (f.requests == 0) continue;
+    ++a.minutes;
+    auto info = in.services.find(service);
+    if (info == in.services.end() || info->second.latency_ms <= 0) continue;
+    // A minute meets the latency objective when its share of requests within latency_ms is at
+    // least the percentile; the availability one when its share of requests not failed is.
+    const bool lat =
+        ShareWithinMs(f.latency, static_cast<double>(info->second.latency_ms)) * 100.0 + 1e-9 >=
+        info->second.percentile;
+    const bool avail =
+        (1.0 - static_cast<double>(f.errors()) / static_cast<double>(f.requests)) * 100.0 + 1e-9 >=
+        info->second.availability;
+    a.latency_ok += lat ? 1 : 0;
+    a.availability_ok += avail ? 1 : 0;
+    a.both_ok += lat && avail ? 1 : 0;
+  }
+  // GPU time of the replicas inside the window.
+  for (const store::UsageRecord& u : in.usage) {
+    auto j = in.jobs.find(u.job_id);
+    if (j == in.jobs.end() || j->second.service.empty()) continue;
+    const int64_t ov = Overlap(u.start_ms, u.end_ms, c.a, c.b);
+    if (ov <= 0) continue;
+    const double part =
+        u.end_ms > u.start_ms ? static_cast<double>(ov) / (u.end_ms - u.start_ms) : 0.0;
+    for (int64_t rev : {j->second.revision, int64_t{-1}}) {
+      Acc& a = accs[{j->second.service, rev}];
+      a.milli_ms += static_cast<double>(u.gpu_milli) * static_cast<double>(ov);
+      a.cost_micro += static_cast<double>(u.cost_micro) * part;
+    }
+  }
+  Table t;
+  t.columns = {"service",
+               "revision",
+               "requests",
+               "errors",
+               "error_rate",
+               "p50_ms",
+               "p99_ms",
+               "availability",
+               "slo_latency_attainment",
+               "slo_availability_attainment",
+               "slo_met",
+               "replicas_min",
+               "replicas_avg",
+               "replicas_max",
+               "gpu_hours",
+               "cost",
+               "cost_per_1k_requests"};
+  for (const auto& [key, a] : accs) {
+    const auto& [service, revision] = key;
+    const ServingFigures& f = a.sum;
+    const bool any = f.requests > 0;
+    auto info = in.services.find(service);
+    const bool slo = info != in.services.end() && info->second.latency_ms > 0 && a.minutes > 0;
+    auto share = [&](int64_t n) { return slo ? Num(static_cast<double>(n) / a.minutes) : json(); };
+    // Ready replicas per minute: a revision's samples; a service's, the sum over its revisions
+    // of their average (and of their minima and maxima).
+    std::map<int64_t, std::array<double, 3>> ready;  // minute -> avg, min, max
+    for (const auto& [k, other] : accs) {
+      if (k.first != service || k.second < 0 || (revision >= 0 && k.second != revision)) continue;
+      for (const auto& [minute, m] : other.ready_by_minute) {
+        if (m.ready_samples == 0) continue;
+        std::array<double, 3>& r = ready[minute];
+        r[0] += static_cast<double>(m.ready_sum) / static_cast<double>(m.ready_samples);
+        r[1] += static_cast<double>(m.ready_min);
+        r[2] += static_cast<double>(m.ready_max);
+      }
+    }
+    double rmin = 0, rmax = 0, rsum = 0;
+    for (const auto& [minute, r] : ready) {
+      rmin = minute == ready.begin()->first ? r[1] : std::min(rmin, r[1]);
+      rmax = std::max(rmax, r[2]);
+      rsum += r[0];
+    }
+    const size_t rsamples = ready.size();
+    const double cost = a.cost_micro / 1e6;
+    t.rows.push_back(
+        {service, revision >= 0 ? json(revision) : json(), f.requests, f.errors(),
+         any ? Num(static_cast<double>(f.errors()) / f.requests) : json(),
+         any ? Num(LatencyQuantileMs(f.latency, 0.5)) : json(),
+         any ? Num(LatencyQuantileMs(f.latency, 0.99)) : json(),
+         any ? Num(100.0 * (1.0 - static_cast<double>(f.errors()) / f.requests)) : json(),
+         share(a.latency_ok), share(a.availability_ok), share(a.both_ok),
+         rsamples > 0 ? Num(rmin) : json(),
+         rsamples > 0 ? Num(rsum / static_cast<double>(rsamples)) : json(),
+         rsamples > 0 ? Num(rmax) : json(), Hours(a.milli_ms), in.has_prices ? Num(cost) : json(),
+         in.has_prices && any ? Num(cost / static_cast<double>(f.requests) * 1000.0) : json()});
+  }
+  return t;
+}
+
 Inputs ScopeToTenant(const Inputs& in, const std::string& tenant) {
   Inputs out;
   out.now_ms = in.now_ms;
@@ -586,6 +708,13 @@ Inputs ScopeToTenant(const Inputs& in, const std::string& tenant) {
   for (const auto& e : in.entitlements) {
     if (e.tenant == tenant) out.entitlements.push_back(e);
   }
+  for (const auto& [name, info] : in.services) {
+    if (info.tenant == tenant) out.services.emplace(name, info);
+  }
+  for (const auto& r : in.serving) {
+    if (out.services.contains(r.service)) out.serving.push_back(r);
+  }
+  out.has_prices = in.has_prices;
   return out;
 }
 
@@ -598,6 +727,7 @@ std::optional<GroupBy> DefaultGroup(std::string_view name) {
 }
 
 Table Window(std::string_view name, const Ctx& c) {
+  if (name == "serving") return Serving(c);
   if (name == "usage") return Usage(c);
   if (name == "wait") return Wait(c);
   if (name == "failures") return Failures(c);

@@ -43,6 +43,7 @@ struct Query {
   std::optional<GroupBy> group_by;  // unset: the report's default (docs/reports.md)
   int64_t step_ms = 0;              // > 0: one set of rows per step, labelled by period_start
   std::string tenant;               // not empty: only this tenant's records (a tenant's user)
+  std::string service{};            // serving: not empty: only this service
 };
 
 // The most steps a series may have.
@@ -52,6 +53,16 @@ inline constexpr int64_t kMaxSteps = 1000;
 struct JobInfo {
   std::string tenant, queue, user, type, gpu_model;
   int64_t gpu_milli = 0;  // all tasks together: tasks x gpus x gpu_milli
+  std::string service{};  // a service's replica: its service ("" for other jobs)
+  int64_t revision = 0;   // and revision
+};
+
+// A service, for the serving report: its tenant and objective (latency_ms 0: none).
+struct ServiceInfo {
+  std::string tenant;
+  int64_t latency_ms = 0;
+  double percentile = 99;
+  double availability = 99.9;
 };
 
 struct TenantBudget {
@@ -80,6 +91,12 @@ struct Inputs {
   std::vector<store::GpuSampleRecord> gpu_samples;
   std::vector<TenantBudget> budgets;
   std::vector<Entitlement> entitlements;
+  // Serving: the services (by name, deleted ones included where their rows remain) and their
+  // per-minute figures over the period (store::ServingStatRecord); whether any GPU model has a
+  // price (else the cost columns are null).
+  std::map<std::string, ServiceInfo> services;
+  std::vector<store::ServingStatRecord> serving;
+  bool has_prices = false;
   int64_t now_ms = 0;
 };
 

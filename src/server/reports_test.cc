@@ -144,7 +144,7 @@ class ReportsTest : public ::testing::Test {
   // The report as JSON rows (column -> value).
   json Rows(std::string_view name, std::optional<GroupBy> by = std::nullopt, int64_t step = 0,
             std::string tenant = "") {
-    Query q{At(0), At(10), by, step, std::move(tenant)};
+    Query q{At(0), At(10), by, step, std::move(tenant), ""};
     auto t = Compute(name, q, in_);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return t.ok() ? ToJson(name, q, *t)["rows"] : json();
@@ -229,7 +229,7 @@ TEST(WaitPercentiles, AreNearestRank) {
   for (uint64_t id = 1; id <= 10; ++id) {
     in.events.push_back({0, id, static_cast<int64_t>(id) * 1000, "pending", "admitted", "", "{}"});
   }
-  Query q{0, 100'000, GroupBy::kType, 0, ""};
+  Query q{0, 100'000, GroupBy::kType, 0, "", ""};
   auto t = Compute("wait", q, in);
   ASSERT_TRUE(t.ok());
   const json row = ToJson("wait", q, *t)["rows"][0];

@@ -240,10 +240,18 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
     std::lock_guard<std::mutex> lock(mu_);
     in.now_ms = now_();
     for (const auto& [id, j] : jobs_.all) {
-      reports::JobInfo info{
-          j.spec.tenant, j.spec.queue,
-          j.spec.user,   std::string(JobTypeName(j.spec.type)),
-          j.gpu_model,   int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli()};
+      reports::JobInfo info{j.spec.tenant,
+                            j.spec.queue,
+                            j.spec.user,
+                            std::string(JobTypeName(j.spec.type)),
+                            j.gpu_model,
+                            int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli(),
+                            "",
+                            0};
+      if (j.spec.service) {
+        info.service = j.spec.service->name;
+        info.revision = j.spec.service->revision;
+      }
       // Intervals still open: GPUs held now, recorded when they are released.
       if (j.holds_capacity()) {
         const TimeMs since = j.held_since > 0   ? j.held_since
@@ -262,6 +270,17 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
       }
       in.jobs.emplace(id, std::move(info));
     }
+    for (const auto& [svc_name, e] : services_.all) {
+      reports::ServiceInfo info;
+      info.tenant = e.service.spec.tenant;
+      if (e.service.spec.slo) {
+        info.latency_ms = e.service.spec.slo->latency_ms;
+        info.percentile = e.service.spec.slo->percentile;
+        info.availability = e.service.spec.slo->availability;
+      }
+      in.services.emplace(svc_name, info);
+    }
+    for (const GpuModel& m : config_.gpu_models) in.has_prices |= m.price_milli_per_hour > 0;
     for (const api::TenantConfig& t : config_.tenants) {
       if (t.budget && t.budget->gpu_hours > 0) {
         in.budgets.push_back({t.name, t.budget->gpu_hours, t.budget->period});
@@ -296,6 +315,20 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
   auto gpus = store_->GpuSamples(q.from_ms, q.to_ms);
   if (!gpus.ok()) return gpus.status();
   in.gpu_samples = std::move(gpus).value();
+  if (name == "serving") {
+    auto serving = store_->ServingStats(MinuteOf(q.from_ms), q.to_ms);
+    if (!serving.ok()) return serving.status();
+    in.serving = std::move(serving).value();
+    // A deleted service's rows stay: its tenant is unknown, so only admins see them.
+    for (const store::ServingStatRecord& r : in.serving) in.services.try_emplace(r.service);
+    if (!q.service.empty()) {
+      std::erase_if(in.serving, [&](const auto& r) { return r.service != q.service; });
+      std::erase_if(in.services, [&](const auto& kv) { return kv.first != q.service; });
+      for (auto& [id, info] : in.jobs) {
+        if (info.service != q.service) info.service.clear();
+      }
+    }
+  }
   return reports::Compute(name, q, in);
 }
 

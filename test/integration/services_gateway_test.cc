@@ -3,9 +3,11 @@
 // requests through the built-in gateway the whole time, none of which may fail while a replica is
 // killed with SIGKILL, a rolling update runs, a 90/10 canary runs (its split measured over 2,000
 // requests), a rollback runs, and a replica fails its readiness probe (it then gets no traffic).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -76,9 +78,13 @@ class ServicesGatewayTest : public ::testing::Test {
            "tenants:\n  - name: lab\n    default_queue: serving\n"
            "    queues:\n      - {name: serving, guaranteed: {gpu: 0}}\n";
     }
-    ASSERT_TRUE(
-        server_.Start(dir_.path(), {"--config", dir_.path() + "/cluster.yaml", "--local-node",
-                                    "box", "--fake-gpus", "2", "--gateway-listen", "127.0.0.1:0"}))
+    // Replicas' ports of this process's own (other tests' servers run at once), below the
+    // kernel's ephemeral ports.
+    const int ports_lo = 10000 + static_cast<int>(getpid() % 500) * 20;
+    ASSERT_TRUE(server_.Start(
+        dir_.path(), {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box",
+                      "--fake-gpus", "2", "--gateway-listen", "127.0.0.1:0", "--service-ports",
+                      fmt::format("{}-{}", ports_lo, ports_lo + 19)}))
         << server_.output();
     const std::string line = "gateway for services listening on http://127.0.0.1:";
     ASSERT_TRUE(server_.WaitForOutput(line, 20)) << server_.output();
