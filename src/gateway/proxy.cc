@@ -527,7 +527,8 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
                                        std::memory_order_relaxed);
       counters_->AddEjection();
       return Retry(fmt::format("cannot connect to replica {} ({}): {}", replica_->id,
-                               replica_->address, why));
+                               replica_->address, why),
+                   /*nothing_sent=*/true);
     }
     beast::error_code ignored;
     up_->socket.set_option(tcp::no_delay(true), ignored);
@@ -748,11 +749,19 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
   }
 
   // A failed connect or a connection closed before anything came back: once more on another
-  // replica.
-  void Retry(std::string why) {
+  // replica. A failed connect sent nothing, so it may try up to kMaxConnectRetries others (a node
+  // that died takes all its replicas at once; each one that fails is ejected, so the next pick
+  // avoids it).
+  static constexpr int kMaxConnectRetries = 3;
+  void Retry(std::string why, bool nothing_sent = false) {
     Release();
-    if (retried_) return UpstreamFailed(http::status::bad_gateway, std::move(why));
-    retried_ = true;
+    const bool again = nothing_sent ? connect_retries_ < kMaxConnectRetries : !retried_;
+    if (!again) return UpstreamFailed(http::status::bad_gateway, std::move(why));
+    if (nothing_sent) {
+      ++connect_retries_;
+    } else {
+      retried_ = true;
+    }
     counters_->AddRetry();
     exclude_ = std::move(replica_);
     revision_ = nullptr;
@@ -835,7 +844,8 @@ class Exchange final : public Waiter, public std::enable_shared_from_this<Exchan
   std::shared_ptr<Replica> replica_;
   RouteCounters* counters_ = nullptr;
   bool acquired_ = false;
-  bool retried_ = false;
+  bool retried_ = false;     // retried once after a replica closed the connection
+  int connect_retries_ = 0;  // retries after failed connects
   bool no_candidate_ = false;
   std::shared_ptr<Replica> exclude_;
   std::string last_error_;

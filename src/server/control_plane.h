@@ -545,8 +545,8 @@ class ControlPlane : public node::ExecutionBackend {
   bool dirty_ = true;
 
   ServiceTable services_;  // service_table.h; guarded by mu_
-  int32_t service_port_lo_ = 20000;
-  int32_t service_port_hi_ = 29999;
+  int32_t service_port_lo_ = 10000;
+  int32_t service_port_hi_ = 19999;
   int32_t service_port_next_ = 0;        // where the search for a free port starts (round robin)
   std::unique_ptr<RoutesBoard> routes_;  // its own lock, taken after mu_
   ServingStats serving_;                 // its own lock; never taken with mu_ held

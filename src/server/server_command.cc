@@ -295,7 +295,7 @@ bool ParsePortRange(const std::string& text, int32_t* lo, int32_t* hi, std::stri
   };
   if (dash == std::string::npos || !number(std::string_view(text).substr(0, dash), lo) ||
       !number(std::string_view(text).substr(dash + 1), hi)) {
-    *why = fmt::format("expected LO-HI (20000-29999), got '{}'", text);
+    *why = fmt::format("expected LO-HI (10000-19999), got '{}'", text);
     return false;
   }
   if (*lo < 1 || *hi > 65535 || *lo > *hi) {

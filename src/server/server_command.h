@@ -63,7 +63,7 @@ struct ServerOptions {
   // Metering: a cluster sample and the GPUs' telemetry samples every this long (reports).
   int sample_interval_ms = 60000;
   // Services (docs/services.md): the ports replicas without a fixed port get, "LO-HI".
-  std::string service_ports = "20000-29999";
+  std::string service_ports = "10000-19999";
   // The built-in gateway's address ("": none); it routes /s/NAME/ to services' replicas.
   std::string gateway_listen;
 };

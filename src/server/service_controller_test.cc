@@ -98,7 +98,7 @@ TEST_F(ServiceControllerTest, ReplicasSpreadOverNodesAndReadyOnesAreRouted) {
     EXPECT_EQ(t.host, "10.0.0.9");  // the agents' address
     ports.insert(t.port);
   }
-  EXPECT_EQ(ports, (std::set<int32_t>{20000, 20001}));
+  EXPECT_EQ(ports, (std::set<int32_t>{10000, 10001}));
   // Not ready yet: listed as starting, not routed.
   s = Service("chat");
   EXPECT_EQ(s["status"]["replicas"][0]["state"], "starting");
@@ -115,7 +115,7 @@ TEST_F(ServiceControllerTest, ReplicasSpreadOverNodesAndReadyOnesAreRouted) {
   EXPECT_EQ(rev["revision"], 1);
   EXPECT_DOUBLE_EQ(rev["percent"].get<double>(), 100);
   ASSERT_EQ(rev["replicas"].size(), 2u);
-  EXPECT_EQ(rev["replicas"][0]["address"].get<std::string>().rfind("10.0.0.9:2000", 0), 0u);
+  EXPECT_EQ(rev["replicas"][0]["address"].get<std::string>().rfind("10.0.0.9:1000", 0), 0u);
   // The replica is a job of type service with the link, named NAME-rREV, in the same queue.
   const uint64_t job = std::stoull(rev["replicas"][0]["id"].get<std::string>());
   const json j = *cp_->GetJob(admin_, job);

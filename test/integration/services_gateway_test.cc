@@ -84,7 +84,7 @@ class ServicesGatewayTest : public ::testing::Test {
     ASSERT_TRUE(server_.Start(
         dir_.path(), {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box",
                       "--fake-gpus", "2", "--gateway-listen", "127.0.0.1:0", "--service-ports",
-                      fmt::format("{}-{}", ports_lo, ports_lo + 19)}))
+                      fmt::format("{}-{}", ports_lo, ports_lo + 19), "--node-timeout-ms", "4000"}))
         << server_.output();
     const std::string line = "gateway for services listening on http://127.0.0.1:";
     ASSERT_TRUE(server_.WaitForOutput(line, 20)) << server_.output();
@@ -93,8 +93,18 @@ class ServicesGatewayTest : public ::testing::Test {
     admin_ = server_.Client(server_.admin_token());
     ASSERT_TRUE(agent_.Start("http://127.0.0.1:" + std::to_string(server_.port()),
                              NodeToken(*admin_, "node-a"), "node-a", dir_.path() + "/agent-a",
-                             {"--fake-gpus", "2"}))
+                             {"--fake-gpus", "2", "--heartbeat-ms", "500"}))
         << agent_.Log();
+  }
+
+  // Ready replicas on `node`.
+  int ReadyOn(const std::string& node) {
+    int n = 0;
+    const json s = Service();
+    for (const json& rep : s.value("status", json::object()).value("replicas", json::array())) {
+      n += rep.value("state", "") == "ready" && rep.value("node", "") == node;
+    }
+    return n;
   }
 
   json Service() {
@@ -254,6 +264,45 @@ TEST_F(ServicesGatewayTest, NoRequestFailsThroughKillsUpdatesCanaryAndRollback) 
 
   load.Stop();
   EXPECT_GT(load.sent(), 100);
+  EXPECT_EQ(load.failed(), 0) << load.last_error();
+}
+
+// (b) A node dies under load: its agent is killed with SIGKILL and its replicas with it, as when
+// the machine goes away. The gateway answers every request from the other node's replicas (a
+// failed connect tries others), the server takes the dead ones out of the routes and, once the
+// agent is back, the service has its three replicas again.
+TEST_F(ServicesGatewayTest, NoRequestFailsWhenANodeDies) {
+  auto created = admin_->Post("/api/v1/services", Spec("1").dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+  ASSERT_TRUE(WaitReady([](const auto& r) { return Count(r, 1) == 3; }, 60)) << Service().dump();
+  ASSERT_GE(ReadyOn("node-a"), 1) << Service().dump();
+  ASSERT_GE(ReadyOn("box"), 1) << Service().dump();
+
+  Load load(gateway_port_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  agent_.Kill9();
+  KillLeftoverTasks(dir_.path() + "/agent-a");
+
+  // Out of the routes (probes fail at once; the node is down 4 s later), the built-in node's two
+  // replicas serving everything.
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline && !(ReadyOn("node-a") == 0 && ReadyOn("box") == 2)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(ReadyOn("node-a"), 0) << Service().dump();
+  EXPECT_EQ(ReadyOn("box"), 2) << Service().dump();
+  const int64_t sent_while_down = load.sent();
+
+  // The agent comes back: the missing replica starts there.
+  ASSERT_TRUE(agent_.Start("http://127.0.0.1:" + std::to_string(server_.port()),
+                           NodeToken(*admin_, "node-a"), "node-a", dir_.path() + "/agent-a",
+                           {"--fake-gpus", "2", "--heartbeat-ms", "500"}))
+      << agent_.Log();
+  EXPECT_TRUE(WaitReady([](const auto& r) { return Count(r, 1) == 3; }, 60)) << Service().dump();
+
+  load.Stop();
+  EXPECT_GT(sent_while_down, 20);
   EXPECT_EQ(load.failed(), 0) << load.last_error();
 }
 
