@@ -116,13 +116,90 @@ Status ParseSlo(const Value& v, const std::string& path, SloSpec* s) {
   return Status::Ok();
 }
 
+// A rate or percentage with up to three decimals.
+Status ReadMilliDouble(const MappingReader& m, std::string_view key, int64_t lo, int64_t hi,
+                       double* out) {
+  int64_t milli = static_cast<int64_t>(*out * 1000 + 0.5);
+  ARBITER_RETURN_IF_ERROR(m.Milli(key, lo, hi, &milli));
+  *out = static_cast<double>(milli) / 1000.0;
+  return Status::Ok();
+}
+
+Status ParseAutoscaling(const Value& v, const std::string& path, AutoscalingSpec* a) {
+  MappingReader m(v, path);
+  ARBITER_RETURN_IF_ERROR(
+      m.Check({"metric", "target", "target_utilization", "stable_window_seconds",
+               "panic_window_seconds", "panic_threshold", "max_scale_up_rate",
+               "max_scale_down_rate", "scale_down_delay_seconds", "scale_to_zero_grace_seconds"}));
+  std::string metric = std::string(AutoscaleMetricName(a->metric));
+  ARBITER_RETURN_IF_ERROR(m.String("metric", 32, &metric));
+  if (metric == "concurrency") {
+    a->metric = AutoscaleMetric::kConcurrency;
+  } else if (metric == "rps") {
+    a->metric = AutoscaleMetric::kRps;
+  } else {
+    return InvalidArgument(m.PathOf("metric"),
+                           fmt::format("must be concurrency or rps, got {}", Quote(metric)));
+  }
+  ARBITER_RETURN_IF_ERROR(ReadMilliDouble(m, "target", 10, 1'000'000'000, &a->target));
+  ARBITER_RETURN_IF_ERROR(
+      ReadMilliDouble(m, "target_utilization", 1000, 100'000, &a->target_utilization));
+  ARBITER_RETURN_IF_ERROR(m.Milli("stable_window_seconds", 6'000, 3'600'000, &a->stable_window_ms));
+  // Knative's panic window is a share of the stable one (10%: 6 s of 60 s).
+  if (m.Get("panic_window_seconds") == nullptr) a->panic_window_ms = a->stable_window_ms / 10;
+  ARBITER_RETURN_IF_ERROR(m.Milli("panic_window_seconds", 1'000, 3'600'000, &a->panic_window_ms));
+  if (a->panic_window_ms > a->stable_window_ms) {
+    return InvalidArgument(m.PathOf("panic_window_seconds"),
+                           fmt::format("must be at most stable_window_seconds ({}), got {}",
+                                       a->stable_window_ms / 1000.0, a->panic_window_ms / 1000.0));
+  }
+  ARBITER_RETURN_IF_ERROR(
+      ReadMilliDouble(m, "panic_threshold", 110'000, 1'000'000, &a->panic_threshold));
+  ARBITER_RETURN_IF_ERROR(
+      ReadMilliDouble(m, "max_scale_up_rate", 1'001, 1'000'000'000, &a->max_scale_up_rate));
+  ARBITER_RETURN_IF_ERROR(
+      ReadMilliDouble(m, "max_scale_down_rate", 1'001, 1'000'000'000, &a->max_scale_down_rate));
+  ARBITER_RETURN_IF_ERROR(
+      m.Milli("scale_down_delay_seconds", 0, 3'600'000, &a->scale_down_delay_ms));
+  return m.Milli("scale_to_zero_grace_seconds", 0, 3'600'000, &a->scale_to_zero_grace_ms);
+}
+
+// `replicas`: a count, or {min, max} (then the service autoscales).
+Status ParseReplicas(const MappingReader& parent, ServiceSpec* s) {
+  const Value* v = parent.Get("replicas");
+  if (v == nullptr || v->kind != Value::Kind::kMapping) {
+    ARBITER_RETURN_IF_ERROR(parent.Int32("replicas", 0, kMaxServiceReplicas, &s->replicas));
+    if (parent.Get("autoscaling") != nullptr) {
+      return InvalidArgument("replicas",
+                             "a service that autoscales gives its range: replicas: {min, max}");
+    }
+    return Status::Ok();
+  }
+  MappingReader m(*v, "replicas");
+  ARBITER_RETURN_IF_ERROR(m.Check({"min", "max"}));
+  ARBITER_RETURN_IF_ERROR(m.Require("max"));
+  ARBITER_RETURN_IF_ERROR(m.Int32("min", 0, kMaxServiceReplicas, &s->min_replicas));
+  ARBITER_RETURN_IF_ERROR(m.Int32("max", 1, kMaxServiceReplicas, &s->max_replicas));
+  if (s->min_replicas > s->max_replicas) {
+    return InvalidArgument("replicas.min", fmt::format("must be at most max ({}), got {}",
+                                                       s->max_replicas, s->min_replicas));
+  }
+  AutoscalingSpec a;
+  if (const Value* av = parent.Get("autoscaling")) {
+    ARBITER_RETURN_IF_ERROR(ParseAutoscaling(*av, "autoscaling", &a));
+  }
+  s->autoscaling = a;
+  s->replicas = s->min_replicas;
+  return Status::Ok();
+}
+
 // `stored`: the template comes from the stored form, whose secret values are kept apart.
 Status ParseServiceValue(const Value& root, ServiceSpec* s) {
   MappingReader m(root, "");
   ARBITER_RETURN_IF_ERROR(
       m.Check({"name", "tenant", "queue", "priority_class", "template", "replicas", "port", "hosts",
                "readiness", "liveness", "max_concurrency", "request_queue", "rollout", "slo",
-               "drain_seconds", "traffic"}));
+               "drain_seconds", "traffic", "autoscaling", "reclaim_deadline_seconds"}));
   ARBITER_RETURN_IF_ERROR(m.Require("name"));
   ARBITER_RETURN_IF_ERROR(m.String("name", 253, &s->name));
   if (!IsValidServiceName(s->name)) {
@@ -154,7 +231,9 @@ Status ParseServiceValue(const Value& root, ServiceSpec* s) {
                                : "template.secret_env.PORT",
                            "PORT is set by Arbiter for every replica: the port it must listen on");
   }
-  ARBITER_RETURN_IF_ERROR(m.Int32("replicas", 0, kMaxServiceReplicas, &s->replicas));
+  ARBITER_RETURN_IF_ERROR(ParseReplicas(m, s));
+  ARBITER_RETURN_IF_ERROR(
+      m.Int("reclaim_deadline_seconds", 0, 86'400, &s->reclaim_deadline_seconds));
   ARBITER_RETURN_IF_ERROR(m.Int32("port", 0, 65535, &s->port));
   if (const Value* v = m.Get("hosts")) ARBITER_RETURN_IF_ERROR(ParseHosts(*v, "hosts", &s->hosts));
   if (const Value* v = m.Get("readiness")) {
@@ -274,6 +353,21 @@ json SpecFields(const ServiceSpec& s, const json& tmpl) {
                 {"availability", s.slo->availability}};
   }
   if (!s.traffic.empty()) j["traffic"] = TrafficToJson(s.traffic);
+  if (s.autoscaling) {
+    const AutoscalingSpec& a = *s.autoscaling;
+    j["replicas"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
+    j["autoscaling"] = {{"metric", AutoscaleMetricName(a.metric)},
+                        {"target", a.EffectiveTarget()},
+                        {"target_utilization", a.target_utilization},
+                        {"stable_window_seconds", Seconds(a.stable_window_ms)},
+                        {"panic_window_seconds", Seconds(a.panic_window_ms)},
+                        {"panic_threshold", a.panic_threshold},
+                        {"max_scale_up_rate", a.max_scale_up_rate},
+                        {"max_scale_down_rate", a.max_scale_down_rate},
+                        {"scale_down_delay_seconds", Seconds(a.scale_down_delay_ms)},
+                        {"scale_to_zero_grace_seconds", Seconds(a.scale_to_zero_grace_ms)}};
+  }
+  if (s.reclaim_deadline_seconds > 0) j["reclaim_deadline_seconds"] = s.reclaim_deadline_seconds;
   return j;
 }
 
@@ -287,15 +381,29 @@ Result<ServiceSpec> ParseServiceYaml(std::string_view yaml) {
   return ParseService(yaml, /*yaml=*/true);
 }
 
-Result<int32_t> ParseScaleBody(std::string_view text) {
+Result<ServiceScale> ParseScaleBody(std::string_view text) {
   Result<Value> tree = ParseObject(text, false);
   if (!tree.ok()) return tree.status();
   MappingReader m(*tree, "");
-  ARBITER_RETURN_IF_ERROR(m.Check({"replicas"}));
-  ARBITER_RETURN_IF_ERROR(m.Require("replicas"));
-  int32_t n = 0;
-  ARBITER_RETURN_IF_ERROR(m.Int32("replicas", 0, kMaxServiceReplicas, &n));
-  return n;
+  ARBITER_RETURN_IF_ERROR(m.Check({"replicas", "min", "max"}));
+  ServiceScale out;
+  if (m.Get("replicas") != nullptr) {
+    if (m.Get("min") != nullptr || m.Get("max") != nullptr) {
+      return InvalidArgument("replicas", "give replicas, or min and max, not both");
+    }
+    ARBITER_RETURN_IF_ERROR(m.Int32("replicas", 0, kMaxServiceReplicas, &out.replicas));
+    return out;
+  }
+  if (m.Get("min") == nullptr && m.Get("max") == nullptr) return m.Require("replicas");
+  ARBITER_RETURN_IF_ERROR(m.Require("min"));
+  ARBITER_RETURN_IF_ERROR(m.Require("max"));
+  ARBITER_RETURN_IF_ERROR(m.Int32("min", 0, kMaxServiceReplicas, &out.min));
+  ARBITER_RETURN_IF_ERROR(m.Int32("max", 1, kMaxServiceReplicas, &out.max));
+  if (out.min > out.max) {
+    return InvalidArgument("min",
+                           fmt::format("must be at most max ({}), got {}", out.max, out.min));
+  }
+  return out;
 }
 
 Result<std::vector<TrafficSplit>> ParseTrafficBody(std::string_view text) {

@@ -42,8 +42,8 @@ Result<ServiceSpec> ParseServiceJson(std::string_view json);
 // A YAML document (`arbiter apply -f`), without its `kind` (the caller strips it).
 Result<ServiceSpec> ParseServiceYaml(std::string_view yaml);
 
-// POST /api/v1/services/{name}/scale: {"replicas": N}.
-Result<int32_t> ParseScaleBody(std::string_view json);
+// POST /api/v1/services/{name}/scale: {"replicas": N}, or {"min": A, "max": B} (autoscaling).
+Result<ServiceScale> ParseScaleBody(std::string_view json);
 // POST /api/v1/services/{name}/traffic: {"traffic": [...]}, checked as a spec's.
 Result<std::vector<TrafficSplit>> ParseTrafficBody(std::string_view json);
 

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -98,6 +101,7 @@ struct Gateway::Impl {
 
   std::thread routes_thread;
   std::thread stats_thread;
+  std::thread load_thread;
 
   void Publish(const RouteTable& spec) {
     std::lock_guard<std::mutex> lock(mu);
@@ -233,6 +237,94 @@ struct Gateway::Impl {
     }
   }
 
+  // Autoscaling's input: every 100 ms, each service's requests in flight and waiting; every load
+  // interval, their mean and the requests per second since the last post, for the services with
+  // any. A request waiting where no replica runs is posted within 100 ms (scale from zero).
+  void PostLoad() {
+    constexpr int64_t kTickMs = 100;
+    auto client = NewClient(3000);
+    struct Acc {
+      double sum = 0;  // of (in flight + waiting) at each tick
+      int ticks = 0;
+      uint64_t requests_before = 0;
+      bool has_before = false;
+      int64_t waiting = 0;  // at the last tick
+      bool no_replica = false;
+    };
+    std::map<std::string, Acc> acc;
+    auto last_post = std::chrono::steady_clock::now();
+    auto last_poke = last_post - std::chrono::seconds(1);
+    while (SleepFor(kTickMs)) {
+      std::shared_ptr<const Table> t;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        t = table;
+      }
+      if (!t) continue;
+      const std::map<RouteKey, RouteTotals> totals = stats.Totals();
+      bool poke = false;
+      for (const auto& s : t->services) {
+        int64_t in_flight = 0;
+        uint64_t requests = 0;
+        for (auto it = totals.lower_bound({s->name, INT64_MIN});
+             it != totals.end() && it->first.first == s->name; ++it) {
+          in_flight += std::max<int64_t>(0, it->second.in_flight);
+          requests += it->second.requests;
+        }
+        Acc& a = acc[s->name];
+        if (!a.has_before) {
+          a.requests_before = requests;
+          a.has_before = true;
+        }
+        a.waiting = static_cast<int64_t>(s->shared->queue.size());
+        a.no_replica = s->routable.empty();
+        a.sum += static_cast<double>(in_flight + a.waiting);
+        ++a.ticks;
+        poke = poke || (a.waiting > 0 && a.no_replica);
+      }
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed_s = std::chrono::duration<double>(now - last_post).count();
+      const bool due = elapsed_s * 1000 >= static_cast<double>(options.load_interval_ms);
+      if (!due && !(poke && now - last_poke >= std::chrono::milliseconds(200))) continue;
+      if (!due) last_poke = now;
+      nlohmann::json services = nlohmann::json::array();
+      for (auto it = acc.begin(); it != acc.end();) {
+        const Acc& a = it->second;
+        if (t->FindByName(it->first) == nullptr) {
+          it = acc.erase(it);
+          continue;
+        }
+        uint64_t requests = 0;
+        for (auto r = totals.lower_bound({it->first, INT64_MIN});
+             r != totals.end() && r->first.first == it->first; ++r) {
+          requests += r->second.requests;
+        }
+        const double concurrency = a.ticks > 0 ? a.sum / a.ticks : 0;
+        const double rps =
+            due ? static_cast<double>(requests - a.requests_before) / std::max(elapsed_s, 0.001)
+                : 0;
+        if (concurrency > 0 || rps > 0 || a.waiting > 0) {
+          services.push_back({{"name", it->first},
+                              {"concurrency", std::round(concurrency * 1000) / 1000},
+                              {"rps", std::round(rps * 1000) / 1000},
+                              {"waiting", a.waiting},
+                              {"no_replica", a.no_replica}});
+        }
+        if (due) {
+          it->second = Acc{};
+          it->second.requests_before = requests;
+          it->second.has_before = true;
+        }
+        ++it;
+      }
+      if (due) last_post = now;
+      if (services.empty()) continue;
+      const nlohmann::json body = {{"gateway", id}, {"services", services}};
+      httplib::Result r = client->Post("/api/v1/gateway/load", body.dump(), "application/json");
+      if (!r || r->status >= 300) client = NewClient(3000);
+    }
+  }
+
   std::string MetricsText() const {
     std::shared_ptr<const Table> t;
     int64_t updates = 0;
@@ -359,6 +451,7 @@ Status Gateway::Start() {
   if (!o.server_url.empty()) {
     m.routes_thread = std::thread([&m] { m.PollRoutes(); });
     m.stats_thread = std::thread([&m] { m.PostStats(); });
+    if (o.load_interval_ms > 0) m.load_thread = std::thread([&m] { m.PostLoad(); });
     // A first table before the first request, when the server answers at once.
     std::unique_lock<std::mutex> lock(m.mu);
     m.cv.wait_for(lock, std::chrono::seconds(2), [&] { return m.first_table; });
@@ -399,6 +492,7 @@ void Gateway::Stop() {
   }
   if (m.routes_thread.joinable()) m.routes_thread.join();
   if (m.stats_thread.joinable()) m.stats_thread.join();
+  if (m.load_thread.joinable()) m.load_thread.join();
   std::unique_ptr<Proxy> proxy;
   {
     std::lock_guard<std::mutex> lock(m.mu);

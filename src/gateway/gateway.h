@@ -28,6 +28,9 @@ struct GatewayOptions {
   int threads = 0;          // io threads; 0: the hardware's threads
   std::string id;           // the gateway's name in the stats; "" : HOSTNAME:PORT
   int64_t stats_interval_ms = 10000;
+  // Each service's load (in flight or waiting, requests/s) is posted every this long, and at
+  // once when a request waits for a service with no replica (autoscaling; 0: never).
+  int64_t load_interval_ms = 1000;
   int64_t routes_wait_ms = 30000;  // the long poll's wait
   int64_t connect_timeout_ms = 2000;
   int64_t upstream_timeout_ms = 300000;

@@ -4,6 +4,10 @@
 
 namespace arbiter {
 
+std::string_view AutoscaleMetricName(AutoscaleMetric m) {
+  return m == AutoscaleMetric::kRps ? "rps" : "concurrency";
+}
+
 bool IsValidServiceName(std::string_view name) {
   if (name.empty() || name.size() > kMaxServiceNameLength) return false;
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };

@@ -56,6 +56,33 @@ struct RequestQueueSpec {
   bool operator==(const RequestQueueSpec&) const = default;
 };
 
+// How a service's replica count follows its load: Knative's KPA, with its semantics and defaults
+// (docs/services.md, "Autoscaling"). Demand is the load the gateways measured each second (the
+// requests in flight or waiting, or the requests per second), averaged over the stable window and
+// over the panic window; each replica should carry `target x target_utilization / 100`.
+enum class AutoscaleMetric { kConcurrency, kRps };
+std::string_view AutoscaleMetricName(AutoscaleMetric m);  // "concurrency", "rps"
+
+struct AutoscalingSpec {
+  AutoscaleMetric metric = AutoscaleMetric::kConcurrency;
+  double target = 0;               // per replica; 0: the metric's default (100, 200 rps)
+  double target_utilization = 70;  // percent of `target` each replica is given
+  DurationMs stable_window_ms = 60000;
+  DurationMs panic_window_ms = 6000;
+  double panic_threshold = 200;        // percent of the ready capacity the panic demand must reach
+  double max_scale_up_rate = 1000;     // at most ceil(rate x ready) replicas after a decision
+  double max_scale_down_rate = 2;      // at least floor(ready / rate) replicas after a decision
+  DurationMs scale_down_delay_ms = 0;  // the highest decision of this long is kept
+  DurationMs scale_to_zero_grace_ms = 30000;  // the last replica stays this long without demand
+  bool operator==(const AutoscalingSpec&) const = default;
+
+  // `target` or the metric's default.
+  double EffectiveTarget() const {
+    if (target > 0) return target;
+    return metric == AutoscaleMetric::kConcurrency ? 100 : 200;
+  }
+};
+
 // A revision's share of the requests, in percent.
 struct TrafficSplit {
   int64_t revision = 0;
@@ -75,7 +102,15 @@ struct ServiceSpec {
   // What each replica runs: command, env, resources, ... (tasks 1, type service; the server
   // fills in name, tenant, queue, priority class and the service link).
   JobSpec tmpl;
-  int32_t replicas = 1;
+  int32_t replicas = 1;  // without autoscaling; with it, where the count starts (min..max)
+  // Autoscaling: `replicas: {min, max}` in the API; the count moves inside [min, max] (min 0:
+  // scales to zero, the gateway holding requests while the first replica starts).
+  std::optional<AutoscalingSpec> autoscaling;
+  int32_t min_replicas = 0;
+  int32_t max_replicas = 0;
+  // Training may borrow this service's idle guarantee only with a grace period within this
+  // (0: no limit): lent GPUs come back within it when the service needs them.
+  int64_t reclaim_deadline_seconds = 0;
   int32_t port = 0;  // 0: the server picks one per replica; else every replica's
   std::vector<std::string> hosts;
   ProbeSpec readiness;
@@ -86,6 +121,13 @@ struct ServiceSpec {
   std::optional<SloSpec> slo;
   int64_t drain_seconds = 30;
   std::vector<TrafficSplit> traffic;  // empty: the latest revision gets everything
+};
+
+// POST /api/v1/services/{name}/scale: a fixed count, or an autoscaling service's range.
+struct ServiceScale {
+  int32_t replicas = -1;  // -1: not given
+  int32_t min = -1;
+  int32_t max = -1;
 };
 
 // One revision: the template and port its replicas run with.

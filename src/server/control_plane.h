@@ -300,8 +300,10 @@ class ControlPlane : public node::ExecutionBackend {
   Result<nlohmann::json> ListServices(const Principal& p, const std::string& tenant);
   // Removes the service and stops its replicas.
   Result<nlohmann::json> DeleteService(const Principal& p, const std::string& name);
+  // A fixed count (400 "replicas" for a service that autoscales), or an autoscaling service's
+  // range (400 "min" for one that does not).
   Result<nlohmann::json> ScaleService(const Principal& p, const std::string& name,
-                                      int32_t replicas);
+                                      const ServiceScale& scale);
   Result<nlohmann::json> SetServiceTraffic(const Principal& p, const std::string& name,
                                            std::vector<TrafficSplit> traffic);
   // Traffic becomes [{P, 100}], P the highest revision below the one with the most traffic now
@@ -321,6 +323,8 @@ class ControlPlane : public node::ExecutionBackend {
   Result<std::string> GatewayRoutes(const Principal& p, uint64_t known, DurationMs wait_ms);
   // POST /api/v1/gateway/stats: added to the minutes of the report's window start.
   Result<nlohmann::json> RecordGatewayStats(const Principal& p, const GatewayStats& stats);
+  // A gateway's load report: kept per service and gateway for the autoscaler (in memory).
+  Result<nlohmann::json> RecordGatewayLoad(const Principal& p, const GatewayLoad& load);
   // A bearer token that exists only in this process, of role node, for a gateway run inside the
   // server: it reads the routes and sends stats, nothing else a node token could not.
   const std::string& InProcessGatewayToken() const { return gateway_token_; }
@@ -497,6 +501,11 @@ class ControlPlane : public node::ExecutionBackend {
   nlohmann::json ServiceJsonLocked(const ServiceEntry& e) const;
   store::ServiceRecord ServiceRecordLocked(const Service& s) const;
   void ServiceEventLocked(ServiceEntry& e, std::string message);
+  // The replica count a service wants now: spec.replicas, or its autoscaler's.
+  int32_t DesiredCountLocked(const ServiceEntry& e) const;
+  // Autoscaling: one sample a second from the gateways' reports, a decision, its event; and the
+  // scale-ups that reached their count (`ready`: the service's ready replicas).
+  void AutoscaleLocked(ServiceEntry& e, TimeMs now, int32_t live, int32_t ready);
   void ReconcileServiceLocked(ServiceEntry& e, const std::map<uint64_t, ProbeStatus>& probes,
                               TimeMs now, store::WriteBatch* b, std::vector<uint64_t>* stops);
   Status StartReplicaLocked(ServiceEntry& e, int64_t revision, store::WriteBatch* b);

@@ -23,6 +23,10 @@ namespace {
 constexpr DurationMs kMaxDrainWaitMs = 5000;
 // How long an ended replica stays listed in its service's status.
 constexpr DurationMs kEndedShownMs = 60000;
+// A gateway's load report counts this long (it reports every second).
+constexpr DurationMs kLoadFreshMs = 3000;
+// A scale-up whose replicas are not ready after this long is no longer timed.
+constexpr DurationMs kScaleUpGiveUpMs = 30 * 60 * 1000;
 
 bool IsLive(const JobEntry& j) { return !IsFinal(j.state) || j.stopping; }
 
@@ -214,7 +218,7 @@ json ControlPlane::ServiceJsonLocked(const ServiceEntry& e) const {
                         {"reason", reason}});
   }
   int32_t desired = 0;
-  for (const auto& [rev, n] : DesiredReplicas(e.service.spec.replicas, e.service.traffic)) {
+  for (const auto& [rev, n] : DesiredReplicas(DesiredCountLocked(e), e.service.traffic)) {
     desired += n;
   }
   json events = json::array();
@@ -223,6 +227,43 @@ json ControlPlane::ServiceJsonLocked(const ServiceEntry& e) const {
   }
   out["status"] = {{"replicas", replicas}, {"ready", ready},         {"desired", desired},
                    {"blocked", e.blocked}, {"restarts", e.restarts}, {"events", events}};
+  if (e.service.spec.autoscaling) {
+    json decisions = json::array();
+    for (const ScaleDecisionRecord& d : e.decisions) {
+      decisions.push_back(
+          {{"at_ms", d.at_ms}, {"from", d.from}, {"to", d.to}, {"reason", d.reason}});
+    }
+    auto timings = [](const Timings& t) {
+      json j = {{"count", t.count}};
+      if (!t.seconds.empty()) {
+        std::vector<double> v(t.seconds.begin(), t.seconds.end());
+        std::sort(v.begin(), v.end());
+        auto q = [&](double p) {
+          const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
+          return std::round(v[i] * 1000) / 1000;
+        };
+        j["p50_seconds"] = q(0.5);
+        j["p99_seconds"] = q(0.99);
+        j["last_seconds"] = std::round(t.seconds.back() * 1000) / 1000;
+      }
+      return j;
+    };
+    double concurrency = 0, rps = 0;
+    const TimeMs now = now_();
+    for (const auto& [g, r] : e.load) {
+      if (now - r.at_ms > kLoadFreshMs) continue;
+      concurrency += r.concurrency;
+      rps += r.rps;
+    }
+    out["status"]["autoscaling"] = {{"desired", DesiredCountLocked(e)},
+                                    {"panicking", e.autoscaler.panicking()},
+                                    {"concurrency", std::round(concurrency * 100) / 100},
+                                    {"rps", std::round(rps * 100) / 100},
+                                    {"decisions", decisions},
+                                    {"scale_up", timings(e.scale_up)},
+                                    {"reclaim", timings(e.reclaim)},
+                                    {"cold_start", timings(e.cold_start)}};
+  }
   return out;
 }
 
@@ -400,18 +441,38 @@ Result<json> ControlPlane::DeleteService(const Principal& p, const std::string& 
 }
 
 Result<json> ControlPlane::ScaleService(const Principal& p, const std::string& name,
-                                        int32_t replicas) {
+                                        const ServiceScale& scale) {
   std::shared_future<Status> done;
   json out;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ServiceEntry* e = services_.Find(name);
     ARBITER_RETURN_IF_ERROR(MayManageServiceLocked(p, e, name, "scale"));
-    const int32_t before = e->service.spec.replicas;
-    e->service.spec.replicas = replicas;
+    ServiceSpec& spec = e->service.spec;
+    if (spec.autoscaling) {
+      if (scale.replicas >= 0) {
+        return InvalidArgument("replicas", fmt::format("service \"{}\" autoscales: give its range "
+                                                       "as min and max",
+                                                       name));
+      }
+      const int32_t lo = spec.min_replicas, hi = spec.max_replicas;
+      spec.min_replicas = scale.min;
+      spec.max_replicas = scale.max;
+      ServiceEventLocked(*e, fmt::format("range set by {} from {}..{} to {}..{} replicas", p.user,
+                                         lo, hi, scale.min, scale.max));
+    } else {
+      if (scale.replicas < 0) {
+        return InvalidArgument("min", fmt::format("service \"{}\" does not autoscale: give "
+                                                  "replicas (or replace it with replicas: {{min, "
+                                                  "max}})",
+                                                  name));
+      }
+      const int32_t before = spec.replicas;
+      spec.replicas = scale.replicas;
+      ServiceEventLocked(
+          *e, fmt::format("scaled by {} from {} to {} replicas", p.user, before, scale.replicas));
+    }
     e->service.updated_ms = now_();
-    ServiceEventLocked(
-        *e, fmt::format("scaled by {} from {} to {} replicas", p.user, before, replicas));
     store::WriteBatch b;
     auto r = CommitServiceLocked(p, *e, "scale", &b, &done);
     if (!r.ok()) return r.status();
@@ -543,6 +604,88 @@ void ControlPlane::StopReplicaLocked(ReplicaState& st, std::string reason, store
   if (StopJobLocked(*j, JobState::kCancelled, std::move(reason), b)) stops->push_back(st.job);
 }
 
+int32_t ControlPlane::DesiredCountLocked(const ServiceEntry& e) const {
+  const ServiceSpec& s = e.service.spec;
+  if (!s.autoscaling) return s.replicas;
+  if (e.desired < 0) return s.min_replicas;
+  return std::clamp(e.desired, s.min_replicas, s.max_replicas);
+}
+
+void ControlPlane::AutoscaleLocked(ServiceEntry& e, TimeMs now, int32_t live, int32_t ready) {
+  const ServiceSpec& s = e.service.spec;
+  if (!s.autoscaling) {
+    e.desired = -1;
+    e.scale_ups.clear();
+    return;
+  }
+  e.autoscaler.SetSpec(*s.autoscaling, s.min_replicas, s.max_replicas);
+  // The gateways' reports of the last few seconds, summed.
+  double concurrency = 0, rps = 0;
+  bool waiting = false;
+  for (auto it = e.load.begin(); it != e.load.end();) {
+    if (now - it->second.at_ms > kLoadFreshMs) {
+      it = e.load.erase(it);
+      continue;
+    }
+    concurrency += it->second.concurrency;
+    rps += it->second.rps;
+    waiting = waiting || (it->second.waiting > 0 && it->second.no_replica);
+    ++it;
+  }
+  if (e.desired < 0) {
+    // A new service, or the first decision since the server started: what runs, in range.
+    e.desired = std::clamp(live, s.min_replicas, s.max_replicas);
+    e.last_sample_ms = now;
+  }
+  const int32_t current = std::clamp(e.desired, s.min_replicas, s.max_replicas);
+  const bool sample_due = now - e.last_sample_ms >= 1000;
+  // A request waiting where no replica runs does not wait for the next sample.
+  const bool cold = waiting && current == 0;
+  if (sample_due || cold) {
+    if (sample_due) {
+      e.last_sample_ms = now;
+      e.autoscaler.Record({now, concurrency, rps});
+    }
+    const core::AutoscaleDecision d = e.autoscaler.Decide(now, ready, current, waiting);
+    if (d.desired != current) {
+      e.decisions.push_back({now, current, d.desired, d.reason});
+      while (e.decisions.size() > ServiceEntry::kMaxDecisions) e.decisions.pop_front();
+      ServiceEventLocked(e, fmt::format("{} -> {}: {}", current, d.desired, d.reason));
+      if (d.desired > current) {
+        // Earlier scale-ups beyond the new target are now part of this one.
+        e.scale_ups.push_back({now, d.desired, current == 0});
+      }
+    }
+    e.desired = d.desired;
+  }
+  // Scale-ups done: their count ready (or no longer wanted).
+  while (!e.scale_ups.empty()) {
+    PendingScaleUp& up = e.scale_ups.front();
+    const int32_t want = std::min(up.target, e.desired);
+    if (want <= 0 || now - up.decided_ms > kScaleUpGiveUpMs) {
+      e.scale_ups.pop_front();
+      continue;
+    }
+    if (ready < want) break;
+    const double seconds = static_cast<double>(now - up.decided_ms) / 1000.0;
+    // Did any replica started since the decision take its GPUs back from borrowers?
+    bool reclaimed = false;
+    for (const auto& [id, st] : e.replicas) {
+      const JobEntry* j = jobs_.Find(id);
+      if (j != nullptr && j->started_at >= up.decided_ms && !j->preempted_queues.empty()) {
+        reclaimed = true;
+      }
+    }
+    e.scale_up.Add(seconds);
+    if (reclaimed) e.reclaim.Add(seconds);
+    if (up.from_zero) e.cold_start.Add(seconds);
+    ServiceEventLocked(e, fmt::format("{} replicas ready {:.2f} s after the decision{}{}", ready,
+                                      seconds, up.from_zero ? " (from zero)" : "",
+                                      reclaimed ? " (GPUs reclaimed from borrowers)" : ""));
+    e.scale_ups.pop_front();
+  }
+}
+
 void ControlPlane::ReconcileServiceLocked(ServiceEntry& e,
                                           const std::map<uint64_t, ProbeStatus>& probes, TimeMs now,
                                           store::WriteBatch* b, std::vector<uint64_t>* stops) {
@@ -624,9 +767,16 @@ void ControlPlane::ReconcileServiceLocked(ServiceEntry& e,
     views.push_back({st.job, st.revision, phase});
   }
 
-  // 2. Plan: what each revision wants, what to start, what to take out.
+  // 2. Plan: how many replicas (the autoscaler's count), what each revision wants, what to start,
+  //    what to take out.
+  int32_t live = 0, ready = 0;
+  for (const ReplicaView& v : views) {
+    live += v.phase != ReplicaPhase::kDraining;
+    ready += v.phase == ReplicaPhase::kReady;
+  }
+  AutoscaleLocked(e, now, live, ready);
   const RolloutPlan plan =
-      PlanRollout(s.spec.replicas, s.spec.rollout, s.traffic, views, now >= e.next_start_ms);
+      PlanRollout(DesiredCountLocked(e), s.spec.rollout, s.traffic, views, now >= e.next_start_ms);
   // 3. Take out: a ready replica leaves the routes first and stops after its drain; one that
   //    serves nothing stops at once.
   for (uint64_t job : plan.drain) {
@@ -669,7 +819,7 @@ void ControlPlane::PublishRoutesLocked() {
     }
     json revisions = json::array();
     for (const RouteWeight& w :
-         RouteWeights(s.traffic, DesiredReplicas(s.spec.replicas, s.traffic), ready)) {
+         RouteWeights(s.traffic, DesiredReplicas(DesiredCountLocked(e), s.traffic), ready)) {
       auto r = replicas.find(w.revision);
       revisions.push_back({{"revision", w.revision},
                            {"percent", w.percent},
@@ -769,6 +919,21 @@ Result<std::string> ControlPlane::GatewayRoutes(const Principal& p, uint64_t kno
                                                 DurationMs wait_ms) {
   ARBITER_RETURN_IF_ERROR(MayUseGatewayRoutes(p));
   return routes_->Wait(known, wait_ms);
+}
+
+Result<json> ControlPlane::RecordGatewayLoad(const Principal& p, const GatewayLoad& load) {
+  ARBITER_RETURN_IF_ERROR(MayUseGatewayRoutes(p));
+  const std::string gateway = load.gateway.empty() ? p.user : load.gateway;
+  size_t known = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  const TimeMs now = now_();
+  for (const GatewayLoad::Entry& l : load.services) {
+    ServiceEntry* e = services_.Find(l.service);
+    if (e == nullptr) continue;
+    ++known;
+    e->load[gateway] = {now, l.concurrency, l.rps, l.waiting, l.no_replica};
+  }
+  return json{{"accepted", known}};
 }
 
 Result<json> ControlPlane::RecordGatewayStats(const Principal& p, const GatewayStats& stats) {

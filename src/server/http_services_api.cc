@@ -68,7 +68,8 @@ void HttpApi::RegisterServiceRoutes(const RouteFn& route) {
           Reply(res, cp_->DeleteService(p, req.matches[1]));
         });
   route("POST", "/api/v1/services/{name}/scale", std::string(kNamePattern) + "/scale",
-        "Set a service's replicas: {\"replicas\": N}",
+        "Set a service's replicas: {\"replicas\": N}, or an autoscaling service's range: "
+        "{\"min\": A, \"max\": B}",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           auto n = api::ParseScaleBody(req.body);
           if (!n.ok()) return SendError(res, n.status());
@@ -128,6 +129,19 @@ void HttpApi::RegisterServiceRoutes(const RouteFn& route) {
           auto stats = ParseGatewayStats(req.body);
           if (!stats.ok()) return SendError(res, stats.status());
           Reply(res, cp_->RecordGatewayStats(p, *stats));
+        });
+  route("POST", "/api/v1/gateway/load", "/api/v1/gateway/load",
+        "Gateways (admin or node tokens): each service's requests in flight or waiting and "
+        "requests per second over the last second, what autoscaling decides by",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          if (p.role != Role::kAdmin && p.role != Role::kNode) {
+            return SendError(res, Status(StatusCode::kPermissionDenied,
+                                         "the gateway's load reports take an admin token or a "
+                                         "node (gateway) token"));
+          }
+          auto load = ParseGatewayLoad(req.body);
+          if (!load.ok()) return SendError(res, load.status());
+          Reply(res, cp_->RecordGatewayLoad(p, *load));
         });
 }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 
+#include "core/autoscale/autoscaler.h"
 #include "model/service.h"
 #include "model/time.h"
 
@@ -35,6 +36,41 @@ struct ServiceEvent {
   std::string message;
 };
 
+// What one gateway last reported of a service's load (POST /api/v1/gateway/load).
+struct GatewayLoadReport {
+  TimeMs at_ms = 0;         // when the server received it
+  double concurrency = 0;   // requests in flight or waiting there, averaged over its second
+  double rps = 0;           // requests that arrived there in that second
+  int64_t waiting = 0;      // requests waiting there now
+  bool no_replica = false;  // they wait because the gateway has no replica to send them to
+};
+
+// A scale-up under way: from the decision until `target` replicas are ready.
+struct PendingScaleUp {
+  TimeMs decided_ms = 0;
+  int32_t target = 0;
+  bool from_zero = false;
+};
+
+// The last kMaxTimings durations of one kind, in seconds.
+struct Timings {
+  static constexpr size_t kMaxTimings = 200;
+  std::deque<double> seconds;
+  int64_t count = 0;  // since the server started
+  void Add(double s) {
+    seconds.push_back(s);
+    ++count;
+    while (seconds.size() > kMaxTimings) seconds.pop_front();
+  }
+};
+
+struct ScaleDecisionRecord {
+  TimeMs at_ms = 0;
+  int32_t from = 0;
+  int32_t to = 0;
+  std::string reason;
+};
+
 struct ServiceEntry {
   Service service;
   std::map<uint64_t, ReplicaState> replicas;  // by job id: live ones, and ended ones for a while
@@ -44,6 +80,19 @@ struct ServiceEntry {
   std::deque<ServiceEvent> events;            // the last kMaxEvents, oldest first
   static constexpr size_t kMaxEvents = 50;
   int32_t restarts = 0;  // replicas replaced after failures, since the server started
+
+  // Autoscaling (spec.autoscaling): the load the gateways report, the autoscaler fed with one
+  // sample a second, the count it wants and its recent decisions, and how long scale-ups took.
+  int32_t desired = -1;  // the replica count wanted now (-1: not decided yet: the live count)
+  core::Autoscaler autoscaler;
+  std::map<std::string, GatewayLoadReport> load;  // by gateway
+  TimeMs last_sample_ms = 0;
+  std::deque<ScaleDecisionRecord> decisions;  // the last kMaxDecisions
+  static constexpr size_t kMaxDecisions = 20;
+  std::deque<PendingScaleUp> scale_ups;
+  Timings scale_up;    // decision to the target count ready
+  Timings reclaim;     // the same, for scale-ups whose replicas preempted borrowers
+  Timings cold_start;  // from zero to the first ready replica
 };
 
 struct ServiceTable {

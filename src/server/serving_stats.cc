@@ -226,6 +226,50 @@ Result<GatewayStats> ParseGatewayStats(std::string_view text) {
   return out;
 }
 
+Result<GatewayLoad> ParseGatewayLoad(std::string_view text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("", "the body is not valid JSON");
+  GatewayLoad out;
+  try {
+    CheckKeys(j, "", {"gateway", "services"});
+    if (auto g = j.find("gateway"); g != j.end() && !g->is_null()) {
+      if (!g->is_string() || g->get<std::string>().empty() || g->get<std::string>().size() > 253) {
+        throw FieldError{"gateway", "must be a non-empty string of at most 253 characters"};
+      }
+      out.gateway = g->get<std::string>();
+    }
+    const auto s = j.find("services");
+    if (s != j.end() && !s->is_null()) {
+      if (!s->is_array() || s->size() > 10000) {
+        throw FieldError{"services", "must be a list of at most 10000 entries"};
+      }
+      for (size_t i = 0; i < s->size(); ++i) {
+        const std::string p = fmt::format("services[{}]", i);
+        const json& e = (*s)[i];
+        CheckKeys(e, p, {"name", "concurrency", "rps", "waiting", "no_replica"});
+        GatewayLoad::Entry entry;
+        auto name = e.find("name");
+        if (name == e.end() || !name->is_string() ||
+            !IsValidServiceName(name->get<std::string>())) {
+          throw FieldError{p + ".name", "must be a service name"};
+        }
+        entry.service = name->get<std::string>();
+        entry.concurrency = Real(e, p, "concurrency");
+        entry.rps = Real(e, p, "rps");
+        entry.waiting = Count(e, p, "waiting");
+        if (auto nr = e.find("no_replica"); nr != e.end() && !nr->is_null()) {
+          if (!nr->is_boolean()) throw FieldError{p + ".no_replica", "must be true or false"};
+          entry.no_replica = nr->get<bool>();
+        }
+        out.services.push_back(std::move(entry));
+      }
+    }
+  } catch (const FieldError& e) {
+    return InvalidArgument(e.field, e.message);
+  }
+  return out;
+}
+
 Status ServingStats::Add(const std::vector<std::pair<Key, ServingFigures>>& rows) {
   if (rows.empty()) return Status::Ok();
   std::shared_future<Status> done;

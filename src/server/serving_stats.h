@@ -77,6 +77,22 @@ struct GatewayStats {
 // Errors name the field ("services[2].latency_buckets").
 Result<GatewayStats> ParseGatewayStats(std::string_view json);
 
+// POST /api/v1/gateway/load (every second, and at once when a request waits for a service with
+// no replica): each service's load at one gateway, what autoscaling decides by.
+struct GatewayLoad {
+  std::string gateway;
+  struct Entry {
+    std::string service;
+    double concurrency = 0;   // requests in flight or waiting, averaged over the last second
+    double rps = 0;           // requests that arrived in the last second
+    int64_t waiting = 0;      // requests waiting now
+    bool no_replica = false;  // the gateway has no replica for the service
+  };
+  std::vector<Entry> services;
+};
+// Errors name the field ("services[0].concurrency").
+Result<GatewayLoad> ParseGatewayLoad(std::string_view json);
+
 // The minute [m, m + 60 s) that holds `ms`.
 inline TimeMs MinuteOf(TimeMs ms) { return ms - ((ms % 60000) + 60000) % 60000; }
 
