@@ -345,7 +345,9 @@ void AgentClient::Enqueue(TaskReport r) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     r.seq = next_seq_++;
-    if (r.event != TaskEvent::kStarted) finished_.insert({r.job, r.task, r.attempt});
+    if (r.event == TaskEvent::kExited || r.event == TaskEvent::kLost) {
+      finished_.insert({r.job, r.task, r.attempt});
+    }
     queue_.push_back(r);
     wake_ = true;
   }
@@ -363,6 +365,10 @@ void AgentClient::ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt,
 
 void AgentClient::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {
   Enqueue({0, job, task, attempt, TaskEvent::kLost, 0, false});
+}
+
+void AgentClient::ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) {
+  Enqueue({0, job, task, attempt, TaskEvent::kCheckpointed, 0, false});
 }
 
 }  // namespace arbiter::agent

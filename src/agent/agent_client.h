@@ -78,6 +78,7 @@ class AgentClient : public node::ExecutionBackend {
   void ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
                         bool timed_out) override;
   void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
+  void ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) override;
 
   // Called on the heartbeat thread after an answer changed the assignments (the executor acts
   // on them at once instead of at its next tick). Set before Start().

@@ -256,7 +256,7 @@ Result<AgentHeartbeat> ParseAgentHeartbeat(const json& j) {
       const std::string event = Str(item, p, "event", true, 16);
       if (!ParseTaskEvent(event, &r.event)) {
         throw FieldError{Join(p, "event"),
-                         fmt::format("must be started, exited or lost, got '{}'", event)};
+                         fmt::format("must be started, exited, lost or checkpointed, got '{}'", event)};
       }
       if (r.event == TaskEvent::kExited) {
         r.exit_code = static_cast<int32_t>(Int(item, p, "exit_code", true, -255, 65535));

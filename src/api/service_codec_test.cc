@@ -179,9 +179,18 @@ readiness: {path: /ready, period_seconds: 0.5}
 }
 
 TEST(ServiceCodecTest, ScaleAndTrafficBodies) {
-  EXPECT_EQ(*ParseScaleBody(R"({"replicas": 5})"), 5);
+  EXPECT_EQ(ParseScaleBody(R"({"replicas": 5})")->replicas, 5);
   EXPECT_EQ(ParseScaleBody(R"({"replicas": -1})").status().field(), "replicas");
   EXPECT_EQ(ParseScaleBody(R"({"n": 1})").status().field(), "n");
+  auto range = ParseScaleBody(R"({"min": 0, "max": 8})");
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_EQ(range->replicas, -1);
+  EXPECT_EQ(range->min, 0);
+  EXPECT_EQ(range->max, 8);
+  EXPECT_EQ(ParseScaleBody(R"({"min": 3, "max": 2})").status().field(), "min");
+  EXPECT_EQ(ParseScaleBody(R"({"min": 1})").status().field(), "max");
+  EXPECT_EQ(ParseScaleBody(R"({"replicas": 1, "max": 2})").status().field(), "replicas");
+  EXPECT_EQ(ParseScaleBody("{}").status().field(), "replicas");
   auto t = ParseTrafficBody(R"({"traffic": [{"revision": 3, "percent": 90},
                                             {"revision": 4, "percent": 10}]})");
   ASSERT_TRUE(t.ok());
@@ -204,6 +213,69 @@ TEST(ServiceCodecTest, TheJobsServiceLinkIsTheServersOnly) {
   EXPECT_EQ(JobSpecJsonText(*stored).find(R"("service":{"name":"chat","port":20001,"revision":1})"),
             JobSpecJsonText(*stored).find("\"service\""));
   EXPECT_EQ(nlohmann::json::parse(JobSpecJsonText(*stored)), JobSpecToJson(*stored));
+}
+
+// replicas: {min, max} turns autoscaling on with Knative's defaults; every field is checked.
+TEST(ServiceCodecTest, AutoscalingRangeAndSettings) {
+  auto s = ParseServiceJson(R"({"name": "chat", "template": {"command": ["serve"]},
+                                "replicas": {"min": 0, "max": 6},
+                                "reclaim_deadline_seconds": 20})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(s->autoscaling);
+  EXPECT_EQ(s->min_replicas, 0);
+  EXPECT_EQ(s->max_replicas, 6);
+  EXPECT_EQ(s->reclaim_deadline_seconds, 20);
+  const AutoscalingSpec& a = *s->autoscaling;
+  EXPECT_EQ(a.metric, AutoscaleMetric::kConcurrency);
+  EXPECT_DOUBLE_EQ(a.EffectiveTarget(), 100);
+  EXPECT_DOUBLE_EQ(a.target_utilization, 70);
+  EXPECT_EQ(a.stable_window_ms, 60000);
+  EXPECT_EQ(a.panic_window_ms, 6000);
+  EXPECT_DOUBLE_EQ(a.panic_threshold, 200);
+  EXPECT_DOUBLE_EQ(a.max_scale_up_rate, 1000);
+  EXPECT_DOUBLE_EQ(a.max_scale_down_rate, 2);
+  EXPECT_EQ(a.scale_down_delay_ms, 0);
+  EXPECT_EQ(a.scale_to_zero_grace_ms, 30000);
+
+  s = ParseServiceJson(R"({"name": "chat", "template": {"command": ["serve"]},
+                           "replicas": {"min": 1, "max": 4},
+                           "autoscaling": {"metric": "rps", "target": 12.5,
+                                           "stable_window_seconds": 20,
+                                           "scale_down_delay_seconds": 30}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->autoscaling->metric, AutoscaleMetric::kRps);
+  EXPECT_DOUBLE_EQ(s->autoscaling->target, 12.5);
+  EXPECT_EQ(s->autoscaling->panic_window_ms, 2000);  // a tenth of the stable window
+  EXPECT_EQ(s->autoscaling->scale_down_delay_ms, 30000);
+  // The answer carries the range and the settings, and parses back to the same.
+  const nlohmann::json back = ServiceSpecToJson(*s);
+  EXPECT_EQ(back["replicas"], (nlohmann::json{{"min", 1}, {"max", 4}}));
+  EXPECT_EQ(back["autoscaling"]["metric"], "rps");
+  auto again = ParseServiceJson(back.dump());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again->autoscaling, *s->autoscaling);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("replicas": 2, "autoscaling": {})", "replicas"},
+      {R"("replicas": {"min": 3, "max": 2})", "replicas.min"},
+      {R"("replicas": {"min": 1})", "replicas.max"},
+      {R"("replicas": {"max": 2, "step": 1})", "replicas.step"},
+      {R"("replicas": {"max": 2}, "autoscaling": {"metric": "gpu"})", "autoscaling.metric"},
+      {R"("replicas": {"max": 2}, "autoscaling": {"target": 0})", "autoscaling.target"},
+      {R"("replicas": {"max": 2}, "autoscaling": {"target_utilization": 120})",
+       "autoscaling.target_utilization"},
+      {R"("replicas": {"max": 2}, "autoscaling": {"stable_window_seconds": 10,
+                                                  "panic_window_seconds": 20})",
+       "autoscaling.panic_window_seconds"},
+      {R"("replicas": {"max": 2}, "autoscaling": {"max_scale_down_rate": 1})",
+       "autoscaling.max_scale_down_rate"},
+      {R"("reclaim_deadline_seconds": -1)", "reclaim_deadline_seconds"},
+  };
+  for (const auto& [fields, field] : bad) {
+    const std::string body =
+        std::string(R"({"name": "chat", "template": {"command": ["serve"]}, )") + fields + "}";
+    EXPECT_EQ(ParseServiceJson(body).status().field(), field) << body;
+  }
 }
 
 }  // namespace

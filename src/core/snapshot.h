@@ -99,6 +99,7 @@ class Snapshot {
   // Charges (or refunds) a job's quota at its leaf queue.
   void ChargeQuota(QueueId leaf, const QuotaVec& r);
   void RefundQuota(QueueId leaf, const QuotaVec& r);
+  void SetLendGraceLimit(QueueId n, DurationMs limit_ms) { quota_.SetLendGraceLimit(n, limit_ms); }
 
   // A change counter: bumped by every mutation (and by rollbacks).
   uint64_t version() const { return version_; }

@@ -87,6 +87,9 @@ struct PendingJob {
   TimeMs submit_time = 0;
   bool suspended = false;  // held by its owner: never started, verdict Suspended
   TimeMs not_before = 0;   // retry backoff: not started before this time
+  // SIGTERM to SIGKILL when it is preempted: a queue that lends within a reclaim deadline lends
+  // only to jobs within it (QuotaState::SetLendGraceLimit).
+  DurationMs grace_period = SecondsToMs(30);
   // The job's priority class may preempt lower-priority preemptible work in any queue.
   bool preempts_anywhere = false;
   // Spread group (0: none), interned by the driver: jobs of one group (a service's replicas)

@@ -10,12 +10,15 @@ std::string_view TaskEventName(TaskEvent e) {
       return "exited";
     case TaskEvent::kLost:
       return "lost";
+    case TaskEvent::kCheckpointed:
+      return "checkpointed";
   }
   return "unknown";
 }
 
 bool ParseTaskEvent(std::string_view s, TaskEvent* out) {
-  for (TaskEvent e : {TaskEvent::kStarted, TaskEvent::kExited, TaskEvent::kLost}) {
+  for (TaskEvent e :
+       {TaskEvent::kStarted, TaskEvent::kExited, TaskEvent::kLost, TaskEvent::kCheckpointed}) {
     if (TaskEventName(e) == s) {
       *out = e;
       return true;

@@ -56,9 +56,9 @@ struct TaskAssignment {
   ArrayBounds array_bounds;
 };
 
-enum class TaskEvent { kStarted, kExited, kLost };
+enum class TaskEvent { kStarted, kExited, kLost, kCheckpointed };
 
-std::string_view TaskEventName(TaskEvent e);  // "started", "exited", "lost"
+std::string_view TaskEventName(TaskEvent e);  // "started", "exited", "lost", "checkpointed"
 bool ParseTaskEvent(std::string_view s, TaskEvent* out);
 
 // Something that happened to a task on its node. Applying a report twice changes nothing.

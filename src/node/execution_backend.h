@@ -34,6 +34,9 @@ class ExecutionBackend {
   // A task's process is gone without an exit status (its node restarted, or went down): the job
   // is lost, and retried by its policy.
   virtual void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) = 0;
+  // The task's job wrote a checkpoint (its ARBITER_CHECKPOINT_DIR changed): a preemption now
+  // loses only what it did since.
+  virtual void ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) = 0;
 };
 
 }  // namespace arbiter::node

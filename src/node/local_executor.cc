@@ -628,7 +628,52 @@ void LocalExecutor::Tick() {
       Terminate(p, p.grace_ms, false);
     }
   }
+  WatchCheckpoints(now);
   Reap(now);
+}
+
+namespace {
+
+// The newest modification time of `dir` and the entries directly in it, in ns; -1 when it
+// cannot be read.
+int64_t NewestMtimeNs(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return -1;
+  auto ns = [](const struct stat& s) {
+    return static_cast<int64_t>(s.st_mtim.tv_sec) * 1'000'000'000 + s.st_mtim.tv_nsec;
+  };
+  int64_t newest = ns(st);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return newest;
+  for (int i = 0; i < 10000; ++i) {  // bounded: a checkpoint folder holds a few files
+    const dirent* e = ::readdir(d);
+    if (e == nullptr) break;
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat fs {};
+    if (::fstatat(::dirfd(d), e->d_name, &fs, AT_SYMLINK_NOFOLLOW) == 0) {
+      newest = std::max(newest, ns(fs));
+    }
+  }
+  ::closedir(d);
+  return newest;
+}
+
+}  // namespace
+
+void LocalExecutor::WatchCheckpoints(TimeMs now) {
+  for (auto& [key, p] : procs_) {
+    if (p.kill_at != 0 || now - p.checkpoint_checked < 1000) continue;
+    p.checkpoint_checked = now;
+    const int64_t mtime = NewestMtimeNs(fmt::format("{}/checkpoints/{}", work_dir_, key.first));
+    if (p.checkpoint_mtime_ns < 0) {
+      p.checkpoint_mtime_ns = std::max<int64_t>(0, mtime);  // the run before's, if any
+      continue;
+    }
+    if (mtime > p.checkpoint_mtime_ns) {
+      p.checkpoint_mtime_ns = mtime;
+      backend_->ReportTaskCheckpointed(key.first, key.second, p.attempt);
+    }
+  }
 }
 
 void LocalExecutor::Reap(TimeMs now) {

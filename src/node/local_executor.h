@@ -113,6 +113,10 @@ class LocalExecutor {
     TimeMs kill_at = 0;   // SIGKILL to the shim and the task's groups, if still there
     DurationMs grace_ms = 30000;
     bool timed_out = false;
+    // Its job's checkpoint folder: the newest time seen in it (-1: not looked yet; what is there
+    // at the first look is the run before's), and when it was last looked at.
+    int64_t checkpoint_mtime_ns = -1;
+    TimeMs checkpoint_checked = 0;
   };
   using Key = std::pair<uint64_t, int32_t>;  // job, task
   struct Identity {
@@ -130,6 +134,9 @@ class LocalExecutor {
   void FailToStart(const TaskAssignment& a, const std::string& why);
   void Terminate(Proc& p, DurationMs grace, bool timed_out);
   void Reap(TimeMs now);
+  // Every second, each task's checkpoint folder: a newer file (or the folder itself, when a file
+  // was renamed into it) is reported as a checkpoint of the task's job.
+  void WatchCheckpoints(TimeMs now);
   // The end of a shim: its exit record reported, its files and groups removed.
   void Finish(const Key& key, const Proc& p, int shim_status);
   void Touch();             // the heartbeat the shims watch

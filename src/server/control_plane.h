@@ -248,6 +248,7 @@ class ControlPlane : public node::ExecutionBackend {
   void ReportTaskExited(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
                         bool timed_out) override;
   void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
+  void ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) override;
 
   // Node agents (control_plane_agents.cc); `p` must hold a node token naming the node (403
   // otherwise; the built-in node is never an agent's). Registration validates and records the

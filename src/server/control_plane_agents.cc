@@ -168,6 +168,9 @@ void ControlPlane::ApplyTaskReport(const TaskReport& r) {
     case TaskEvent::kLost:
       ReportTaskLost(r.job, r.task, r.attempt);
       break;
+    case TaskEvent::kCheckpointed:
+      ReportTaskCheckpointed(r.job, r.task, r.attempt);
+      break;
   }
 }
 

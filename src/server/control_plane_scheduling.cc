@@ -63,6 +63,8 @@ core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster&
   p.walltime = SecondsToMs(j.spec.walltime_seconds);
   p.submit_time = j.spec.submit_time;
   p.not_before = j.not_before;
+  if (pc != nullptr) p.grace_period = SecondsToMs(pc->grace_period_seconds);
+  if (j.spec.grace_period_seconds) p.grace_period = SecondsToMs(*j.spec.grace_period_seconds);
   return p;
 }
 
@@ -86,6 +88,8 @@ bool RunningJobOf(const JobEntry& j, QueueId q, bool orphan, const core::Cluster
   }
   if (j.spec.grace_period_seconds) r.grace_period = SecondsToMs(*j.spec.grace_period_seconds);
   r.terminating = j.state == JobState::kPreempting || j.stopping;
+  // Its last checkpoint as its node saw it (only of this run: an older one was before its start).
+  if (j.last_checkpoint_ms > r.start_time) r.last_checkpoint = j.last_checkpoint_ms;
   for (const std::string& name : j.preempted_queues) {
     QueueId pq;
     if (tree.Find(name, &pq)) r.preempted_queues.push_back(pq);
@@ -147,6 +151,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
   std::vector<core::Constraints> constraints(1);
   std::vector<core::Nomination> nominations;
   std::vector<core::TenantBudget> budgets;
+  std::vector<std::pair<QueueId, DurationMs>> lend_limits;
   std::shared_ptr<Compiled> compiled;
   std::shared_future<Status> promoted;
   const TimeMs now = now_();
@@ -225,6 +230,19 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     }
     nominations = nominations_;
     budgets = BudgetsLocked(now);
+    // Services' reclaim deadlines: their queue lends its idle guarantee only within the shortest.
+    for (const auto& [name, e] : services_.all) {
+      const int64_t deadline = e.service.spec.reclaim_deadline_seconds;
+      QueueId q;
+      if (deadline <= 0 || !tree.Find(e.service.spec.queue, &q)) continue;
+      auto it = std::find_if(lend_limits.begin(), lend_limits.end(),
+                             [&](const auto& l) { return l.first == q; });
+      if (it == lend_limits.end()) {
+        lend_limits.emplace_back(q, SecondsToMs(deadline));
+      } else {
+        it->second = std::min(it->second, SecondsToMs(deadline));
+      }
+    }
     if (!b.empty()) promoted = store_->WriteAsync(std::move(b));
   }
   if (promoted.valid()) ARBITER_RETURN_IF_ERROR(promoted.get());
@@ -236,6 +254,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
   in.constraints = &constraints;
   in.nominations = &nominations;
   in.budgets = budgets.empty() ? nullptr : &budgets;
+  in.lend_grace_limits = lend_limits.empty() ? nullptr : &lend_limits;
   in.now = now;
   core::CycleResult result = core::RunCycle(in, *compiled->profile);
 
@@ -671,6 +690,13 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
   }
   if (!any) out.clear();
   return out;
+}
+
+void ControlPlane::ReportTaskCheckpointed(uint64_t job, int32_t /*task*/, uint64_t attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobEntry* j = jobs_.Find(job);
+  if (j == nullptr || attempt != j->attempt || IsFinal(j->state)) return;
+  j->last_checkpoint_ms = std::max(j->last_checkpoint_ms, now_());
 }
 
 void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {

@@ -49,6 +49,9 @@ struct JobEntry {
   std::optional<int32_t> exit_code;
   int32_t restarts = 0;
   int32_t preemptions = 0;
+  // When its node last saw it write a checkpoint (server time; in memory): a preemption loses
+  // the work since (the core orders victims by it).
+  TimeMs last_checkpoint_ms = 0;
   TimeMs not_before = 0;  // retry backoff
   std::string gpu_model;
   std::vector<PlacedTask> placement;

@@ -264,16 +264,16 @@ TEST_F(ServiceControllerTest, TenantScopedAccess) {
   const Principal sam{"sam", "speech", Role::kMember, "t3"};
   Create({{"name", "chat"}}, &alice);
   EXPECT_TRUE(cp_->GetService(vic, "chat").ok());
-  EXPECT_EQ(cp_->ScaleService(vic, "chat", 2).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(cp_->ScaleService(vic, "chat", ServiceScale{2}).status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(cp_->GetService(sam, "chat").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(cp_->ScaleService(sam, "chat", 2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cp_->ScaleService(sam, "chat", ServiceScale{2}).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE((*cp_->ListServices(sam, ""))["items"].empty());
   EXPECT_EQ(cp_->GatewayRoutes(alice, 0, 0).status().code(), StatusCode::kPermissionDenied);
   EXPECT_TRUE(cp_->GatewayRoutes(node_, 0, 0).ok());
   auto gw = cp_->Authenticate(cp_->InProcessGatewayToken());
   ASSERT_TRUE(gw.ok());
   EXPECT_TRUE(cp_->GatewayRoutes(*gw, 0, 0).ok());
-  EXPECT_TRUE(cp_->ScaleService(alice, "chat", 2).ok());
+  EXPECT_TRUE(cp_->ScaleService(alice, "chat", ServiceScale{2}).ok());
 }
 
 TEST_F(ServiceControllerTest, ServicesAndTheirReplicasSurviveARestart) {

@@ -32,6 +32,8 @@ inline std::string_view QuotaFailureKindName(QuotaFailure::Kind k) {
       return "kBorrow";
     case QuotaFailure::Kind::kCapacity:
       return "kCapacity";
+    case QuotaFailure::Kind::kLendDeadline:
+      return "kLendDeadline";
   }
   return "?";
 }

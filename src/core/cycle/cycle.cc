@@ -98,6 +98,9 @@ class CycleRunner {
         admissible_(tree_, in.cluster, ChecksOf(profile)) {}
 
   CycleResult Run() {
+    if (in_.lend_grace_limits != nullptr) {
+      for (const auto& [q, limit] : *in_.lend_grace_limits) snap_.SetLendGraceLimit(q, limit);
+    }
     LoadRunning();
     BuildDistribution();
     SortQueues();
@@ -352,7 +355,7 @@ class CycleRunner {
     }
     for (GpuModelId m : ModelsOf(j)) {
       const QuotaVec r = JobQuotaRequest(j.resources, j.tasks, m);
-      if (!snap_.quota().Check(j.queue, r).ok()) continue;
+      if (!snap_.quota().Check(j.queue, r, j.grace_period).ok()) continue;
       Admission a;
       const TaskRequest req = RequestOf(j, m);
       if (!PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, nullptr,
@@ -456,11 +459,13 @@ class CycleRunner {
   bool TryModel(const PendingJob& j, uint32_t lifted, ModelTry* t) {
     const GpuModelId m = t->model;
     const QuotaVec r = JobQuotaRequest(j.resources, j.tasks, m);
-    const QuotaFailure qf = snap_.quota().Check(j.queue, r);
+    const QuotaFailure qf = snap_.quota().Check(j.queue, r, j.grace_period);
     if (!qf.ok()) {
-      t->code = qf.kind == QuotaFailure::Kind::kMax      ? VerdictCode::kQuotaExceeded
-                : qf.kind == QuotaFailure::Kind::kBorrow ? VerdictCode::kBorrowLimit
-                                                         : VerdictCode::kNoFeasibleNode;
+      t->code =
+          qf.kind == QuotaFailure::Kind::kMax ? VerdictCode::kQuotaExceeded
+          : qf.kind == QuotaFailure::Kind::kBorrow || qf.kind == QuotaFailure::Kind::kLendDeadline
+              ? VerdictCode::kBorrowLimit
+              : VerdictCode::kNoFeasibleNode;
       t->why = DescribeQuotaFailure(j, qf);
       // A full cluster is a placement problem: it may still get a reservation or preempt.
       t->quota_ok = qf.kind == QuotaFailure::Kind::kCapacity;
@@ -494,7 +499,7 @@ class CycleRunner {
       }
       // Whole nodes: the quota is what they hold, known only now (at least the request).
       const QuotaVec whole = in_.cluster->PlacedQuota(a.tasks);
-      const QuotaFailure wf = snap_.quota().Check(j.queue, whole);
+      const QuotaFailure wf = snap_.quota().Check(j.queue, whole, j.grace_period);
       if (wf.ok()) {
         Admit(j, m, whole, std::move(a));
         txn.Commit();

@@ -48,6 +48,9 @@ struct CycleInput {
   const std::vector<Nomination>* nominations = nullptr;
   // Per tenant (indexed by the tenant's QueueId), its budget state; may be null: no budgets.
   const std::vector<TenantBudget>* budgets = nullptr;
+  // Queues that lend their idle guarantee only to jobs whose grace period is within a deadline
+  // (a service's reclaim_deadline_seconds), with that deadline; may be null: none.
+  const std::vector<std::pair<QueueId, DurationMs>>* lend_grace_limits = nullptr;
   PreemptionOptions preemption;
   struct Backfill {
     bool enabled = true;

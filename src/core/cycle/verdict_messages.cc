@@ -55,6 +55,12 @@ std::string QuotaFailureMessage(const QuotaTree& tree, const PendingJob& j, cons
                        tree.FormatAmount(f.dim, f.limit), unit,
                        tree.FormatAmount(f.dim, f.requested));
   }
+  if (f.kind == QuotaFailure::Kind::kLendDeadline) {
+    return fmt::format(
+        "what is free is {} {}'s idle guarantee, lent only to jobs that stop within {} s (its "
+        "services' reclaim_deadline_seconds); this job's grace period is {} s",
+        what, n.name, f.limit / 1000.0, j.grace_period / 1000.0);
+  }
   if (f.kind == QuotaFailure::Kind::kMax) {
     return fmt::format("{} {} uses {} of max {}{}; this job needs {} more", what, n.name,
                        tree.FormatAmount(f.dim, f.used), tree.FormatAmount(f.dim, f.limit), unit,

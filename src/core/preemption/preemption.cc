@@ -36,13 +36,17 @@ QueueId Accountant(const QuotaTree& tree, QueueId q, int d) {
 }  // namespace
 
 bool Preemptor::QueueBorrowing(const Snapshot& snap, QueueId q, const QuotaVec& uses) const {
+  bool any_configured = false;
   for (int d = 0; d < tree_.num_dims(); ++d) {
     if (uses[d] <= 0) continue;
     const QueueId a = Accountant(tree_, q, d);
     if (a == QuotaTree::kRoot) continue;
+    any_configured = true;
     if (snap.quota().usage(a)[d] > tree_.node(a).guaranteed[d]) return true;
   }
-  return false;
+  // A queue whose tenant guarantees it nothing on the GPU dimension it uses runs on what
+  // others are guaranteed, or on what nobody is: borrowed either way.
+  return !any_configured && uses[kDimGpu] > 0;
 }
 
 bool Preemptor::WithinGuarantee(const Snapshot& snap, QueueId q, const QuotaVec& r) const {
@@ -68,16 +72,24 @@ std::vector<Preemptor::Candidate> Preemptor::Candidates(const Snapshot& snap,
                                                         const std::vector<bool>& taken) const {
   const PendingJob& j = *req.job;
   const bool may_reclaim = WithinGuarantee(snap, j.queue, req.quota);
+  // A queue that lends within a reclaim deadline takes its GPUs back whatever the borrowers'
+  // minimum runtime: they were lent on that condition.
+  bool deadline = false;
+  for (QueueId a = j.queue;; a = tree_.node(a).parent) {
+    deadline = deadline || snap.quota().LendGraceLimit(a) > 0;
+    if (a == QuotaTree::kRoot) break;
+  }
   std::vector<Candidate> out;
   for (uint32_t i = 0; i < running_.size(); ++i) {
     const RunningJob& v = running_[i];
     if (taken[i] || v.terminating || !v.preemptible) continue;
-    if (now_ - v.start_time < v.min_runtime) continue;
+    const bool young = now_ - v.start_time < v.min_runtime;
+    if (young && !(deadline && may_reclaim && v.queue != j.queue)) continue;
     if (v.queue == j.queue) {
       if (v.priority < j.priority) out.push_back({i, PreemptionReason::kPriority});
       continue;
     }
-    if (j.preempts_anywhere && v.priority < j.priority) {
+    if (j.preempts_anywhere && v.priority < j.priority && !young) {
       out.push_back({i, PreemptionReason::kAnywhere});
       continue;
     }
@@ -113,7 +125,7 @@ void Preemptor::RestoreJob(Snapshot& snap, const RunningJob& v) const {
 
 bool Preemptor::Fits(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
                      const PreemptionRequest& req, int* trials) const {
-  if (!snap.quota().Check(req.job->queue, req.quota).ok()) return false;
+  if (!snap.quota().Check(req.job->queue, req.quota, req.job->grace_period).ok()) return false;
   if (++*trials > options_.max_placement_trials) return false;
   Snapshot::Txn probe(snap);  // never committed: only asks whether the gang fits
   std::vector<TaskPlacement> tasks;

@@ -4,10 +4,13 @@
 //   kPriority  a running job of j's own queue with a lower priority;
 //   kAnywhere  when j's class preempts anywhere: a lower-priority job of any queue;
 //   kReclaim   when j's queue stays within its guarantee with r added: a job of another queue while
-//              that queue uses more than its guarantee (runs on borrowed capacity), any priority.
-// Never a victim: a non-preemptible job, a job running for less than its minimum runtime, a job
-// already terminating, and (the loop guard) a job that itself started by preempting j's queue,
-// unless j's queue's fair share is below the victim queue's by more than the tolerance.
+//              that queue uses more than its guarantee (runs on borrowed capacity; a queue with
+//              no GPU guarantee configured up to its tenant always does), any priority.
+// Never a victim: a non-preemptible job, a job running for less than its minimum runtime (except
+// for a reclaim by a queue that lends within a reclaim deadline, QuotaState::SetLendGraceLimit:
+// its GPUs were lent on that condition), a job already terminating, and (the loop guard) a job
+// that itself started by preempting j's queue, unless j's queue's fair share is below the victim
+// queue's by more than the tolerance.
 //
 // The victim set: candidates in order of (priority ascending, lost work ascending, start time
 // descending, id), where lost work = now - max(start, last checkpoint). Victims are taken in that

@@ -267,6 +267,70 @@ int64_t QuotaState::Available(QueueId n, int d) const {
   return avail;
 }
 
+void QuotaState::SetLendGraceLimit(QueueId n, DurationMs limit_ms) {
+  for (auto it = lend_limits_.begin(); it != lend_limits_.end(); ++it) {
+    if (it->first == n) {
+      if (limit_ms > 0) {
+        it->second = limit_ms;
+      } else {
+        lend_limits_.erase(it);
+      }
+      return;
+    }
+  }
+  if (limit_ms > 0) lend_limits_.emplace_back(n, limit_ms);
+}
+
+DurationMs QuotaState::LendGraceLimit(QueueId n) const {
+  for (const auto& [q, limit] : lend_limits_) {
+    if (q == n) return limit;
+  }
+  return 0;
+}
+
+QuotaFailure QuotaState::Check(QueueId leaf, const QuotaVec& r, DurationMs grace) const {
+  QuotaFailure f = Check(leaf, r);
+  if (!f.ok() || lend_limits_.empty()) return f;
+  for (int d = 0; d < tree_->num_dims(); ++d) {
+    if (r[d] <= 0) continue;
+    int64_t held = 0;
+    QueueId first;
+    DurationMs first_limit = 0;
+    for (const auto& [x, limit] : lend_limits_) {
+      if (limit >= grace) continue;
+      bool above = false;  // x is leaf or one of its ancestors: its guarantee is the job's own
+      for (QueueId a = leaf;; a = tree_->node(a).parent) {
+        if (a == x) above = true;
+        if (a == QuotaTree::kRoot || above) break;
+      }
+      const QuotaNode& xn = tree_->node(x);
+      if (above || !xn.configured[static_cast<size_t>(d)]) continue;
+      const int64_t idle = std::max<int64_t>(
+          0, std::min(xn.guaranteed[d], xn.lending_limit[d]) - usage_[x.value()][d]);
+      if (idle > 0 && held == 0) {
+        first = x;
+        first_limit = limit;
+      }
+      held += idle;
+    }
+    if (held == 0) continue;
+    const QuotaNode& ln = tree_->node(leaf);
+    const int64_t own =
+        std::min(ln.max[d] - usage_[leaf.value()][d],
+                 std::max<int64_t>(0, ln.local_quota[d] - pool_usage_[leaf.value()][d]));
+    const int64_t avail = std::max(own, Available(leaf, d) - held);
+    if (r[d] <= avail) continue;
+    f.kind = QuotaFailure::Kind::kLendDeadline;
+    f.node = first;
+    f.dim = d;
+    f.used = usage_[first.value()][d];
+    f.limit = first_limit;
+    f.requested = r[d];
+    return f;
+  }
+  return f;
+}
+
 int64_t QuotaState::Borrowed(QueueId n, int d) const {
   const QuotaNode& node = tree_->node(n);
   if (n != QuotaTree::kRoot && !node.configured[static_cast<size_t>(d)]) return 0;

@@ -97,7 +97,9 @@ class QuotaTree {
 struct QuotaFailure {
   // kMax: a max binds. kBorrow: not enough may be borrowed. kCapacity: the cluster itself has
   // less of the dimension free than requested (node = root, limit = capacity).
-  enum class Kind { kNone, kMax, kBorrow, kCapacity };
+  // kLendDeadline: the capacity left is a queue's idle guarantee that it lends only to jobs whose
+  // grace period is within its reclaim deadline (node = that queue, limit = the deadline in ms).
+  enum class Kind { kNone, kMax, kBorrow, kCapacity, kLendDeadline };
   Kind kind = Kind::kNone;
   QueueId node;  // the node whose limit binds
   int dim = 0;
@@ -120,6 +122,16 @@ class QuotaState {
 
   // Whether `r` can be admitted at `leaf`; on failure, the binding limit.
   QuotaFailure Check(QueueId leaf, const QuotaVec& r) const;
+  // The same for a job whose grace period (SIGTERM to SIGKILL) is `grace`: the idle guarantee of
+  // a queue that lends only within a shorter deadline (SetLendGraceLimit) is not available to it,
+  // unless that queue is `leaf` or above it. Conservative: the whole idle guarantee of each such
+  // lender is held back from what the pools offer, the job's own local quota always counts.
+  QuotaFailure Check(QueueId leaf, const QuotaVec& r, DurationMs grace) const;
+
+  // Node `n` lends its idle guarantee only to jobs with a grace period of at most `limit_ms`
+  // (a service's reclaim_deadline_seconds): lent GPUs come back within it. 0: no limit.
+  void SetLendGraceLimit(QueueId n, DurationMs limit_ms);
+  DurationMs LendGraceLimit(QueueId n) const;
 
   // avail(n, d) as defined above.
   int64_t Available(QueueId n, int d) const;
@@ -137,8 +149,9 @@ class QuotaState {
   const QuotaTree* tree_;
   QuotaVec capacity_;
   QuotaVec root_subtree_quota_;
-  std::vector<QuotaVec> usage_;       // U(n)
-  std::vector<QuotaVec> pool_usage_;  // K(n)
+  std::vector<QuotaVec> usage_;                              // U(n)
+  std::vector<QuotaVec> pool_usage_;                         // K(n)
+  std::vector<std::pair<QueueId, DurationMs>> lend_limits_;  // nodes with a lending deadline
 };
 
 }  // namespace arbiter::core

@@ -608,5 +608,43 @@ TEST_P(QuotaTreeBuildErrorTest, NamesTheField) {
 INSTANTIATE_TEST_SUITE_P(Cases, QuotaTreeBuildErrorTest, ::testing::ValuesIn(BuildErrorCases()),
                          [](const auto& p) { return p.param.name; });
 
+// A queue that lends within a reclaim deadline: its idle guarantee goes only to jobs whose grace
+// period is within it; its own jobs and everything else in the pools are unaffected.
+TEST(QuotaStateTest, ALendingDeadlineKeepsSlowToStopJobsOffTheIdleGuarantee) {
+  const QuotaTree tree = TreeBuilder()
+                             .Tenant("ml")
+                             .Queue("serving", "ml")
+                             .Guaranteed("gpu", 12000)
+                             .Queue("training", "ml")
+                             .Guaranteed("gpu", 2000)
+                             .Build(kModels);
+  const QueueId serving = QueueNamed(tree, "serving");
+  const QueueId training = QueueNamed(tree, "training");
+  QuotaState state(tree, Capacity());  // 16 GPUs: 12 serving's, 2 training's, 2 nobody's
+  state.SetLendGraceLimit(serving, SecondsToMs(10));
+  EXPECT_EQ(state.LendGraceLimit(serving), SecondsToMs(10));
+  QuotaVec r;
+  r[kDimGpu] = 8000;
+  // Within the deadline: it borrows serving's idle GPUs as any job would.
+  EXPECT_TRUE(state.Check(training, r, SecondsToMs(5)).ok());
+  // A 30 s grace: only its own 2 and the 2 nobody guarantees.
+  QuotaFailure f = state.Check(training, r, SecondsToMs(30));
+  EXPECT_EQ(f.kind, QuotaFailure::Kind::kLendDeadline);
+  EXPECT_EQ(f.node, serving);
+  EXPECT_EQ(f.limit, SecondsToMs(10));
+  r[kDimGpu] = 4000;
+  EXPECT_TRUE(state.Check(training, r, SecondsToMs(30)).ok());
+  // The service's own queue is not limited by its own deadline.
+  r[kDimGpu] = 12000;
+  EXPECT_TRUE(state.Check(serving, r, SecondsToMs(300)).ok());
+  // Once serving uses its guarantee there is nothing of it to hold back.
+  state.Add(serving, r);
+  r[kDimGpu] = 4000;
+  EXPECT_TRUE(state.Check(training, r, SecondsToMs(30)).ok());
+  // The limit lifted: as before.
+  state.SetLendGraceLimit(serving, 0);
+  EXPECT_EQ(state.LendGraceLimit(serving), 0);
+}
+
 }  // namespace
 }  // namespace arbiter::core
