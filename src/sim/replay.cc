@@ -56,12 +56,7 @@ Status ResolveQueues(const Trace& trace, const core::Cluster& cluster, const cor
     rq.id = q;
     rq.name = j.queue;
     rq.tenant = tenant;
-    // Entitlement: the guarantee of any model, or the sum of the per-model ones when larger.
-    int64_t per_model = 0;
-    for (size_t m = 0; m < cluster.models().size(); ++m) {
-      per_model += node.guaranteed[core::ModelDim(GpuModelId(static_cast<uint16_t>(m)))];
-    }
-    rq.guaranteed_gpu_milli = std::max(node.guaranteed[core::kDimGpu], per_model);
+    rq.guaranteed_gpu_milli = replay_math::Entitlement(node, cluster);
     queues->push_back(std::move(rq));
   }
   return Status::Ok();
@@ -167,9 +162,40 @@ struct JobRun {
   int64_t alloc_milli = 0;
   std::vector<QueueId> preempted_queues;  // queues its preemption took from (the loop guard)
   std::string reason;                     // why it was dropped
+  // A service's replica: the service (-1: a trace job), whether it serves, when a reclaim for it
+  // was decided (-1: none pending).
+  int32_t service = -1;
+  bool ready = false;
+  bool ready_once = false;
+  TimeMs reclaim_at = -1;
 };
 
-enum class EventKind : uint8_t { kEnd, kStop };
+// kReady: a replica's start-up delay has passed.
+enum class EventKind : uint8_t { kEnd, kStop, kReady };
+
+// What happens to one service as the replay goes.
+struct ServiceRun {
+  core::Autoscaler autoscaler;
+  RequestQueue queue;
+  std::vector<uint32_t> replicas;  // live replicas (pending or running), in order of submission
+  int32_t ready = 0;
+  int32_t desired = 0;
+  int32_t desired_max = 0;
+  int64_t scale_ups = 0;
+  int64_t scale_downs = 0;
+  int64_t reclaim_victims = 0;
+  std::string never_fits;  // non-empty: no replica can be placed, even on the empty cluster
+  std::vector<int32_t> ready_by_second;
+  std::vector<double> scale_up;  // seconds
+  std::vector<double> reclaim;   // seconds
+  int64_t alloc = 0;             // GPU milli of its running replicas
+  Int128 alloc_int = 0;
+
+  ServiceRun(const ReplayService& s, TimeMs start)
+      : autoscaler(s.autoscaling, s.min_replicas, s.max_replicas),
+        queue(&s.requests, s.max_concurrency, s.request_queue.max, s.request_queue.timeout_ms,
+              s.slo_ms, start) {}
+};
 
 struct Event {
   TimeMs time = 0;
@@ -211,6 +237,18 @@ class Replayer {
   ReplayReport Run(std::string_view policy);
 
  private:
+  // The job of index j: the trace's, then the replicas'.
+  const ReplayJob& Job(uint32_t j) const {
+    return j < w_.jobs.size() ? w_.jobs[j] : replica_jobs_[j - w_.jobs.size()];
+  }
+  void StartServices(TimeMs start);
+  void AdvanceServices(TimeMs t);
+  bool ServiceTick(TimeMs t);
+  bool ScaleTo(size_t k, int32_t desired, TimeMs t);
+  void SubmitReplica(size_t k, TimeMs t);
+  void RemoveReplica(size_t k, TimeMs t);
+  void SetReady(uint32_t j, bool ready);
+  void ServiceOutcomes(ReplayReport* rep) const;
   void Integrate(TimeMs t);
   void Arrive(uint32_t j, TimeMs t);
   bool Valid(const Event& e) const;
@@ -284,6 +322,13 @@ class Replayer {
   int64_t capacity_ = 0;
   AllocSeriesBuilder series_;
   AllocSeriesBuilder arrival_series_;  // until the last submit time
+  // Services: their replicas' jobs (index w_.jobs.size() + i), their state, the next per-second
+  // tick and the last one.
+  std::vector<ReplayJob> replica_jobs_;
+  std::vector<ServiceRun> svc_;
+  TimeMs service_tick_ = kNever;
+  TimeMs service_end_ = 0;
+  TimeMs service_start_ = 0;
 };
 
 void Replayer::Integrate(TimeMs t) {
@@ -292,6 +337,7 @@ void Replayer::Integrate(TimeMs t) {
   series_.Add(last_, t, alloc_);
   arrival_series_.Add(last_, t, alloc_);
   alloc_int_ += Int128{alloc_} * dt;
+  for (ServiceRun& r : svc_) r.alloc_int += Int128{r.alloc} * dt;
   if (waiting_ > 0) idle_while_waiting_int_ += Int128{capacity_ - alloc_} * dt;
   for (size_t q = 0; q < w_.queues.size(); ++q) {
     queue_alloc_int_[q] += Int128{queue_alloc_[q]} * dt;
@@ -307,8 +353,8 @@ void Replayer::AddPending(uint32_t j, TimeMs t) {
   runs_[j].state = JobState::kPending;
   runs_[j].pending_since = t;
   pending_pos_[j] = static_cast<int64_t>(pending_.size());
-  pending_.push_back(w_.jobs[j].pending);
-  ++queue_pending_[w_.jobs[j].queue];
+  pending_.push_back(Job(j).pending);
+  ++queue_pending_[Job(j).queue];
   ++waiting_;
 }
 
@@ -321,7 +367,7 @@ void Replayer::RemovePending(uint32_t j, TimeMs t) {
   }
   pending_.pop_back();
   pending_pos_[j] = -1;
-  --queue_pending_[w_.jobs[j].queue];
+  --queue_pending_[Job(j).queue];
   --waiting_;
 }
 
@@ -334,7 +380,9 @@ void Replayer::RemoveRunning(uint32_t j) {
   running_.pop_back();
   running_pos_[j] = -1;
   alloc_ -= runs_[j].alloc_milli;
-  queue_alloc_[w_.jobs[j].queue] -= runs_[j].alloc_milli;
+  queue_alloc_[Job(j).queue] -= runs_[j].alloc_milli;
+  if (runs_[j].service >= 0)
+    svc_[static_cast<size_t>(runs_[j].service)].alloc -= runs_[j].alloc_milli;
 }
 
 // A job that no cycle can start, even alone on the empty cluster: the verdict says why. Cached
@@ -384,6 +432,7 @@ void Replayer::Arrive(uint32_t j, TimeMs t) {
 bool Replayer::Valid(const Event& e) const {
   const JobRun& s = runs_[e.job];
   if (s.state != JobState::kRunning || s.gen != e.gen) return false;
+  if (e.kind == EventKind::kReady) return !s.ready;
   if (e.kind == EventKind::kStop) {
     return running_[static_cast<size_t>(running_pos_[e.job])].terminating;
   }
@@ -392,6 +441,10 @@ bool Replayer::Valid(const Event& e) const {
 
 void Replayer::Apply(const Event& e) {
   JobRun& s = runs_[e.job];
+  if (e.kind == EventKind::kReady) {
+    SetReady(e.job, true);
+    return;
+  }
   if (e.kind == EventKind::kEnd) {
     RemoveRunning(e.job);
     s.state = JobState::kEnded;
@@ -401,6 +454,7 @@ void Replayer::Apply(const Event& e) {
   }
   // A victim stops: its run is lost (no checkpoints), and it queues again with its submit time.
   lost_int_ += Int128{s.alloc_milli} * (e.time - s.start);
+  if (s.ready) SetReady(e.job, false);
   RemoveRunning(e.job);
   AddPending(e.job, e.time);
 }
@@ -482,7 +536,7 @@ void Replayer::StartAdmitted(size_t from, TimeMs t) {
   for (size_t k = from; k < running_.size(); ++k) {
     core::RunningJob& rj = running_[k];
     const auto j = static_cast<uint32_t>(rj.id.value() - 1);
-    const ReplayJob& job = w_.jobs[j];
+    const ReplayJob& job = Job(j);
     JobRun& s = runs_[j];
     rj.min_runtime = job.min_runtime;
     rj.grace_period = job.grace_period;
@@ -500,6 +554,15 @@ void Replayer::StartAdmitted(size_t from, TimeMs t) {
     }
     alloc_ += s.alloc_milli;
     queue_alloc_[job.queue] += s.alloc_milli;
+    if (s.service >= 0) {
+      // A replica runs until it is removed; it serves after its start-up delay.
+      ServiceRun& sr = svc_[static_cast<size_t>(s.service)];
+      sr.alloc += s.alloc_milli;
+      if (s.reclaim_at >= 0) sr.reclaim.push_back(Seconds(t - s.reclaim_at));
+      s.reclaim_at = -1;
+      Push(t + o_.replica_startup, EventKind::kReady, j);
+      continue;
+    }
     const DurationMs walltime = job.pending.walltime;
     s.timed_out = walltime > 0 && walltime < job.duration;
     Push(t + (s.timed_out ? walltime : job.duration), EventKind::kEnd, j);
@@ -516,13 +579,19 @@ void Replayer::ApplyDecisions(const core::CycleResult& r, TimeMs t) {
   for (const core::PreemptionDecision& d : r.preemptions) {
     ++decisions_;
     nominations_.push_back({d.preemptor, d.victims});
-    runs_[d.preemptor.value() - 1].preempted_queues = d.victim_queues;
+    JobRun& pre = runs_[d.preemptor.value() - 1];
+    pre.preempted_queues = d.victim_queues;
+    if (pre.service >= 0 && d.reason == core::PreemptionReason::kReclaim) {
+      if (pre.reclaim_at < 0) pre.reclaim_at = t;
+      svc_[static_cast<size_t>(pre.service)].reclaim_victims +=
+          static_cast<int64_t>(d.victims.size());
+    }
     for (JobId v : d.victims) {
       const auto j = static_cast<uint32_t>(v.value() - 1);
       ++runs_[j].preempted;
       ++preemptions_;
       ++by_reason_[static_cast<size_t>(d.reason)];
-      ++queue_preempted_[w_.jobs[j].queue];
+      ++queue_preempted_[Job(j).queue];
       const core::RunningJob& rj = running_[static_cast<size_t>(running_pos_[j])];
       Push(t + rj.grace_period, EventKind::kStop, j);
     }
@@ -541,15 +610,147 @@ void Replayer::ReportProgress(TimeMs t) const {
   o_.progress(p);
 }
 
+// Services start with the replay: a tick every second from the start until a while after the
+// last request (the autoscaler's windows and grace, and a replica's start-up, to scale down).
+void Replayer::StartServices(TimeMs start) {
+  if (w_.services.empty()) return;
+  service_start_ = start;
+  service_end_ = start;
+  for (const ReplayService& s : w_.services) {
+    svc_.emplace_back(s, start);
+    const TimeMs last = s.requests.empty() ? start : s.requests.back().arrival;
+    const DurationMs tail =
+        (s.autoscaled ? s.autoscaling.stable_window_ms + s.autoscaling.scale_to_zero_grace_ms : 0) +
+        o_.replica_startup + SecondsToMs(60);
+    service_end_ = std::max(service_end_, last + tail);
+  }
+  service_tick_ = start;
+}
+
+void Replayer::AdvanceServices(TimeMs t) {
+  for (ServiceRun& r : svc_) r.queue.AdvanceTo(t);
+}
+
+// One second of every service: a sample of its load, a decision (the fixed count, the static
+// arm's, or the autoscaler's), replicas submitted or removed to match. True when replicas were.
+bool Replayer::ServiceTick(TimeMs t) {
+  bool changed = false;
+  for (size_t k = 0; k < svc_.size(); ++k) {
+    ServiceRun& r = svc_[k];
+    const ReplayService& s = w_.services[k];
+    const core::AutoscaleSample sample = r.queue.TakeSample();
+    int32_t desired = s.replicas;
+    if (o_.static_replicas >= 0) {
+      desired = o_.static_replicas;
+    } else if (s.autoscaled && t > service_start_) {
+      r.autoscaler.Record(sample);
+      desired = r.autoscaler.Decide(t, r.ready, r.desired, r.queue.waiting()).desired;
+    }
+    if (t > service_start_) {
+      if (desired > r.desired) ++r.scale_ups;
+      if (desired < r.desired) ++r.scale_downs;
+    }
+    changed = ScaleTo(k, desired, t) || changed;
+    r.ready_by_second.push_back(r.ready);
+  }
+  service_tick_ = t + 1000 <= service_end_ ? t + 1000 : kNever;
+  return changed;
+}
+
+bool Replayer::ScaleTo(size_t k, int32_t desired, TimeMs t) {
+  ServiceRun& r = svc_[k];
+  r.desired = desired;
+  r.desired_max = std::max(r.desired_max, desired);
+  bool changed = false;
+  while (r.never_fits.empty() && static_cast<int32_t>(r.replicas.size()) < desired) {
+    SubmitReplica(k, t);
+    changed = true;
+  }
+  while (static_cast<int32_t>(r.replicas.size()) > desired) {
+    RemoveReplica(k, t);
+    changed = true;
+  }
+  return changed;
+}
+
+// A replica joins the pending list as a job of type service in the service's queue.
+void Replayer::SubmitReplica(size_t k, TimeMs t) {
+  const ReplayService& s = w_.services[k];
+  ServiceRun& r = svc_[k];
+  const auto j = static_cast<uint32_t>(w_.jobs.size() + replica_jobs_.size());
+  ReplayJob job;
+  job.name = fmt::format("{}-{}", s.name, r.replicas.size());
+  job.pending = s.replica;
+  job.pending.id = JobId(j + 1);
+  job.pending.submit_time = t;
+  job.min_runtime = s.min_runtime;
+  job.grace_period = s.grace_period;
+  job.queue = s.queue;
+  r.never_fits = NeverFits(job.pending, t);
+  if (!r.never_fits.empty()) return;
+  replica_jobs_.push_back(std::move(job));
+  runs_.emplace_back();
+  pending_pos_.push_back(-1);
+  running_pos_.push_back(-1);
+  runs_[j].service = static_cast<int32_t>(k);
+  AddPending(j, t);
+  r.replicas.push_back(j);
+}
+
+// Scale-down removes a pending replica first, then one starting, then a ready one, newest first.
+// Its GPUs are free at once; the requests it serves finish (RequestQueue drains them).
+void Replayer::RemoveReplica(size_t k, TimeMs t) {
+  std::vector<uint32_t>& reps = svc_[k].replicas;
+  auto newest = [&](auto pred) -> size_t {
+    for (size_t i = reps.size(); i-- > 0;) {
+      if (pred(runs_[reps[i]])) return i;
+    }
+    return reps.size();
+  };
+  size_t i = newest([](const JobRun& s) { return s.state == JobState::kPending; });
+  if (i == reps.size()) i = newest([](const JobRun& s) { return !s.ready; });
+  if (i == reps.size()) i = reps.size() - 1;
+  const uint32_t j = reps[i];
+  reps.erase(reps.begin() + static_cast<std::ptrdiff_t>(i));
+  JobRun& s = runs_[j];
+  if (s.state == JobState::kPending) {
+    RemovePending(j, t);
+    const JobId id(j + 1);
+    std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == id; });
+  } else if (s.state == JobState::kRunning) {
+    if (s.ready) SetReady(j, false);
+    RemoveRunning(j);
+  }
+  s.state = JobState::kEnded;
+  s.end = t;
+  s.reclaim_at = -1;
+  ++s.gen;
+}
+
+void Replayer::SetReady(uint32_t j, bool ready) {
+  JobRun& s = runs_[j];
+  if (s.ready == ready) return;
+  s.ready = ready;
+  ServiceRun& r = svc_[static_cast<size_t>(s.service)];
+  r.ready += ready ? 1 : -1;
+  if (ready && !s.ready_once) {
+    // Scale-up time: from the decision that submitted the replica to its first ready moment.
+    s.ready_once = true;
+    r.scale_up.push_back(Seconds(now_ - Job(j).pending.submit_time));
+  }
+  r.queue.SetReady(r.ready);
+}
+
 ReplayReport Replayer::Run(std::string_view policy) {
   const size_t n = w_.jobs.size();
   now_ = n > 0 ? w_.jobs.front().pending.submit_time : 0;
   last_ = now_;
   history_time_ = now_;
+  StartServices(now_);
   TimeMs tick = kNever;
   while (true) {
     while (!events_.empty() && !Valid(events_.top())) events_.pop();
-    TimeMs t = tick;
+    TimeMs t = std::min(tick, service_tick_);
     if (next_arrival_ < n) t = std::min(t, w_.jobs[next_arrival_].pending.submit_time);
     if (!events_.empty()) t = std::min(t, events_.top().time);
     if (t == kNever) break;
@@ -561,6 +762,7 @@ ReplayReport Replayer::Run(std::string_view policy) {
     }
     Integrate(t);
     now_ = t;
+    AdvanceServices(t);
     bool changed = false;
     for (; next_arrival_ < n && w_.jobs[next_arrival_].pending.submit_time == t; ++next_arrival_) {
       Arrive(static_cast<uint32_t>(next_arrival_), t);
@@ -573,14 +775,19 @@ ReplayReport Replayer::Run(std::string_view policy) {
       Apply(e);
       changed = true;
     }
+    if (service_tick_ == t) changed = ServiceTick(t) || changed;
     const bool periodic = tick == t;
     if (!changed && !periodic) continue;
     if (!pending_.empty()) Cycle(t);
     tick = NextTick(t);
     // Jobs wait, nothing runs, nothing is to come and the last cycle decided nothing: they can
     // never start.
-    if (!pending_.empty() && running_.empty() && next_arrival_ == n && !dirty_) break;
+    if (!pending_.empty() && running_.empty() && next_arrival_ == n && !dirty_ &&
+        service_tick_ == kNever) {
+      break;
+    }
   }
+  AdvanceServices(now_);
   if (o_.progress) ReportProgress(now_);
   return Report(policy);
 }
@@ -634,6 +841,65 @@ void Replayer::JobOutcomes(ReplayReport* rep, Samples* all, std::vector<Samples>
     for (Samples* g : {all, &q, &t}) g->jct.push_back(jct);
   }
   rep->unfinished = static_cast<int64_t>(rep->unfinished_jobs.size());
+}
+
+// Per service: requests against the SLO, replicas over time, scale-up and reclaim times.
+void Replayer::ServiceOutcomes(ReplayReport* rep) const {
+  for (size_t k = 0; k < svc_.size(); ++k) {
+    const ReplayService& s = w_.services[k];
+    const ServiceRun& r = svc_[k];
+    ServiceReport sr;
+    sr.name = s.name;
+    sr.queue = w_.queues[s.queue].name;
+    if (o_.static_replicas >= 0) {
+      sr.scaling = fmt::format("static {}", o_.static_replicas);
+    } else if (s.autoscaled) {
+      sr.scaling = fmt::format("autoscaled {}..{}", s.min_replicas, s.max_replicas);
+    } else {
+      sr.scaling = fmt::format("fixed {}", s.replicas);
+    }
+    sr.lending = s.lending;
+    sr.note = r.never_fits;
+    sr.slo_latency_ms = s.slo_ms;
+    RequestOutcomes o = r.queue.Outcomes();
+    sr.requests = o.arrived;
+    sr.served = o.served;
+    sr.within_slo = o.within_slo;
+    sr.timed_out = o.timed_out;
+    sr.rejected = o.rejected;
+    sr.waiting_at_end = o.waiting_at_end;
+    sr.within_slo_pct =
+        o.arrived > 0 ? 100.0 * static_cast<double>(o.within_slo) / static_cast<double>(o.arrived)
+                      : 0;
+    sr.wait = Stats::Of(std::move(o.wait_seconds));
+    sr.latency = Stats::Of(std::move(o.latency_seconds));
+    const std::vector<int32_t>& ready = r.ready_by_second;
+    if (!ready.empty()) {
+      sr.ready_min = *std::min_element(ready.begin(), ready.end());
+      sr.ready_max = *std::max_element(ready.begin(), ready.end());
+      sr.ready_avg =
+          std::accumulate(ready.begin(), ready.end(), 0.0) / static_cast<double>(ready.size());
+      // The series: averages of `step` seconds, at most max_series_points of them.
+      const size_t max_points = std::max<size_t>(2, o_.max_series_points);
+      const size_t step = (ready.size() + max_points - 1) / max_points;
+      sr.series_step_seconds = static_cast<double>(step);
+      for (size_t i = 0; i < ready.size(); i += step) {
+        const size_t e = std::min(ready.size(), i + step);
+        sr.ready_series.push_back(std::accumulate(ready.begin() + static_cast<std::ptrdiff_t>(i),
+                                                  ready.begin() + static_cast<std::ptrdiff_t>(e),
+                                                  0.0) /
+                                  static_cast<double>(e - i));
+      }
+    }
+    sr.desired_max = r.desired_max;
+    sr.scale_ups = r.scale_ups;
+    sr.scale_downs = r.scale_downs;
+    sr.scale_up = Stats::Of(r.scale_up);
+    sr.reclaim = Stats::Of(r.reclaim);
+    sr.reclaim_victims = r.reclaim_victims;
+    sr.gpu_hours = static_cast<double>(r.alloc_int) / kMilliPerGpu / kMsPerHour;
+    rep->services.push_back(std::move(sr));
+  }
 }
 
 // Per queue: waits, shares against the entitlement; and Jain's index over the queues.
@@ -696,9 +962,13 @@ ReplayReport Replayer::Report(std::string_view policy) const {
     rep.types.push_back(std::move(g));
   }
   QueueOutcomes(&rep, &by_queue);
+  ServiceOutcomes(&rep);
   const Int128 window = rep.end - rep.start;
   rep.gpu_alloc_pct = Percent(alloc_int_, Int128{capacity_} * window);
   rep.gpu_hours_allocated = static_cast<double>(alloc_int_) / kMilliPerGpu / kMsPerHour;
+  Int128 services_int = 0;
+  for (const ServiceRun& r : svc_) services_int += r.alloc_int;
+  rep.gpu_hours_jobs = static_cast<double>(alloc_int_ - services_int) / kMilliPerGpu / kMsPerHour;
   rep.gpu_hours_idle_while_waiting =
       static_cast<double>(idle_while_waiting_int_) / kMilliPerGpu / kMsPerHour;
   rep.gpu_hours_lost_to_preemption = static_cast<double>(lost_int_) / kMilliPerGpu / kMsPerHour;

@@ -49,6 +49,7 @@
 #include "core/types.h"
 #include "model/priority.h"
 #include "model/queue.h"
+#include "sim/replay_services.h"
 #include "sim/trace.h"
 
 namespace arbiter::sim {
@@ -97,6 +98,8 @@ struct ReplayWorkload {
   // The trace's typical tasks (one sample per task, the 95% most frequent shapes), which fgd
   // measures fragmentation against.
   core::TaskDistribution typical;
+  // Online services (CompileServices, sim/replay_services.h); their queues are in `queues`.
+  std::vector<ReplayService> services;
 };
 
 // Compiles a trace. Errors name the trace's file, line and column: an unknown priority class, a
@@ -127,6 +130,11 @@ struct ReplayOptions {
   // Most points of each GPU allocation time series (ReplayReport::alloc_series and
   // arrival_alloc_series), >= 2.
   size_t max_series_points = 1000;
+  // Services: a replica is ready (serves requests) this long after it is placed.
+  DurationMs replica_startup = SecondsToMs(60);
+  // >= 0: every service runs this many replicas throughout, without autoscaling (the static arm
+  // of a comparison); -1: as each service's spec says.
+  int32_t static_replicas = -1;
 };
 
 // The GPU allocation over time, in equal steps from the first submit: point i is the
@@ -207,6 +215,41 @@ struct QueueReport {
   double waiting_time_pct = 0;  // of the makespan, with at least one job waiting
 };
 
+// One service's figures over the replay (docs/simulator.md, "Services in the replay").
+struct ServiceReport {
+  std::string name;
+  std::string queue;
+  std::string scaling;  // "autoscaled 0..8", "fixed 3", "static 3"
+  std::string lending;  // how its queue lends its idle guarantee
+  std::string note;     // non-empty: why no replica could be placed
+  int64_t slo_latency_ms = 0;
+  int64_t requests = 0;  // arrived
+  int64_t served = 0;
+  int64_t within_slo = 0;
+  int64_t timed_out = 0;
+  int64_t rejected = 0;
+  int64_t waiting_at_end = 0;
+  double within_slo_pct = 0;  // of the requests that arrived
+  Stats wait;                 // seconds, served requests
+  Stats latency;              // seconds: wait + service time
+  // Ready replicas, sampled every second of the service's run: min, time-averaged, max; and the
+  // most replicas asked for at once.
+  int32_t ready_min = 0;
+  double ready_avg = 0;
+  int32_t ready_max = 0;
+  int32_t desired_max = 0;
+  int64_t scale_ups = 0;    // decisions that raised the count
+  int64_t scale_downs = 0;  // decisions that lowered it
+  Stats scale_up;           // seconds from the decision (submission) to ready, per replica
+  Stats reclaim;            // seconds from a reclaim decision for a replica to its placement
+  int64_t reclaim_victims = 0;
+  double gpu_hours = 0;  // allocated to its replicas, ready or not
+  // Ready replicas over time: the average of each step of `series_step_seconds` from the
+  // replay's start.
+  double series_step_seconds = 1;
+  std::vector<double> ready_series;
+};
+
 struct EndedJob {
   std::string name;
   std::string queue;
@@ -238,6 +281,7 @@ struct ReplayReport {
   // Time-averaged allocated GPU milli / the cluster's GPU milli over the makespan, percent.
   double gpu_alloc_pct = 0;
   double gpu_hours_allocated = 0;
+  double gpu_hours_jobs = 0;  // allocated to the trace's jobs (all but services' replicas)
   double gpu_hours_idle_while_waiting = 0;  // unallocated GPU-hours while any job waited
   double gpu_hours_lost_to_preemption = 0;  // run time of preempted runs, discarded
   int64_t preemptions = 0;                  // victims stopped (or stopping) by preemption
@@ -255,6 +299,7 @@ struct ReplayReport {
   double wall_seconds = 0;  // set by the caller; not part of ReplayReportJson
   std::vector<EndedJob> dropped_jobs;
   std::vector<EndedJob> unfinished_jobs;
+  std::vector<ServiceReport> services;  // in the workload's order
 };
 
 // Replays a workload under one placement profile.

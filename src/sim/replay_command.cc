@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -114,6 +115,59 @@ Result<api::ClusterConfig> LoadConfig(const std::string& path) {
   return std::move(*parsed);
 }
 
+// The services of every --services file and the request traces of --requests.
+struct LoadedServices {
+  std::vector<ServiceSpec> specs;
+  std::vector<std::vector<TraceRequest>> requests;
+};
+
+Result<LoadedServices> LoadServices(const ReplayCommandOptions& o) {
+  LoadedServices out;
+  if (o.services_paths.empty()) {
+    if (!o.requests_paths.empty()) {
+      return InvalidArgument("requests", "--requests needs --services");
+    }
+    if (o.static_replicas >= 0) {
+      return InvalidArgument("static-replicas", "--static-replicas needs --services");
+    }
+    return out;
+  }
+  if (!(o.requests.compress > 0)) {
+    return InvalidArgument("requests-compress", "must be > 0");
+  }
+  if (o.requests.prefill_ms_per_token < 0 || o.requests.decode_ms_per_token < 0) {
+    return InvalidArgument("prefill-ms-per-token", "the per-token times must be >= 0");
+  }
+  if (o.replica_startup_seconds < 0) {
+    return InvalidArgument("replica-startup", "must be >= 0");
+  }
+  for (const std::string& p : o.services_paths) {
+    auto specs = LoadServiceSpecs(p);
+    if (!specs.ok()) return specs.status();
+    for (ServiceSpec& s : *specs) {
+      for (const ServiceSpec& seen : out.specs) {
+        if (seen.name == s.name) {
+          return InvalidArgument(fmt::format("{}: name", p),
+                                 fmt::format("service '{}' is given twice", s.name));
+        }
+      }
+      out.specs.push_back(std::move(s));
+    }
+  }
+  if (o.requests_paths.size() > 1 && o.requests_paths.size() != out.specs.size()) {
+    return InvalidArgument("requests",
+                           fmt::format("{} --requests files for {} services: give one for all, "
+                                       "or one per service in order",
+                                       o.requests_paths.size(), out.specs.size()));
+  }
+  for (const std::string& p : o.requests_paths) {
+    auto r = LoadAzureRequests(p);
+    if (!r.ok()) return r.status();
+    out.requests.push_back(std::move(*r));
+  }
+  return out;
+}
+
 // The trace: Arbiter's format, or a pod list converted with the replay's seed.
 Result<Trace> LoadReplayTrace(const ReplayCommandOptions& o) {
   if (!o.trace_path.empty()) return LoadTrace(o.trace_path);
@@ -170,6 +224,49 @@ ReplayReport RunPolicy(const ReplayWorkload& workload, const core::Profile& prof
   return r;
 }
 
+// Per service: requests against the SLO, latency, replicas, scale-up and reclaim, GPU-hours.
+void AddServiceRows(std::vector<TableRow>* rows, const std::vector<ReplayReport>& reports) {
+  if (reports.empty()) return;
+  const size_t n = reports.front().services.size();
+  for (size_t k = 0; k < n; ++k) {
+    auto add = [&](std::string label, const std::function<std::string(const ServiceReport&)>& f) {
+      AddRow(rows, reports, "  " + std::move(label), [&](const ReplayReport& r) {
+        return k < r.services.size() ? f(r.services[k]) : std::string("-");
+      });
+    };
+    const ServiceReport& first = reports.front().services[k];
+    rows->push_back({fmt::format("service {} (queue {}, SLO: first token within {} ms)", first.name,
+                                 first.queue, first.slo_latency_ms),
+                     {}});
+    add("replicas", [](const ServiceReport& s) { return s.scaling; });
+    add("requests / within the SLO (%)", [](const ServiceReport& s) {
+      return fmt::format("{} / {:.2f}", s.requests, s.within_slo_pct);
+    });
+    add("timed out / rejected / waiting at the end", [](const ServiceReport& s) {
+      return fmt::format("{} / {} / {}", s.timed_out, s.rejected, s.waiting_at_end);
+    });
+    add("wait p50 / p99 (s)", [](const ServiceReport& s) {
+      return fmt::format("{:.2f} / {:.2f}", s.wait.p50, s.wait.p99);
+    });
+    add("latency p50 / p99 (s)", [](const ServiceReport& s) {
+      return fmt::format("{:.2f} / {:.2f}", s.latency.p50, s.latency.p99);
+    });
+    add("ready replicas min / avg / max", [](const ServiceReport& s) {
+      return fmt::format("{} / {:.2f} / {}", s.ready_min, s.ready_avg, s.ready_max);
+    });
+    add("scale-ups / downs",
+        [](const ServiceReport& s) { return fmt::format("{} / {}", s.scale_ups, s.scale_downs); });
+    add("decision to ready p50 / p99 (s)", [](const ServiceReport& s) {
+      return fmt::format("{:.0f} / {:.0f}", s.scale_up.p50, s.scale_up.p99);
+    });
+    add("reclaims (victims), p50 / p99 (s)", [](const ServiceReport& s) {
+      return fmt::format("{} ({}), {:.0f} / {:.0f}", s.reclaim.count, s.reclaim_victims,
+                         s.reclaim.p50, s.reclaim.p99);
+    });
+    add("GPU-hours held", [](const ServiceReport& s) { return Num(s.gpu_hours, 1); });
+  }
+}
+
 }  // namespace
 
 std::string FormatReplayTable(const std::vector<ReplayReport>& reports) {
@@ -200,6 +297,10 @@ std::string FormatReplayTable(const std::vector<ReplayReport>& reports) {
   add("Jain's index, makespan / while waiting", [](const ReplayReport& r) {
     return fmt::format("{:.3f} / {:.3f}", r.jain, r.jain_while_waiting);
   });
+  if (!reports.empty() && !reports.front().services.empty()) {
+    add("GPU-hours of the trace's jobs",
+        [](const ReplayReport& r) { return Num(r.gpu_hours_jobs, 1); });
+  }
   add("cycles", [](const ReplayReport& r) { return fmt::format("{}", r.cycles); });
   add("wall time (s)", [](const ReplayReport& r) { return Num(r.wall_seconds, 2); });
   heading("wait by queue, p50 / p95 / p99 / max (s)");
@@ -216,6 +317,7 @@ std::string FormatReplayTable(const std::vector<ReplayReport>& reports) {
     return fmt::format("{:.2f} / {:.2f} / {:.2f}", q.gpu_share_pct, q.share_while_waiting_pct,
                        q.entitlement_pct);
   });
+  AddServiceRows(&rows, reports);
   std::string out = Render(rows, reports);
   for (const ReplayReport& r : reports) {
     if (r.dropped_jobs.empty()) continue;
@@ -223,6 +325,19 @@ std::string FormatReplayTable(const std::vector<ReplayReport>& reports) {
     for (const EndedJob& j : r.dropped_jobs) ++reasons[j.reason];
     out += fmt::format("dropped by {} ({} jobs):\n", r.policy, r.dropped);
     for (const auto& [reason, count] : reasons) out += fmt::format("  {} x {}\n", count, reason);
+  }
+  if (!reports.empty()) {
+    for (const ServiceReport& s : reports.front().services) {
+      out += fmt::format("service {}: its queue {}\n", s.name, s.lending);
+    }
+    for (const ReplayReport& r : reports) {
+      for (const ServiceReport& s : r.services) {
+        if (!s.note.empty()) {
+          out +=
+              fmt::format("service {} under {}: no replica placed: {}\n", s.name, r.policy, s.note);
+        }
+      }
+    }
   }
   return out;
 }
@@ -240,6 +355,16 @@ std::string ReplayCommandLine(const ReplayCommandOptions& o) {
   cmd += fmt::format(" --seed {} --cycle-interval {}", o.seed, o.cycle_interval_seconds);
   if (o.time_limit_seconds > 0) cmd += fmt::format(" --time-limit {}", o.time_limit_seconds);
   if (o.no_preemption) cmd += " --no-preemption";
+  for (const std::string& p : o.services_paths) cmd += fmt::format(" --services {}", p);
+  for (const std::string& p : o.requests_paths) cmd += fmt::format(" --requests {}", p);
+  if (!o.services_paths.empty()) {
+    cmd += fmt::format(
+        " --requests-offset {} --requests-compress {} --prefill-ms-per-token {} "
+        "--decode-ms-per-token {} --replica-startup {}",
+        o.requests.offset_seconds, o.requests.compress, o.requests.prefill_ms_per_token,
+        o.requests.decode_ms_per_token, o.replica_startup_seconds);
+  }
+  if (o.static_replicas >= 0) cmd += fmt::format(" --static-replicas {}", o.static_replicas);
   return cmd;
 }
 
@@ -263,17 +388,35 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
   if (!profiles.ok()) return fail(profiles.status());
   auto trace = LoadReplayTrace(o);
   if (!trace.ok()) return fail(trace.status());
+  auto services = LoadServices(o);
+  if (!services.ok()) return fail(services.status());
+  const std::vector<PriorityClass> classes =
+      config->priority_classes.empty() ? DefaultPriorityClasses() : config->priority_classes;
   std::vector<QueueSpec> specs;
   for (const api::TenantConfig& t : config->tenants) {
     specs.insert(specs.end(), t.queues.begin(), t.queues.end());
   }
-  if (specs.empty()) specs = DefaultQueueTree(*trace, *cluster);
+  if (specs.empty()) {
+    specs = DefaultQueueTree(*trace, *cluster);
+    AddServiceQueues(services->specs, cluster->capacity()[core::kDimGpu], &specs);
+  }
+  const std::vector<std::string> lending =
+      ApplyReclaimDeadlines(services->specs, *trace, classes, &specs);
   auto tree = core::QuotaTree::Build(specs, cluster->models());
   if (!tree.ok()) return fail(tree.status());
-  auto workload = CompileReplay(
-      *trace, *cluster, *tree,
-      config->priority_classes.empty() ? DefaultPriorityClasses() : config->priority_classes);
+  auto workload = CompileReplay(*trace, *cluster, *tree, classes);
   if (!workload.ok()) return fail(workload.status());
+  const TimeMs start = workload->jobs.empty() ? 0 : workload->jobs.front().pending.submit_time;
+  std::vector<std::vector<ServiceRequest>> requests;
+  for (size_t i = 0; i < services->specs.size(); ++i) {
+    const size_t r = services->requests.size() == 1 ? 0 : i;
+    requests.push_back(r < services->requests.size()
+                           ? PlaceRequests(services->requests[r], start, o.requests)
+                           : std::vector<ServiceRequest>{});
+  }
+  const Status compiled =
+      CompileServices(services->specs, std::move(requests), lending, classes, &*workload);
+  if (!compiled.ok()) return fail(compiled);
   std::fprintf(stderr, "replay: %zu nodes, %lld GPUs, %zu jobs in %zu queues\n",
                cluster->num_nodes(),
                static_cast<long long>(cluster->capacity()[core::kDimGpu] / kMilliPerGpu),
@@ -284,16 +427,40 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
   ro.cycle_interval = SecondsToMs(o.cycle_interval_seconds);
   ro.time_limit = SecondsToMs(o.time_limit_seconds);
   ro.preemption = !o.no_preemption;
+  ro.replica_startup = static_cast<DurationMs>(std::llround(o.replica_startup_seconds * 1000.0));
+  // The runs: each policy, and with --static-replicas each policy again with static services.
+  struct Arm {
+    size_t profile;
+    std::string label;
+    int32_t static_replicas;
+  };
+  std::vector<Arm> arms;
+  for (size_t p = 0; p < profiles->size(); ++p) {
+    arms.push_back({p, o.policies[p], -1});
+    if (o.static_replicas >= 0 && !workload->services.empty()) {
+      arms.push_back(
+          {p, fmt::format("{} static {}", o.policies[p], o.static_replicas), o.static_replicas});
+    }
+  }
   std::vector<ReplayReport> reports;
   nlohmann::json results = nlohmann::json::array();
-  for (size_t p = 0; p < profiles->size(); ++p) {
-    ReplayReport r = RunPolicy(*workload, (*profiles)[p], o.policies[p], ro);
+  for (const Arm& arm : arms) {
+    ro.static_replicas = arm.static_replicas;
+    ReplayReport r = RunPolicy(*workload, (*profiles)[arm.profile], arm.label, ro);
     nlohmann::json j = ReplayReportJson(r);
     j["trace"] = Stem(o.trace_path.empty() ? o.pods_path : o.trace_path);
     j["nodes"] = Stem(o.nodes_path.empty() ? o.config_path : o.nodes_path);
     if (!o.config_path.empty()) j["config"] = Stem(o.config_path);
     j["cycle_interval_seconds"] = o.cycle_interval_seconds;
     j["preemption"] = !o.no_preemption;
+    if (!workload->services.empty()) {
+      j["static_replicas"] = arm.static_replicas;
+      j["replica_startup_seconds"] = o.replica_startup_seconds;
+      j["requests_model"] = {{"offset_seconds", o.requests.offset_seconds},
+                             {"compress", o.requests.compress},
+                             {"prefill_ms_per_token", o.requests.prefill_ms_per_token},
+                             {"decode_ms_per_token", o.requests.decode_ms_per_token}};
+    }
     j["wall_seconds"] = r.wall_seconds;
     results.push_back(std::move(j));
     reports.push_back(std::move(r));

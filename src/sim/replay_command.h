@@ -5,6 +5,9 @@
 //       (--trace TRACE.csv | --pods PODS.csv [--tenants N] [--time-scale F])
 //       --policy NAME [--policy NAME2 ...] [--seed S] [--cycle-interval S] [--time-limit S]
 //       [--no-preemption] [--json OUT] [--html OUT.html]
+//       [--services FILE ... [--requests FILE ...] [--requests-offset S] [--requests-compress X]
+//        [--prefill-ms-per-token MS] [--decode-ms-per-token MS] [--replica-startup S]
+//        [--static-replicas N]]
 //
 // The cluster is an openb node list (--nodes) or the nodes of an Arbiter configuration (--config,
 // docs/config.md), not both. The configuration's priority classes and tenants with their queues,
@@ -13,6 +16,12 @@
 // `--json OUT` writes one object per policy ({"results": [...]} for several; "-": stdout instead
 // of the table). `--html OUT.html` also writes a self-contained page with charts
 // (sim/replay_html.h). Progress goes to stderr.
+//
+// Services (sim/replay_services.h): each --services file holds one or more of the API's service
+// objects; one --requests trace drives every service, or one per service in the same order.
+// Services whose queue the tree lacks get one (AddServiceQueues) when the tree is generated; with
+// a configuration's tree their queues must be in it. --static-replicas N adds, per policy, a second
+// run with every service held at N replicas (column "POLICY static N").
 #pragma once
 
 #include <cstdint>
@@ -37,6 +46,11 @@ struct ReplayCommandOptions {
   bool no_preemption = false;
   std::string json_path;  // empty: table only; "-": JSON on stdout
   std::string html_path;  // empty: no HTML report
+  std::vector<std::string> services_paths;
+  std::vector<std::string> requests_paths;
+  RequestModel requests;
+  double replica_startup_seconds = 60;
+  int32_t static_replicas = -1;  // -1: no static arm
 };
 
 // The command line these options stand for (shown in the HTML report).

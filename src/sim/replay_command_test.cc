@@ -204,3 +204,43 @@ TEST(ConvertCommand, WritesATraceThatLoads) {
 
 }  // namespace
 }  // namespace arbiter::sim
+
+namespace arbiter::sim {
+namespace {
+
+TEST(RunReplayCommand, ServicesWithAStaticArm) {
+  const auto service = TempPath("chat.yaml");
+  const auto out = TempPath("services.json");
+  std::ofstream(service) << "kind: Service\nname: chat\ntemplate: {command: [x], resources: "
+                            "{gpus: 1}}\nreplicas: {min: 0, max: 4}\nautoscaling: {target: 8}\n"
+                            "max_concurrency: 8\nslo: {latency_ms: 2000}\n";
+  ReplayCommandOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.pods_path = kFixtures + "/pods.csv";
+  o.policies = {"default"};
+  o.services_paths = {service.string()};
+  o.requests_paths = {ARBITER_FIXTURES_DIR "/azure-llm/conv_head600.csv"};
+  o.static_replicas = 2;
+  o.time_limit_seconds = 3600;
+  o.json_path = out.string();
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  const nlohmann::json j = ReadJson(out);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][1]["policy"], "default static 2");
+  for (const nlohmann::json& r : j["results"]) {
+    ASSERT_EQ(r["services"].size(), 1u);
+    EXPECT_EQ(r["services"][0]["requests"], 600);
+    EXPECT_EQ(r["services"][0]["queue"], "chat");
+    EXPECT_TRUE(r.contains("gpu_hours_jobs"));
+  }
+  EXPECT_EQ(j["results"][0]["services"][0]["scaling"], "autoscaled 0..4");
+  EXPECT_EQ(j["results"][1]["services"][0]["ready_replicas"]["max"], 2);
+  // Requests without services are refused, naming the flag.
+  o.services_paths.clear();
+  EXPECT_EQ(RunReplayCommand(o), 2);
+  std::filesystem::remove(service);
+  std::filesystem::remove(out);
+}
+
+}  // namespace
+}  // namespace arbiter::sim

@@ -327,6 +327,67 @@ void AddShareSections(const std::vector<ReplayReport>& reports, report::Report* 
   }
 }
 
+// 10. and 11. Services: a table of their figures per policy, and ready replicas over time.
+void AddServiceSections(const std::vector<ReplayReport>& reports, report::Report* r) {
+  if (reports.empty() || reports.front().services.empty()) return;
+  {
+    report::Section& s = r->sections.emplace_back();
+    s.title = "Services";
+    s.paragraphs.push_back(
+        "Online services replayed beside the trace: requests from their request trace wait in "
+        "one queue per service for a slot of a ready replica (max_concurrency per replica); a "
+        "request is within the SLO when its wait and prefill (its first token) are within the "
+        "service's slo.latency_ms. Scale-up time runs from the decision that submitted a replica "
+        "to its readiness; reclaim time from the reclaim decision to the replica's placement.");
+    report::Table t;
+    t.columns = {"policy",
+                 "service",
+                 "replicas",
+                 "requests",
+                 "within SLO %",
+                 "latency p50 (s)",
+                 "latency p99 (s)",
+                 "ready min / avg / max",
+                 "scale-up p50 / p99 (s)",
+                 "reclaims (victims)",
+                 "GPU-hours held",
+                 "GPU-hours of the trace's jobs"};
+    for (const ReplayReport& rep : reports) {
+      for (const ServiceReport& sv : rep.services) {
+        t.rows.push_back({rep.policy, sv.name, sv.scaling, fmt::format("{}", sv.requests),
+                          Num(sv.within_slo_pct, 2), Num(sv.latency.p50, 2), Num(sv.latency.p99, 2),
+                          fmt::format("{} / {:.2f} / {}", sv.ready_min, sv.ready_avg, sv.ready_max),
+                          fmt::format("{:.0f} / {:.0f}", sv.scale_up.p50, sv.scale_up.p99),
+                          fmt::format("{} ({})", sv.reclaim.count, sv.reclaim_victims),
+                          Num(sv.gpu_hours, 1), Num(rep.gpu_hours_jobs, 1)});
+      }
+    }
+    s.tables.push_back(std::move(t));
+  }
+  {
+    report::Section& s = r->sections.emplace_back();
+    s.title = "Ready replicas over time";
+    s.paragraphs.push_back("Each service's ready replicas per policy, averaged over steps.");
+    report::LineChart c;
+    c.title = "Ready replicas";
+    c.x_label = "time from the start (h)";
+    c.y_label = "ready replicas";
+    c.step = true;
+    c.y_from_zero = true;
+    for (const ReplayReport& rep : reports) {
+      for (const ServiceReport& sv : rep.services) {
+        report::Series series{fmt::format("{}: {}", rep.policy, sv.name), {}};
+        for (size_t i = 0; i < sv.ready_series.size(); ++i) {
+          series.points.emplace_back(static_cast<double>(i) * sv.series_step_seconds / 3600.0,
+                                     sv.ready_series[i]);
+        }
+        c.series.push_back(std::move(series));
+      }
+    }
+    s.charts.emplace_back(std::move(c));
+  }
+}
+
 }  // namespace
 
 report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const std::string& trace,
@@ -391,6 +452,7 @@ report::Report ReplayHtmlReport(const std::vector<ReplayReport>& reports, const 
       s.tables.push_back(std::move(t));
     }
   }
+  AddServiceSections(reports, &r);
   return r;
 }
 

@@ -13,6 +13,8 @@
 //      share (bars and a table); 8. the same share over the time the queue had jobs waiting.
 //   9. Dropped and unfinished jobs: their reasons with counts, per policy (a table, or a line
 //      saying there were none).
+//  10. Services (only with services): their figures per policy (a table); 11. ready replicas over
+//      time (a step line per policy and service).
 //
 // Thread safety: a pure function of its arguments.
 #pragma once

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -43,6 +44,16 @@ inline double Jain(const std::vector<double>& x) {
   }
   if (x.empty() || squares == 0) return 1;
   return sum * sum / (static_cast<double>(x.size()) * squares);
+}
+
+// A queue's entitlement in GPU milli: the guarantee of any model, or the sum of the per-model
+// ones when larger.
+inline int64_t Entitlement(const core::QuotaNode& node, const core::Cluster& cluster) {
+  int64_t per_model = 0;
+  for (size_t m = 0; m < cluster.models().size(); ++m) {
+    per_model += node.guaranteed[core::ModelDim(GpuModelId(static_cast<uint16_t>(m)))];
+  }
+  return std::max(node.guaranteed[core::kDimGpu], per_model);
 }
 
 inline double Seconds(TimeMs ms) { return static_cast<double>(ms) / 1000.0; }

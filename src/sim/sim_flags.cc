@@ -76,6 +76,37 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   rep->add_option("--html", replay.html_path,
                   "Write a self-contained HTML report to this file: GPU allocation over time, wait "
                   "distributions, queue shares against their guarantees, a summary per policy");
+  rep->add_option("--services", replay.services_paths,
+                  "Online services to replay beside the trace, repeatable: YAML or JSON files of "
+                  "the API's service objects (kind: Service)");
+  rep->add_option("--requests", replay.requests_paths,
+                  "Request trace of the services (Azure LLM trace CSV: TIMESTAMP,ContextTokens,"
+                  "GeneratedTokens): one for every service, or one per service in order");
+  rep->add_option("--requests-offset", replay.requests.offset_seconds,
+                  "Seconds after the trace's first submit at which the first request arrives")
+      ->check(CLI::Range(0.0, 1e10))
+      ->capture_default_str();
+  rep->add_option("--requests-compress", replay.requests.compress,
+                  "Divide the gaps between requests by this factor (60: an hour of requests in a "
+                  "minute; 0.5: stretched to twice as long)")
+      ->check(CLI::Range(1e-6, 1e6))
+      ->capture_default_str();
+  rep->add_option("--prefill-ms-per-token", replay.requests.prefill_ms_per_token,
+                  "Service time per context (prompt) token, ms")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  rep->add_option("--decode-ms-per-token", replay.requests.decode_ms_per_token,
+                  "Service time per generated token, ms")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  rep->add_option("--replica-startup", replay.replica_startup_seconds,
+                  "Seconds from a replica's placement to its readiness")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  rep->add_option("--static-replicas", replay.static_replicas,
+                  "Also run every policy with each service held at this many replicas, no "
+                  "autoscaling (the static arm; 0: without the services)")
+      ->check(CLI::Range(0, 1000));
   rep->callback([=] { *exit_code = arbiter::sim::RunReplayCommand(replay); });
 
   static arbiter::sim::ConvertCommandOptions convert;
