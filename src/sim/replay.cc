@@ -78,6 +78,7 @@ ReplayJob CompileJob(const TraceJob& j, const PriorityClass& cls, const core::Cl
   p.resources = j.resources;
   p.walltime = SecondsToMs(j.walltime);
   p.submit_time = SecondsToMs(j.submit_time);
+  p.grace_period = SecondsToMs(cls.grace_period_seconds);
   *mask = 0;
   for (const std::string& name : j.gpu_models) {
     const GpuModelId m = cluster.FindModel(name);
@@ -232,6 +233,19 @@ class Replayer {
       history_.assign(w.tree->size(), core::QuotaVec{});
       usage_.assign(w.tree->size(), core::QuotaVec{});
     }
+    // Services' reclaim deadlines: their queue lends its idle guarantee only within the shortest.
+    for (const ReplayService& s : w.services) {
+      if (s.reclaim_deadline_seconds <= 0 || s.queue >= w.queues.size()) continue;
+      const QueueId q = w.queues[s.queue].id;
+      const DurationMs limit = SecondsToMs(s.reclaim_deadline_seconds);
+      auto it = std::find_if(lend_limits_.begin(), lend_limits_.end(),
+                             [&](const auto& l) { return l.first == q; });
+      if (it == lend_limits_.end()) {
+        lend_limits_.emplace_back(q, limit);
+      } else {
+        it->second = std::min(it->second, limit);
+      }
+    }
   }
 
   ReplayReport Run(std::string_view policy);
@@ -286,6 +300,7 @@ class Replayer {
   std::vector<core::PendingJob> pending_;
   std::vector<core::RunningJob> running_;
   std::vector<core::Nomination> nominations_;
+  std::vector<std::pair<QueueId, DurationMs>> lend_limits_;  // CycleInput::lend_grace_limits
   std::vector<int64_t> pending_pos_;
   std::vector<int64_t> running_pos_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
@@ -507,6 +522,7 @@ void Replayer::Cycle(TimeMs t) {
   in.usage_history = decay_ ? &history_ : nullptr;
   in.distribution = profile_.needs_distribution() ? &w_.typical : nullptr;
   in.preemption.enabled = o_.preemption;
+  in.lend_grace_limits = lend_limits_.empty() ? nullptr : &lend_limits_;
   in.now = t;
   in.seed = o_.seed;
   core::CycleResult r = core::RunCycle(in, profile_);

@@ -1,11 +1,13 @@
 #include "sim/replay_services.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "api/service_codec.h"
 #include "sim/replay.h"
@@ -376,7 +378,7 @@ void AddServiceQueues(const std::vector<ServiceSpec>& services, int64_t capacity
 std::vector<std::string> ApplyReclaimDeadlines(const std::vector<ServiceSpec>& services,
                                                const Trace& trace,
                                                const std::vector<PriorityClass>& classes,
-                                               std::vector<QueueSpec>* specs) {
+                                               std::vector<QueueSpec>* /*specs*/) {
   std::vector<std::string> lines;
   for (const ServiceSpec& s : services) {
     const std::string queue = ServiceQueueName(s);
@@ -384,36 +386,24 @@ std::vector<std::string> ApplyReclaimDeadlines(const std::vector<ServiceSpec>& s
       lines.push_back("lends its idle guarantee (no reclaim deadline)");
       continue;
     }
-    // The longest grace period of a job that could borrow from the queue.
-    int64_t longest = 0;
-    std::string longest_class;
+    // The trace's classes that are slower to stop than the deadline: their jobs do not borrow.
+    std::set<std::string> slower;
     for (const TraceJob& j : trace.jobs) {
       if (j.queue == queue) continue;
       for (const PriorityClass& c : classes) {
-        if (c.name == j.priority_class && c.preemptible && c.grace_period_seconds > longest) {
-          longest = c.grace_period_seconds;
-          longest_class = c.name;
+        if (c.name == j.priority_class && c.grace_period_seconds > s.reclaim_deadline_seconds) {
+          slower.insert(fmt::format("{} ({} s)", c.name, c.grace_period_seconds));
         }
       }
     }
-    if (longest <= s.reclaim_deadline_seconds) {
-      lines.push_back(
-          fmt::format("lends its idle guarantee (every borrower's grace period is "
-                      "within the {} s reclaim deadline)",
-                      s.reclaim_deadline_seconds));
-      continue;
-    }
-    for (QueueSpec& q : *specs) {
-      if (q.name != queue || q.is_tenant) continue;
-      for (auto& [key, limits] : q.quota) {
-        if (key == "gpu" || key.rfind("gpu:", 0) == 0) limits.lending_limit = 0;
-      }
-      if (q.quota.find("gpu") == q.quota.end()) q.quota["gpu"].lending_limit = 0;
-    }
     lines.push_back(
-        fmt::format("lends nothing: class {} has a {} s grace period, over the {} s "
-                    "reclaim deadline",
-                    longest_class, longest, s.reclaim_deadline_seconds));
+        slower.empty()
+            ? fmt::format("lends its idle guarantee to jobs whose grace period is within {} s: "
+                          "every borrower's is",
+                          s.reclaim_deadline_seconds)
+            : fmt::format("lends its idle guarantee only to jobs whose grace period is within {} "
+                          "s: not to classes {}",
+                          s.reclaim_deadline_seconds, fmt::join(slower, ", ")));
   }
   return lines;
 }

@@ -175,10 +175,10 @@ void AddServiceQueues(const std::vector<ServiceSpec>& services, int64_t capacity
                       std::vector<QueueSpec>* specs);
 
 // reclaim_deadline_seconds: training may borrow a service queue's idle guarantee only with a grace
-// period within the deadline. The core has no per-borrower lending limit, so the replay models
-// it per queue: when a job of the trace outside the service's queue has a longer grace period
-// (its priority class's), the service's queue lends nothing (lending_limit 0 on every GPU
-// dimension); otherwise it lends its idle guarantee. Returns one line per service saying which.
+// period within the deadline. The replay hands the deadline to the core as the server does
+// (CycleInput::lend_grace_limits: a job slower to stop does not get that queue's idle guarantee,
+// and a reclaim by that queue ignores its victims' minimum runtime); `specs` is left as it is.
+// Returns one line per service saying which of the trace's classes may borrow.
 std::vector<std::string> ApplyReclaimDeadlines(const std::vector<ServiceSpec>& services,
                                                const Trace& trace,
                                                const std::vector<PriorityClass>& classes,

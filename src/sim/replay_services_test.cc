@@ -262,12 +262,13 @@ TEST(ReplayServicesTest, ReclaimPreemptsABorrowingTrainingJob) {
 }
 
 TEST(ReplayServicesTest, ReclaimDeadlineShorterThanTheGraceStopsLending) {
-  // The normal class's grace period (30 s) exceeds a 10 s deadline: the chat queue lends nothing,
+  // The normal class's grace period (30 s) exceeds a 10 s deadline: the chat queue lends nothing
+  // to its jobs,
   // so two 4-GPU jobs of the train queue (guaranteed 4) run one after the other, and nothing is
   // reclaimed.
   ServiceScenario sc({TrainJob(0, 3600, 4), TrainJob(0, 3600, 4)}, Chat("{min: 0, max: 4}", 10),
                      Requests(400000, 600, 100));
-  EXPECT_THAT(sc.lending()[0], HasSubstr("lends nothing"));
+  EXPECT_THAT(sc.lending()[0], HasSubstr("not to classes normal (30 s)"));
   const ReplayReport r = sc.Run();
   EXPECT_EQ(r.preemptions, 0);
   // The second job waits for the first: it never borrows the chat queue's idle guarantee.
