@@ -187,7 +187,37 @@ int ShowService(const ContextPtr& ctx, const std::string& name) {
   line("Queue:", OrDash(Str(s, "queue")));
   line("Priority class:", OrDash(Str(s, "priority_class")));
   line("Replicas:", fmt::format("{} ready of {} desired", status.value("ready", int64_t{0}),
-                                status.value("desired", s.value("replicas", int64_t{0}))));
+                                status.value("desired", int64_t{0})));
+  const json as = s.value("autoscaling", json());
+  const json ast = status.value("autoscaling", json::object());
+  if (as.is_object() && !as.empty()) {
+    const json range = s.value("replicas", json::object());
+    line("Autoscaling:",
+         fmt::format("{}..{} replicas, {} target {} per replica at {}%, windows {} s / {} s{}",
+                     Str(range, "min"), Str(range, "max"), Str(as, "metric"),
+                     Amount(as.value("target", json(0))),
+                     Amount(as.value("target_utilization", json(0))),
+                     Amount(as.value("stable_window_seconds", json(0))),
+                     Amount(as.value("panic_window_seconds", json(0))),
+                     ast.value("panicking", false) ? " (panicking)" : ""));
+    line("Load:",
+         fmt::format("{} in flight, {} requests/s (the gateways' last second)",
+                     Amount(ast.value("concurrency", json(0))), Amount(ast.value("rps", json(0)))));
+    auto timing = [&](const char* key) {
+      const json t = ast.value(key, json::object());
+      if (t.value("count", int64_t{0}) == 0) return std::string("-");
+      return fmt::format("{} (p50 {} s, p99 {} s)", Str(t, "count"),
+                         Amount(t.value("p50_seconds", json(0))),
+                         Amount(t.value("p99_seconds", json(0))));
+    };
+    line("Scale-ups:", timing("scale_up"));
+    line("Reclaims:", timing("reclaim"));
+    line("Cold starts:", timing("cold_start"));
+  }
+  if (s.value("reclaim_deadline_seconds", int64_t{0}) > 0) {
+    line("Lends GPUs:",
+         fmt::format("to jobs that stop within {} s", Str(s, "reclaim_deadline_seconds")));
+  }
   line("Revision:", fmt::format("{} (latest)", Str(s, "revision")));
   line("Traffic:", TrafficText(s.value("traffic", json::array())));
   std::string route = fmt::format("GATEWAY/s/{}/", Str(s, "name"));
@@ -260,6 +290,21 @@ int ShowService(const ContextPtr& ctx, const std::string& name) {
     std::printf("(a replica is a job: arbiter logs JOB, arbiter why JOB)\n");
   }
 
+  // The autoscaler's last decisions, with their reasons.
+  const json decisions =
+      status.value("autoscaling", json::object()).value("decisions", json::array());
+  if (!decisions.empty()) {
+    std::printf("\nScaling decisions:\n");
+    Table d({"AGE", "REPLICAS", "REASON"});
+    const size_t from = decisions.size() > 8 ? decisions.size() - 8 : 0;
+    for (size_t i = from; i < decisions.size(); ++i) {
+      const json& e = decisions[i];
+      d.AddRow({AgeOf(e, "at_ms", "at"), fmt::format("{} -> {}", Str(e, "from"), Str(e, "to")),
+                Str(e, "reason")});
+    }
+    d.Print(stdout, color);
+  }
+
   std::printf("\nLast hour:\n");
   const json hour = LastHour(api, name);
   if (!hour.is_array() || hour.empty()) {
@@ -294,10 +339,26 @@ int Changed(const ContextPtr& ctx, const Result<json>& r, const std::string& wha
   return kExitOk;
 }
 
-int Scale(const ContextPtr& ctx, const std::string& name, int64_t replicas) {
+int Scale(const ContextPtr& ctx, const std::string& name, int64_t replicas, int64_t min,
+          int64_t max) {
+  if ((replicas >= 0) == (min >= 0 || max >= 0)) {
+    return Fail(InvalidArgument("--replicas",
+                                "give --replicas N, or --min A --max B for a "
+                                "service that autoscales"),
+                kExitUsage);
+  }
+  if (replicas < 0 && (min < 0 || max < 0)) {
+    return Fail(InvalidArgument(min < 0 ? "--min" : "--max", "give both --min and --max"),
+                kExitUsage);
+  }
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
+  if (replicas < 0) {
+    auto r = api.Post(ServicePath(name) + "/scale", json{{"min", min}, {"max", max}});
+    return Changed(ctx, r,
+                   fmt::format("service {} autoscales within {}..{} replicas", name, min, max));
+  }
   auto r = api.Post(ServicePath(name) + "/scale", json{{"replicas", replicas}});
   return Changed(
       ctx, r,
@@ -422,16 +483,24 @@ void RegisterServiceCommands(CLI::App& app, const ContextPtr& ctx) {
   show->callback([ctx, name] { ctx->Run([&] { return ShowService(ctx, *name); }); });
 
   auto replicas = std::make_shared<int64_t>(-1);
-  auto* scale = svc->add_subcommand("scale", "Set the number of replicas");
+  auto min = std::make_shared<int64_t>(-1);
+  auto max = std::make_shared<int64_t>(-1);
+  auto* scale = svc->add_subcommand(
+      "scale", "Set the number of replicas, or the range an autoscaling service moves in");
   scale->add_option("name", *name, "The service")->required();
   scale->add_option("--replicas", *replicas, "How many replicas (0 stops them all)")
-      ->required()
       ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  scale->add_option("--min", *min, "An autoscaling service's fewest replicas (0: scales to zero)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  scale->add_option("--max", *max, "An autoscaling service's most replicas")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   AddClientFlags(scale, ctx);
   AddOutputFlag(scale, ctx, false);
-  SetExamples(scale, {"arbiter service scale chat --replicas 5"});
-  scale->callback(
-      [ctx, name, replicas] { ctx->Run([&] { return Scale(ctx, *name, *replicas); }); });
+  SetExamples(scale, {"arbiter service scale chat --replicas 5",
+                      "arbiter service scale chat --min 0 --max 8   # autoscaling"});
+  scale->callback([ctx, name, replicas, min, max] {
+    ctx->Run([&] { return Scale(ctx, *name, *replicas, *min, *max); });
+  });
 
   auto split = std::make_shared<std::vector<std::string>>();
   auto* traffic = svc->add_subcommand(

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <vector>
 
 #include "server/control_plane.h"
 #include "server/control_plane_compiled.h"
@@ -120,6 +121,33 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
     auto it = jobs_by_queue.find(n.name);
     if (it != jobs_by_queue.end()) q.jobs_by_state = std::move(it->second);
     out.queues.push_back(std::move(q));
+  }
+  // 4. Services.
+  auto quantile = [](const Timings& t, double p) {
+    if (t.seconds.empty()) return -1.0;
+    std::vector<double> v(t.seconds.begin(), t.seconds.end());
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1,
+                      static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+  };
+  for (const auto& [name, e] : services_.all) {
+    MetricsSnapshot::ServiceInfo s;
+    s.service = name;
+    s.tenant = e.service.spec.tenant;
+    s.desired = DesiredCountLocked(e);
+    for (const auto& [id, st] : e.replicas) {
+      s.ready += st.ready && !st.draining && !st.removed && st.ended_ms == 0 ? 1 : 0;
+    }
+    s.autoscaling = e.service.spec.autoscaling.has_value();
+    s.panicking = e.autoscaler.panicking();
+    s.scale_ups = e.scale_up.count;
+    s.reclaims = e.reclaim.count;
+    s.cold_starts = e.cold_start.count;
+    s.scale_up_p50 = quantile(e.scale_up, 0.5);
+    s.scale_up_p99 = quantile(e.scale_up, 0.99);
+    s.reclaim_p50 = quantile(e.reclaim, 0.5);
+    s.reclaim_p99 = quantile(e.reclaim, 0.99);
+    out.services.push_back(std::move(s));
   }
   return out;
 }

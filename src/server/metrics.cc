@@ -122,6 +122,49 @@ void AddNodeMetrics(prometheus::Registry& r, const std::vector<MetricsSnapshot::
   }
 }
 
+void AddServiceMetrics(prometheus::Registry& r,
+                       const std::vector<MetricsSnapshot::ServiceInfo>& services) {
+  auto& desired = GaugeFamily(r, "arbiter_service_replicas_desired",
+                              "Replicas the service wants now (its autoscaler's count, or its "
+                              "fixed one)");
+  auto& ready = GaugeFamily(r, "arbiter_service_replicas_ready",
+                            "Replicas that passed their readiness probe and get traffic");
+  auto& panicking = GaugeFamily(r, "arbiter_service_autoscaler_panicking",
+                                "1 while the autoscaler is in panic mode (no scale-down)");
+  auto& scale_ups = GaugeFamily(r, "arbiter_service_scale_ups",
+                                "Scale-ups that reached their count since the server started, by "
+                                "kind: all, reclaim (GPUs taken back from borrowers), cold_start "
+                                "(from zero)");
+  auto& seconds = GaugeFamily(r, "arbiter_service_scale_up_seconds",
+                              "Decision to ready, seconds, over the last 200 scale-ups of the "
+                              "kind (all, reclaim), at the quantile");
+  for (const MetricsSnapshot::ServiceInfo& s : services) {
+    const prometheus::Labels labels = {{"service", s.service}, {"tenant", s.tenant}};
+    desired.Add(labels).Set(static_cast<double>(s.desired));
+    ready.Add(labels).Set(static_cast<double>(s.ready));
+    if (!s.autoscaling) continue;
+    panicking.Add(labels).Set(s.panicking ? 1 : 0);
+    auto with = [&](const char* k, const char* v) {
+      prometheus::Labels l = labels;
+      l[k] = v;
+      return l;
+    };
+    scale_ups.Add(with("kind", "all")).Set(static_cast<double>(s.scale_ups));
+    scale_ups.Add(with("kind", "reclaim")).Set(static_cast<double>(s.reclaims));
+    scale_ups.Add(with("kind", "cold_start")).Set(static_cast<double>(s.cold_starts));
+    const std::pair<const char*, std::pair<double, double>> kinds[] = {
+        {"all", {s.scale_up_p50, s.scale_up_p99}}, {"reclaim", {s.reclaim_p50, s.reclaim_p99}}};
+    for (const auto& [kind, q] : kinds) {
+      if (q.first < 0) continue;
+      prometheus::Labels l = with("kind", kind);
+      l["quantile"] = "0.5";
+      seconds.Add(l).Set(q.first);
+      l["quantile"] = "0.99";
+      seconds.Add(l).Set(q.second);
+    }
+  }
+}
+
 void AddQueueMetrics(prometheus::Registry& r,
                      const std::vector<MetricsSnapshot::QueueInfo>& queues) {
   auto& jobs = GaugeFamily(r, "arbiter_jobs", "Jobs of the queue in each non-final state");
@@ -265,6 +308,7 @@ std::string ServerMetrics::Render(const MetricsSnapshot& snapshot,
   AddGpuMetrics(live, snapshot.gpus);
   AddNodeMetrics(live, snapshot.nodes);
   AddQueueMetrics(live, snapshot.queues);
+  AddServiceMetrics(live, snapshot.services);
   AddStoreMetrics(live, store);
   std::vector<prometheus::MetricFamily> families = registry_.Collect();
   for (prometheus::MetricFamily& f : live.Collect()) families.push_back(std::move(f));

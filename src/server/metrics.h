@@ -68,9 +68,22 @@ struct MetricsSnapshot {
     int64_t borrowed_milli = 0;
     std::map<std::string, int64_t> jobs_by_state;  // JobStateName -> count (non-final states)
   };
+  // An online service: its replicas and, when it autoscales, its autoscaler's timings.
+  struct ServiceInfo {
+    std::string service;
+    std::string tenant;
+    int64_t desired = 0;
+    int64_t ready = 0;
+    bool autoscaling = false;
+    bool panicking = false;
+    int64_t scale_ups = 0, reclaims = 0, cold_starts = 0;  // since the server started
+    // Quantiles of the recent ones (seconds; < 0: none yet).
+    double scale_up_p50 = -1, scale_up_p99 = -1, reclaim_p50 = -1, reclaim_p99 = -1;
+  };
   std::vector<GpuGroup> gpus;
   std::vector<NodeInfo> nodes;
   std::vector<QueueInfo> queues;
+  std::vector<ServiceInfo> services;
 };
 
 // What ends a run (or a queued job): the `outcome` label of arbiter_job_ends_total.

@@ -144,6 +144,15 @@ TEST_F(ServiceAutoscalingTest, ABurstScalesUpInPanicAndTheQuietScalesDownAfterIt
   EXPECT_EQ(st["autoscaling"]["scale_up"]["count"], 1) << st.dump();
   EXPECT_DOUBLE_EQ(st["autoscaling"]["scale_up"]["last_seconds"].get<double>(), 0.5);
   EXPECT_TRUE(HasEvent("4 replicas ready 0.50 s after the decision"));
+  const std::string metrics = cp_->MetricsText();
+  EXPECT_NE(metrics.find("arbiter_service_replicas_desired{service=\"chat\",tenant=\"lab\"} 4"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("arbiter_service_replicas_ready{service=\"chat\",tenant=\"lab\"} 4"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("arbiter_service_scale_up_seconds{kind=\"all\",quantile=\"0.99\","
+                         "service=\"chat\",tenant=\"lab\"} 0.5"),
+            std::string::npos);
 
   // The burst ends: panic holds the count a stable window after it last held, then the count
   // halves at most per decision down to the minimum.

@@ -153,6 +153,7 @@ const Row kMatrix[] = {
     // The gateways': admins and node (gateway) tokens.
     {"GET /api/v1/gateway/routes",        {401,  200,  403,  403,  403,  403,  200,  200,  403}},
     {"POST /api/v1/gateway/stats",        {401,  200,  403,  403,  403,  403,  200,  200,  403}},
+    {"POST /api/v1/gateway/load",         {401,  200,  403,  403,  403,  403,  200,  200,  403}},
 };
 // clang-format on
 
@@ -277,6 +278,11 @@ class AccessMatrixTest : public ::testing::Test {
     if (method == "POST" && route == "/api/v1/tokens") call.body = json{{"user", "bob"}}.dump();
     if (method == "POST" && route == "/api/v1/services") {
       call.body = ServiceBody(fmt::format("new-{}", ++services_));
+    }
+    if (method == "POST" && route == "/api/v1/gateway/load") {
+      call.body = json{{"gateway", "matrix"},
+                       {"services", {{{"name", "nothing-here"}, {"concurrency", 1}}}}}
+                      .dump();
     }
     if (method == "POST" && route == "/api/v1/gateway/stats") {
       call.body = json{{"gateway", "matrix"},
