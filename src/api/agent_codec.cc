@@ -255,8 +255,9 @@ Result<AgentHeartbeat> ParseAgentHeartbeat(const json& j) {
       r.attempt = Uint(item, p, "attempt", true);
       const std::string event = Str(item, p, "event", true, 16);
       if (!ParseTaskEvent(event, &r.event)) {
-        throw FieldError{Join(p, "event"),
-                         fmt::format("must be started, exited, lost or checkpointed, got '{}'", event)};
+        throw FieldError{
+            Join(p, "event"),
+            fmt::format("must be started, exited, lost or checkpointed, got '{}'", event)};
       }
       if (r.event == TaskEvent::kExited) {
         r.exit_code = static_cast<int32_t>(Int(item, p, "exit_code", true, -255, 65535));

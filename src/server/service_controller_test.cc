@@ -264,7 +264,8 @@ TEST_F(ServiceControllerTest, TenantScopedAccess) {
   const Principal sam{"sam", "speech", Role::kMember, "t3"};
   Create({{"name", "chat"}}, &alice);
   EXPECT_TRUE(cp_->GetService(vic, "chat").ok());
-  EXPECT_EQ(cp_->ScaleService(vic, "chat", ServiceScale{2}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(cp_->ScaleService(vic, "chat", ServiceScale{2}).status().code(),
+            StatusCode::kPermissionDenied);
   EXPECT_EQ(cp_->GetService(sam, "chat").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(cp_->ScaleService(sam, "chat", ServiceScale{2}).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE((*cp_->ListServices(sam, ""))["items"].empty());
