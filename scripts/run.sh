@@ -33,6 +33,8 @@ Or with curl:
 Run a service (two replicas of a small HTTP server) and call it through the gateway:
   ${BIN} apply -f deploy/hello-service.yaml; ${BIN} service show hello
   curl -s http://${GATEWAY}/s/hello/
+or one that scales with its load, from zero (the first request starts a replica):
+  ${BIN} apply -f deploy/autoscaled-service.yaml; curl -s http://${GATEWAY}/s/echo/
 
 The built-in node "local" (8 fake GPUs) runs each task as a confined process (its own uid where
 the server runs as root, a clean environment, CUDA_VISIBLE_DEVICES set to its GPUs); its folders
