@@ -109,7 +109,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       "a real server, its gateway and arbiter-echo-server replicas on fake GPUs, open-loop load "
       "from an LLM inference trace under a day/night pattern, and preemptible training jobs "
       "that checkpoint; two arms, static then arbiter\n"
-      "Example: arbiter bench serving --duration 150 --speedup 20 --gpus 8 --json");
+      "Example: arbiter bench serving --duration 120 --speedup 30 --gpus 8 --json");
   bv->add_option("--trace", serving.trace,
                  "An Azure LLM inference trace (TIMESTAMP,ContextTokens,GeneratedTokens)")
       ->capture_default_str();

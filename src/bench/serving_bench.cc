@@ -231,9 +231,9 @@ json ServiceSpec(const ServingBenchOptions& o, const Setup& s, bool autoscale) {
     spec["autoscaling"] = {{"metric", "concurrency"},
                            {"target", o.max_concurrency},
                            {"target_utilization", std::lround(o.utilization * 100)},
-                           {"stable_window_seconds", 20},
+                           {"stable_window_seconds", 12},
                            {"panic_window_seconds", 2},
-                           {"scale_down_delay_seconds", 10}};
+                           {"scale_down_delay_seconds", 6}};
   } else {
     spec["replicas"] = s.replicas;
   }
@@ -437,6 +437,7 @@ json RunArm(const std::string& arm, const ServingBenchOptions& o, const Setup& s
   sampler.join();
 
   const json svc = api.Call("GET", "/api/v1/services/chat", nullptr, 200);
+  std::ofstream(dir + "/service.json") << svc.dump(2);  // its events and decisions, for --keep
   const json autoscaling = svc["status"].value("autoscaling", json::object());
   int64_t server_preemptions = 0;
   {
@@ -460,10 +461,14 @@ json RunArm(const std::string& arm, const ServingBenchOptions& o, const Setup& s
   std::vector<RequestOutcome> outcomes;
   outcomes.reserve(load.outcomes.size());
   double service_s = 0;
+  std::vector<double> waits_ms;  // latency beyond the request's own service time
   for (size_t i = 0; i < load.outcomes.size(); ++i) {
     const bool ok = load.outcomes[i].status == 200;
     outcomes.push_back({load.outcomes[i].latency_ms, ok});
-    if (ok) service_s += s.arrivals[i].delay_ms / 1000.0;
+    if (ok) {
+      service_s += s.arrivals[i].delay_ms / 1000.0;
+      waits_ms.push_back(load.outcomes[i].latency_ms - s.arrivals[i].delay_ms);
+    }
   }
   const LatencyFigures lat = ComputeLatencies(outcomes, o.slo_ms);
   std::vector<TrainingRun> runs;
@@ -483,6 +488,8 @@ json RunArm(const std::string& arm, const ServingBenchOptions& o, const Setup& s
       {"slo_attainment", Round(lat.slo_attainment, 5)},
       {"p50_ms", Round(lat.p50_ms, 1)},
       {"p99_ms", Round(lat.p99_ms, 1)},
+      {"p50_wait_ms", Round(Percentile(waits_ms, 50), 1)},
+      {"p99_wait_ms", Round(Percentile(waits_ms, 99), 1)},
       {"training_gpu_hours", Round(train.gpu_hours, 5)},
       {"training_work_lost_gpu_hours", Round(train.lost_gpu_hours, 5)},
       {"training_preemptions", train.preemptions},
@@ -645,20 +652,28 @@ int RunServingBench(const ServingBenchOptions& o) {
   if (o.json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
+    std::vector<std::string> ran;
+    for (const std::string& arm : arms) {
+      if (a.contains(arm)) ran.push_back(arm);
+    }
     std::printf("%-30s", "");
-    for (const auto& [name, f] : a.items()) std::printf(" %14s", name.c_str());
+    for (const std::string& name : ran) std::printf(" %14s", name.c_str());
     std::printf("\n");
     const char* rows[] = {"requests",
                           "failed_requests",
                           "slo_attainment",
                           "p50_ms",
                           "p99_ms",
+                          "p50_wait_ms",
+                          "p99_wait_ms",
                           "training_gpu_hours",
                           "training_work_lost_gpu_hours",
                           "training_preemptions",
                           "training_jobs_finished",
+                          "scale_ups",
                           "scale_up_p50_s",
                           "scale_up_p99_s",
+                          "reclaims",
                           "reclaim_p50_s",
                           "reclaim_p99_s",
                           "mean_replicas_ready",
@@ -667,8 +682,9 @@ int RunServingBench(const ServingBenchOptions& o) {
                           "serving_slot_utilization"};
     for (const char* r : rows) {
       std::printf("%-30s", r);
-      for (const auto& [name, f] : a.items())
-        std::printf(" %14s", Cell(f.value(r, json())).c_str());
+      for (const std::string& name : ran) {
+        std::printf(" %14s", Cell(a[name].value(r, json())).c_str());
+      }
       std::printf("\n");
     }
     if (report.contains("training_gain")) {

@@ -30,7 +30,7 @@ struct ServingBenchOptions {
   std::string echo_server;  // "" : arbiter-echo-server beside the arbiter executable
   std::string trace = "../shared/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv";
   double duration_s = 120;  // of load, per arm
-  double speedup = 20;      // trace seconds per second at the day's peak
+  double speedup = 30;      // trace seconds per second at the day's peak
   double period_s = 0;      // of the day/night multiplier (0: duration_s: one night-day-night)
   double trough = 0.1;      // the multiplier at night (1 at the peak)
   double prefill_ms_per_token = 0.02;
@@ -39,7 +39,7 @@ struct ServingBenchOptions {
   int agents = 0;            // 0: the server's built-in node has them all; else split over agents
   double slo_ms = 1000;      // latency target of each request
   int max_concurrency = 8;   // requests a replica serves at once
-  double utilization = 0.6;  // of a replica's slots, what the peak's count and autoscaling aim at
+  double utilization = 0.7;  // of a replica's slots, what the peak's count and autoscaling aim at
   int static_replicas = 0;   // 0: the peak's need from the schedule (PeakReplicas)
   int min_replicas = 1;      // the arbiter arm's minimum
   int train_work_s = 40;     // each training job's work
