@@ -220,7 +220,7 @@ json ServiceSpec(const ServingBenchOptions& o, const Setup& s, bool autoscale) {
                 {{"path", "/readyz"},
                  {"period_seconds", 0.2},
                  {"timeout_seconds", 0.2},
-                 {"failure_threshold", 1}}},
+                 {"failure_threshold", 3}}},
                {"max_concurrency", o.max_concurrency},
                {"request_queue", {{"max", 100000}, {"timeout_ms", 30000}}},
                {"slo", {{"latency_ms", std::lround(o.slo_ms)}, {"percentile", 99}}},

@@ -39,7 +39,7 @@ struct ServingBenchOptions {
   int agents = 0;            // 0: the server's built-in node has them all; else split over agents
   double slo_ms = 1000;      // latency target of each request
   int max_concurrency = 8;   // requests a replica serves at once
-  double utilization = 0.7;  // of a replica's slots, what the peak's count and autoscaling aim at
+  double utilization = 0.8;  // of a replica's slots, what the peak's count and autoscaling aim at
   int static_replicas = 0;   // 0: the peak's need from the schedule (PeakReplicas)
   int min_replicas = 1;      // the arbiter arm's minimum
   int train_work_s = 40;     // each training job's work
