@@ -5,6 +5,7 @@
 #include "bench/bench_command.h"
 #include "bench/e2e_bench.h"
 #include "bench/gateway_bench.h"
+#include "bench/serving_bench.h"
 #include "bench/submit_bench.h"
 
 namespace arbiter::bench {
@@ -101,8 +102,83 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   bg->add_flag("--keep", gateway.keep, "Keep the temporary folder (logs, configurations)");
   bg->add_flag("--json", gateway.json, "Print one JSON object");
   bg->callback([=] { *exit_code = arbiter::bench::RunGatewayBench(gateway); });
+  static arbiter::bench::ServingBenchOptions serving;
+  auto* bv = b->add_subcommand(
+      "serving",
+      "Autoscaling and lending idle serving GPUs to training, against a fixed replica count: "
+      "a real server, its gateway and arbiter-echo-server replicas on fake GPUs, open-loop load "
+      "from an LLM inference trace under a day/night pattern, and preemptible training jobs "
+      "that checkpoint; two arms, static then arbiter\n"
+      "Example: arbiter bench serving --duration 120 --speedup 30 --gpus 8 --json");
+  bv->add_option("--trace", serving.trace,
+                 "An Azure LLM inference trace (TIMESTAMP,ContextTokens,GeneratedTokens)")
+      ->capture_default_str();
+  bv->add_option("--duration", serving.duration_s, "Seconds of load per arm")
+      ->check(CLI::Range(5.0, 86400.0))
+      ->capture_default_str();
+  bv->add_option("--speedup", serving.speedup, "Trace seconds per second at the day's peak")
+      ->check(CLI::Range(0.01, 100000.0))
+      ->capture_default_str();
+  bv->add_option("--period", serving.period_s,
+                 "Seconds of one day/night cycle (0: --duration: night, day, night)")
+      ->check(CLI::Range(0.0, 86400.0));
+  bv->add_option("--trough", serving.trough, "The rate multiplier at night (1 at the peak)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  bv->add_option("--gpus", serving.gpus, "Fake GPUs in the cluster")
+      ->check(CLI::Range(2, 512))
+      ->capture_default_str();
+  bv->add_option("--agents", serving.agents,
+                 "Node agents to split the GPUs over (0: the server's built-in node)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  bv->add_option("--slo-ms", serving.slo_ms, "Latency target of each request")
+      ->check(CLI::Range(1.0, 600000.0))
+      ->capture_default_str();
+  bv->add_option("--max-concurrency", serving.max_concurrency, "Requests a replica serves at once")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  bv->add_option("--utilization", serving.utilization,
+                 "Share of a replica's slots the peak's count and autoscaling aim at")
+      ->check(CLI::Range(0.05, 1.0))
+      ->capture_default_str();
+  bv->add_option("--static-replicas", serving.static_replicas,
+                 "The static arm's replicas and the arbiter arm's maximum (0: the peak's need)")
+      ->check(CLI::Range(0, 512));
+  bv->add_option("--min-replicas", serving.min_replicas, "The arbiter arm's minimum replicas")
+      ->check(CLI::Range(0, 512))
+      ->capture_default_str();
+  bv->add_option("--prefill-ms-per-token", serving.prefill_ms_per_token,
+                 "Service time per prompt token")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  bv->add_option("--decode-ms-per-token", serving.decode_ms_per_token,
+                 "Service time per generated token")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  bv->add_option("--train-work", serving.train_work_s, "Seconds of work of each training job")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  bv->add_option("--checkpoint", serving.checkpoint_s,
+                 "Seconds between a training job's checkpoints")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  bv->add_option("--grace", serving.grace_s, "The training class's grace period in seconds")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  bv->add_option("--reclaim-deadline", serving.reclaim_deadline_s,
+                 "The service's reclaim_deadline_seconds")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
+  bv->add_option("--arms", serving.arms, "Which arms to run, in order: static, arbiter")
+      ->capture_default_str();
+  bv->add_flag("--keep", serving.keep,
+               "Keep the temporary folder (logs, stores, the training jobs' records)");
+  bv->add_flag("--json", serving.json, "Print one JSON object");
+  bv->callback([=] { *exit_code = arbiter::bench::RunServingBench(serving); });
   b->callback([=] {
-    if (!b->got_subcommand(bs) && !b->got_subcommand(be) && !b->got_subcommand(bg)) {
+    if (!b->got_subcommand(bs) && !b->got_subcommand(be) && !b->got_subcommand(bg) &&
+        !b->got_subcommand(bv)) {
       *exit_code = arbiter::bench::RunBench(bench);
     }
   });

@@ -43,16 +43,10 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
   return true;
 }
 
-// A complete response in `in`: its status, whether the server keeps the connection, and the
-// number of bytes it spans. 0 bytes: not complete yet; -1: not a response this client can read.
-struct Parsed {
-  int status = 0;
-  bool close = false;
-  int64_t bytes = 0;
-};
+}  // namespace
 
-Parsed ParseResponse(const std::string& in) {
-  Parsed p;
+HttpResponseHead ParseHttpResponse(const std::string& in) {
+  HttpResponseHead p;
   const size_t end = in.find("\r\n\r\n");
   if (end == std::string::npos) return p;
   std::string_view head(in.data(), end);
@@ -88,8 +82,6 @@ Parsed ParseResponse(const std::string& in) {
   if (static_cast<int64_t>(in.size()) >= total) p.bytes = total;
   return p;
 }
-
-}  // namespace
 
 bool ParseHttpUrl(const std::string& url, LoadTarget* out, std::string* error) {
   const std::string prefix = "http://";
@@ -299,7 +291,7 @@ class LoadRunner {
     }
     const bool broken = Drain(c);
     if (c.index >= 0) {
-      const Parsed p = ParseResponse(c.in);
+      const HttpResponseHead p = ParseHttpResponse(c.in);
       if (p.bytes < 0) {
         Abandon(c,
                 fmt::format("request {}: not an HTTP/1.1 response with a Content-Length", c.index));

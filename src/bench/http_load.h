@@ -24,6 +24,16 @@ std::string HttpRequestBytes(const LoadTarget& target, const std::string& method
                              const std::string& path, const std::vector<std::string>& headers,
                              const std::string& body);
 
+// A complete response at the start of `in`: its status, whether the server closes the connection,
+// and the bytes it spans. 0 bytes: not complete yet; -1: not a response these clients read (no
+// HTTP/1.x status line, or chunked).
+struct HttpResponseHead {
+  int status = 0;
+  bool close = false;
+  int64_t bytes = 0;
+};
+HttpResponseHead ParseHttpResponse(const std::string& in);
+
 struct LoadResult {
   int64_t requests_ok = 0;           // answered with the expected status
   int64_t requests_failed = 0;       // another status, a broken connection or no answer in time
