@@ -123,13 +123,6 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
     out.queues.push_back(std::move(q));
   }
   // 4. Services.
-  auto quantile = [](const Timings& t, double p) {
-    if (t.seconds.empty()) return -1.0;
-    std::vector<double> v(t.seconds.begin(), t.seconds.end());
-    std::sort(v.begin(), v.end());
-    return v[std::min(v.size() - 1,
-                      static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
-  };
   for (const auto& [name, e] : services_.all) {
     MetricsSnapshot::ServiceInfo s;
     s.service = name;
@@ -143,10 +136,10 @@ MetricsSnapshot ControlPlane::GatherMetrics() {
     s.scale_ups = e.scale_up.count;
     s.reclaims = e.reclaim.count;
     s.cold_starts = e.cold_start.count;
-    s.scale_up_p50 = quantile(e.scale_up, 0.5);
-    s.scale_up_p99 = quantile(e.scale_up, 0.99);
-    s.reclaim_p50 = quantile(e.reclaim, 0.5);
-    s.reclaim_p99 = quantile(e.reclaim, 0.99);
+    s.scale_up_p50 = e.scale_up.Quantile(0.5);
+    s.scale_up_p99 = e.scale_up.Quantile(0.99);
+    s.reclaim_p50 = e.reclaim.Quantile(0.5);
+    s.reclaim_p99 = e.reclaim.Quantile(0.99);
     out.services.push_back(std::move(s));
   }
   return out;

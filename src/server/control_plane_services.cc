@@ -236,14 +236,8 @@ json ControlPlane::ServiceJsonLocked(const ServiceEntry& e) const {
     auto timings = [](const Timings& t) {
       json j = {{"count", t.count}};
       if (!t.seconds.empty()) {
-        std::vector<double> v(t.seconds.begin(), t.seconds.end());
-        std::sort(v.begin(), v.end());
-        auto q = [&](double p) {
-          const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
-          return std::round(v[i] * 1000) / 1000;
-        };
-        j["p50_seconds"] = q(0.5);
-        j["p99_seconds"] = q(0.99);
+        j["p50_seconds"] = std::round(t.Quantile(0.5) * 1000) / 1000;
+        j["p99_seconds"] = std::round(t.Quantile(0.99) * 1000) / 1000;
         j["last_seconds"] = std::round(t.seconds.back() * 1000) / 1000;
       }
       return j;

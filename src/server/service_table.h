@@ -8,10 +8,12 @@
 // a replica changes a job and its service in one step. It calls nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/autoscale/autoscaler.h"
 #include "model/service.h"
@@ -61,6 +63,16 @@ struct Timings {
     seconds.push_back(s);
     ++count;
     while (seconds.size() > kMaxTimings) seconds.pop_front();
+  }
+  // The quantile q (0..1) of the kept ones, linear between ranks; -1 when there are none.
+  double Quantile(double q) const {
+    if (seconds.empty()) return -1;
+    std::vector<double> v(seconds.begin(), seconds.end());
+    std::sort(v.begin(), v.end());
+    const double at = q * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(at);
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
   }
 };
 
