@@ -237,6 +237,15 @@ async function main() {
     await shot("jobs");
   });
 
+  await step("live: a job submitted elsewhere appears on the Jobs page without a reload", async () => {
+    await page.goto(base + "/jobs", { waitUntil: "load" });
+    await page.waitForSelector(`a[href="/jobs/${runId}"]`);
+    const body = JSON.stringify({ queue: "vision-train", command: ["true"], resources: { gpus: 1 } });
+    const id = (await call(admin, "POST", "/api/v1/jobs", body)).id;
+    // The list's own refresh is every 10 s: the event stream brings it sooner.
+    await page.waitForSelector(`a[href="/jobs/${id}"]`, { timeout: 5_000 });
+  });
+
   await step("Queues: bars per queue", async () => {
     await clickLink("Queues");
     await page.waitForSelector('.queue-bar[data-queue="vision-train"]');

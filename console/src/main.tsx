@@ -2,7 +2,7 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import "./style.css";
 import { api, get, Json, onUnauthenticated, setCsrfToken } from "./api";
-import { Link, navigate } from "./util";
+import { Link, navigate, startLive, stopLive } from "./util";
 import { SignIn } from "./pages/signin";
 import { Overview } from "./pages/overview";
 import { JobPage, Jobs } from "./pages/jobs";
@@ -59,7 +59,10 @@ function App() {
   const path = usePath();
   const [session, setSession] = useState<Session | null | undefined>(undefined);
   useEffect(() => {
-    onUnauthenticated(() => setSession(null));
+    onUnauthenticated(() => {
+      stopLive();
+      setSession(null);
+    });
     get("/api/v1/session")
       .then((s: Json) => {
         if (s.session) setCsrfToken(s.csrf_token);
@@ -71,6 +74,10 @@ function App() {
     const name = kPages.find((p) => path.startsWith(p.path))?.name ?? "Overview";
     document.title = session ? `${name} · Arbiter` : "Sign in · Arbiter";
   }, [path, session]);
+
+  useEffect(() => {
+    if (session) startLive();
+  }, [session]);
 
   if (session === undefined) return <p class="muted">Loading…</p>;
   if (session === null) {
@@ -85,6 +92,7 @@ function App() {
     );
   }
   const signOut = async () => {
+    stopLive();
     try {
       await api("DELETE", "/api/v1/session");
     } finally {

@@ -26,8 +26,46 @@ export function Link(props: { href: string; children: ComponentChildren; class?:
   );
 }
 
-// Loads `load()` now, again every `everyMs` (live pages) and whenever `deps` change.
-export function usePoll<T>(load: () => Promise<T>, everyMs: number, deps: unknown[] = []) {
+// Live updates: one stream of the API's server-sent events (GET /api/v1/events: job, node and
+// configuration changes the caller may see) while signed in and the page is shown; every change
+// makes the pages that listen load their data again (at most every 250 ms). The stream is closed
+// when the page is hidden (pagehide), so that a page kept for the back button holds no
+// connection.
+const listeners = new Set<() => void>();
+let source: EventSource | null = null;
+let wanted = false;
+let notifyTimer = 0;
+function notify() {
+  if (notifyTimer) return;
+  notifyTimer = window.setTimeout(() => {
+    notifyTimer = 0;
+    listeners.forEach((l) => l());
+  }, 250);
+}
+function open() {
+  if (source || !wanted) return;
+  source = new EventSource("/api/v1/events");
+  for (const kind of ["job", "node", "config"]) source.addEventListener(kind, notify);
+}
+function close() {
+  source?.close();
+  source = null;
+}
+addEventListener("pagehide", close);
+addEventListener("pageshow", open);
+export function startLive() {
+  wanted = true;
+  open();
+}
+export function stopLive() {
+  wanted = false;
+  close();
+}
+
+// Loads `load()` now, on every change the event stream reports (`live`), again every `everyMs`
+// (0: never; for what the stream does not cover, such as logs and samples) and whenever `deps`
+// change.
+export function usePoll<T>(load: () => Promise<T>, everyMs: number, deps: unknown[] = [], live = true) {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<string>("");
   const alive = useRef(true);
@@ -35,7 +73,11 @@ export function usePoll<T>(load: () => Promise<T>, everyMs: number, deps: unknow
   useEffect(() => {
     alive.current = true;
     let timer = 0;
+    let busy = false;
     const run = async () => {
+      if (busy) return;
+      busy = true;
+      window.clearTimeout(timer);
       try {
         const d = await load();
         if (!alive.current) return;
@@ -45,11 +87,14 @@ export function usePoll<T>(load: () => Promise<T>, everyMs: number, deps: unknow
         if (!alive.current) return;
         setError(e instanceof Error ? e.message : String(e));
       }
+      busy = false;
       if (alive.current && everyMs > 0) timer = window.setTimeout(run, everyMs);
     };
     run();
+    if (live) listeners.add(run);
     return () => {
       alive.current = false;
+      listeners.delete(run);
       window.clearTimeout(timer);
     };
   }, [...deps, tick]);

@@ -77,7 +77,7 @@ function Access() {
   const data = usePoll(async () => {
     const [users, tokens] = await Promise.all([get("/api/v1/users"), get("/api/v1/tokens")]);
     return { users: users.items as Json[], tokens: tokens.items as Json[] };
-  }, 0);
+  }, 0, [], false);
   return (
     <section aria-labelledby="access">
       <h2 id="access">Users and tokens</h2>
@@ -94,7 +94,7 @@ function Access() {
 
 function Audit() {
   const [search, setSearch] = useState("");
-  const data = usePoll(() => get("/api/v1/audit?limit=1000"), 10000);
+  const data = usePoll(() => get("/api/v1/audit?limit=1000"), 10000, [], false);
   const needle = search.trim().toLowerCase();
   const rows: Json[] = (data.data?.items ?? [])
     .filter((a: Json) => !needle || JSON.stringify(a).toLowerCase().includes(needle))

@@ -33,7 +33,7 @@ function QueueBar(props: { q: Json; dim: string }) {
 }
 
 export function Queues() {
-  const queues = usePoll(() => get("/api/v1/queues"), 5000);
+  const queues = usePoll(() => get("/api/v1/queues"), 10000);
   if (!queues.data) return <>{queues.error ? <ErrorText error={queues.error} /> : <Loading />}</>;
   const items: Json[] = queues.data.items;
   const tenants = [...new Set(items.map((q) => q.tenant as string))];
@@ -80,7 +80,7 @@ export function Queues() {
 }
 
 export function Nodes(props: { session: Session }) {
-  const nodes = usePoll(() => get("/api/v1/nodes"), 5000);
+  const nodes = usePoll(() => get("/api/v1/nodes"), 10000);
   const [filter, setFilter] = useState({ model: "", state: "" });
   const [error, setError] = useState("");
   const admin = props.session.role === "admin";
@@ -191,7 +191,7 @@ export function Nodes(props: { session: Session }) {
 }
 
 export function Services() {
-  const services = usePoll(() => get("/api/v1/services"), 5000);
+  const services = usePoll(() => get("/api/v1/services"), 10000);
   if (!services.data) return <>{services.error ? <ErrorText error={services.error} /> : <Loading />}</>;
   const items: Json[] = services.data.items ?? [];
   return (

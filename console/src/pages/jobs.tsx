@@ -21,7 +21,7 @@ export function Jobs(props: { session: Session }) {
   const [draft, setDraft] = useState(filters);
   const [text, setText] = useState("");
   const [previous, setPrevious] = useState<string[]>([]);
-  const list = usePoll(() => get(`/api/v1/jobs${query({ ...filters, limit: kPageSize })}`), 5000, [JSON.stringify(filters)]);
+  const list = usePoll(() => get(`/api/v1/jobs${query({ ...filters, limit: kPageSize })}`), 10000, [JSON.stringify(filters)]);
   const apply = (f: Record<string, string>) => {
     setFilters(f);
     navigate(`/jobs${query(f)}`);
@@ -148,7 +148,7 @@ const kFieldOf: Record<string, string> = {
 };
 
 function SubmitForm() {
-  const queues = usePoll(() => get("/api/v1/queues"), 0);
+  const queues = usePoll(() => get("/api/v1/queues"), 0, [], false);
   const [form, setForm] = useState({ queue: "", command: "", gpus: "1", model: "", walltime: "", retries: "0" });
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [general, setGeneral] = useState("");

@@ -36,7 +36,7 @@ export function Overview(props: { session: Session }) {
       ]);
       return { nodes: nodes.items as Json[], queues: queues.items as Json[], pending: pending.items as Json[] };
     },
-    5000,
+    10000,
   );
   const step = kPeriods.find((p) => p.value === period)!.step;
   const history = usePoll(
@@ -46,8 +46,9 @@ export function Overview(props: { session: Session }) {
         : get(`/api/v1/reports/usage${query({ since: period, step, group_by: "queue" })}`),
     15000,
     [period],
+    false,
   );
-  const failures = usePoll(() => get("/api/v1/reports/failures?since=24h"), 30000);
+  const failures = usePoll(() => get("/api/v1/reports/failures?since=24h"), 30000, [], false);
 
   let chart = null;
   if (history.data) {

@@ -15,7 +15,7 @@ export function Reports() {
     step: p.get("step") ?? "1h",
   });
   const q = { since: params.since, group_by: params.report === "serving" ? undefined : params.group_by, step: params.step };
-  const data = usePoll(() => get(`/api/v1/reports/${params.report}${query(q)}`), 30000, [JSON.stringify(params)]);
+  const data = usePoll(() => get(`/api/v1/reports/${params.report}${query(q)}`), 30000, [JSON.stringify(params)], false);
   const set = (k: string) => (e: Event) => setParams({ ...params, [k]: (e.target as HTMLInputElement).value });
   const rows: Json[] = data.data?.rows ?? [];
   const columns: string[] = data.data?.columns ?? [];
