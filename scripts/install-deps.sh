@@ -37,6 +37,12 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+# Node.js and npm build the web console (console/, embedded into the binary): Debian's nodejs and
+# npm, unless a node and npm are already there (another distribution's nodejs package brings its
+# own npm and conflicts with Debian's).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 SUDO=""

@@ -12,6 +12,7 @@ DATA=${ARBITER_DATA:-data}
 URL="http://${LISTEN}"
 cat <<TXT
 Arbiter server
+  console    ${URL}/   (sign in with the token in ${DATA}/admin.token)
   API        ${URL}/api/v1   (OpenAPI document: ${URL}/api/v1/openapi.json)
   gateway    http://${GATEWAY}/s/NAME/   (online services; docs/services.md)
   data       ${DATA}/arbiter.db, admin token in ${DATA}/admin.token

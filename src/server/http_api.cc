@@ -252,6 +252,34 @@ bool HttpApi::AllowRate(const std::string& token_id) {
   return true;
 }
 
+Result<Principal> HttpApi::Caller(const httplib::Request& req, std::string_view method) {
+  const std::string cookie = CookieValue(req.get_header_value("Cookie"), kSessionCookie);
+  if (req.has_header("Authorization") || cookie.empty()) return cp_->Authenticate(Bearer(req));
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  const auto session = sessions_.Use(cookie, now_ms);
+  if (!session) {
+    return Status(StatusCode::kUnauthenticated,
+                  "the console session has ended (signed out, expired or the server restarted): "
+                  "sign in again");
+  }
+  // A page of another site cannot read the CSRF token, so it cannot send it: a mutation without
+  // it is refused even though the browser attached the cookie.
+  if (method != "GET") {
+    const std::string sent = req.get_header_value(kCsrfHeader);
+    if (sent.size() != session->csrf.size() || !SecureEquals(sent, session->csrf)) {
+      return Status(StatusCode::kPermissionDenied,
+                    "a change through a console session needs its CSRF token in the X-CSRF-Token "
+                    "header (returned by POST and GET /api/v1/session)",
+                    kCsrfHeader);
+    }
+  }
+  auto p = cp_->Authenticate(session->token);
+  if (!p.ok()) sessions_.End(cookie);  // the token was revoked or expired: so is its session
+  return p;
+}
+
 // Every authenticated route: token check, rate limit, query parameters, then the handler.
 void HttpApi::AddRoute(const char* method, std::string path, std::string regex, std::string summary,
                        RouteHandler h) {
@@ -273,7 +301,7 @@ void HttpApi::AddRoute(const char* method, std::string path, std::string regex, 
       latency->Observe(
           res.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
-    auto p = cp_->Authenticate(Bearer(req));
+    auto p = Caller(req, method);
     if (!p.ok()) {
       SendError(res, p.status());
       return observe();
@@ -383,6 +411,7 @@ void HttpApi::Register() {
   RegisterLogRoutes(route);
   RegisterReportRoutes(route);
   RegisterServiceRoutes(route);
+  RegisterConsoleRoutes(route);
 
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -475,7 +504,8 @@ json HttpApi::OpenApi() const {
         {"responses",
          {{"200", {{"description", "OK"}}},
           {"4XX", {{"description", "Error: {\"error\": {\"code\", \"message\", \"field\"}}"}}}}}};
-    if (r.path != "/healthz" && r.path != "/readyz" && r.path != "/api/v1/openapi.json") {
+    if (!r.open && r.path != "/healthz" && r.path != "/readyz" &&
+        r.path != "/api/v1/openapi.json") {
       op["security"] = json::array({{{"bearer", json::array()}}});
     }
     json params = json::array();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "server/console_sessions.h"
 #include "server/control_plane.h"
 
 namespace httplib {
@@ -57,6 +58,10 @@ struct HttpOptions {
   std::string metrics_token;
 };
 
+// The console session's cookie and the header that carries its CSRF token.
+inline constexpr const char* kSessionCookie = "arbiter_session";
+inline constexpr const char* kCsrfHeader = "X-CSRF-Token";
+
 class HttpApi {
  public:
   HttpApi(ControlPlane* cp, HttpOptions options);
@@ -83,6 +88,7 @@ class HttpApi {
     std::string path;  // OpenAPI form: /api/v1/jobs/{id}
     std::string summary;
     std::vector<QueryParam> params = {};
+    bool open = false;  // needs no token (the OpenAPI document lists no security for it)
   };
   static std::vector<QueryParam> QueryParamsOf(std::string_view method, std::string_view path);
   const std::vector<RouteInfo>& routes() const { return route_info_; }
@@ -109,6 +115,15 @@ class HttpApi {
   void RegisterReportRoutes(const RouteFn& route);
   // Services and the gateways' routes and stats (http_services_api.cc).
   void RegisterServiceRoutes(const RouteFn& route);
+
+  // The web console (http_console_api.cc): its pages and assets, and signing in and out.
+  void RegisterConsoleRoutes(const RouteFn& route);
+  // POST /api/v1/session: an API token in, a session cookie and a CSRF token out.
+  void SignIn(const httplib::Request& req, httplib::Response& res);
+
+  // Who calls: the bearer token of the Authorization header, else the console session of the
+  // cookie, whose CSRF token must come in X-CSRF-Token on anything but a GET.
+  Result<Principal> Caller(const httplib::Request& req, std::string_view method);
 
   bool AllowRate(const std::string& token_id);
   // Shared by the route files: the error body and status of `st`; a JSON body or a 400.
@@ -137,6 +152,7 @@ class HttpApi {
     double tokens = 0;
     int64_t last_ns = 0;
   };
+  ConsoleSessions sessions_;
   std::mutex rate_mu_;
   std::unordered_map<std::string, Bucket> buckets_;
 };

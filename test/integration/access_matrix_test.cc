@@ -78,6 +78,12 @@ const Row kMatrix[] = {
     // Metrics cover every tenant: admins (and the server's scrape secret, not a caller here).
     {"GET /metrics",                      {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     {"GET /api/v1/whoami",                {401,  200,  200,  200,  200,  200,  200,  200,  200}},
+    // The web console's page, and its sessions: signing in takes the caller's own token in the
+    // body (none: 400); node tokens speak for a node, not a person (403).
+    {"GET /",                             {200,  200,  200,  200,  200,  200,  200,  200,  200}},
+    {"POST /api/v1/session",              {400,  201,  201,  201,  201,  201,  403,  403,  201}},
+    {"GET /api/v1/session",               {401,  200,  200,  200,  200,  200,  200,  200,  200}},
+    {"DELETE /api/v1/session",            {401,  200,  200,  200,  200,  200,  200,  200,  200}},
     // A foreign queue is "not found" like a missing one; the queue is a body field, hence 400.
     {"POST /api/v1/jobs",                 {401,  201,  201,  201,  201,  403,  403,  403,  400}},
     {"POST /api/v1/jobs/batch",           {401,  201,  201,  201,  201,  403,  403,  403,  400}},
@@ -267,6 +273,9 @@ class AccessMatrixTest : public ::testing::Test {
     } else if (name_at != std::string::npos) {
       call.path.replace(name_at, 6,
                         route.starts_with("/api/v1/queues") ? "vision-train" : "gpu-01");
+    }
+    if (method == "POST" && route == "/api/v1/session") {
+      call.body = caller.empty() ? "{}" : json{{"token", server_.token(caller)}}.dump();
     }
     if (method == "POST" && route == "/api/v1/jobs") call.body = JobBody("vision-train");
     if (method == "POST" && route == "/api/v1/jobs/batch") {

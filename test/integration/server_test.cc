@@ -365,6 +365,7 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
         path == "/metrics") {
       continue;  // served without a token and without parameters
     }
+    if (path == "/") continue;  // the console's page: its query belongs to the page's script
     for (auto& [method, op] : ops.items()) {
       const std::string concrete = Concrete(path) + "?bogus_param=1";
       httplib::Result r = Call(method, concrete);

@@ -1,0 +1,269 @@
+import { api, get, Json } from "../api";
+import type { Session } from "../main";
+import { Bar, ErrorText, errorMessage, fmtNum, fmtTime, Loading, StateBadge, usePoll } from "../util";
+import { useState } from "preact/hooks";
+
+// One resource of a queue as a bar: used (within the guarantee), borrowed (beyond it), against
+// the larger of max and guaranteed.
+function QueueBar(props: { q: Json; dim: string }) {
+  const { q, dim } = props;
+  const g = q.guaranteed?.[dim] ?? 0;
+  const u = q.usage?.[dim] ?? 0;
+  const b = q.borrowed?.[dim] ?? 0;
+  const m = q.max?.[dim];
+  const lend = q.lending_limit?.[dim];
+  const scale = Math.max(m ?? 0, g, u, 1);
+  return (
+    <div class="queue-bar" data-queue={q.name} data-dim={dim}>
+      <Bar
+        max={scale}
+        parts={[
+          { value: u - b, cls: "used" },
+          { value: b, cls: "borrowed" },
+        ]}
+      />
+      <span class="bar-text">
+        {dim}: used {fmtNum(u)} of guaranteed {fmtNum(g)}
+        {b > 0 ? `, borrowed ${fmtNum(b)}` : ""}
+        {lend !== undefined ? `, lending limit ${fmtNum(lend)}` : ""}
+        {m !== undefined ? `, max ${fmtNum(m)}` : ", no max"}
+      </span>
+    </div>
+  );
+}
+
+export function Queues() {
+  const queues = usePoll(() => get("/api/v1/queues"), 10000);
+  if (!queues.data) return <>{queues.error ? <ErrorText error={queues.error} /> : <Loading />}</>;
+  const items: Json[] = queues.data.items;
+  const tenants = [...new Set(items.map((q) => q.tenant as string))];
+  const dims = (q: Json) =>
+    Object.keys({ ...(q.guaranteed ?? {}), ...(q.max ?? {}) }).filter(
+      (d) => d.startsWith("gpu") && ((q.guaranteed?.[d] ?? 0) > 0 || q.max?.[d] !== undefined || (q.usage?.[d] ?? 0) > 0),
+    );
+  const children = (parent: string) => items.filter((q) => q.parent === parent && q.name !== parent);
+  const render = (q: Json, depth: number): preact.JSX.Element => (
+    <li>
+      <h3 class="queue-name">
+        {q.name}
+        {q.is_tenant ? " (tenant)" : ""}
+      </h3>
+      <p class="muted">
+        {q.pending} pending, {q.running} running, weight {fmtNum(q.weight)}
+      </p>
+      {(dims(q).length ? dims(q) : ["gpu"]).map((d) => (
+        <QueueBar q={q} dim={d} />
+      ))}
+      {children(q.name).length > 0 && <ul class="tree">{children(q.name).map((c) => render(c, depth + 1))}</ul>}
+    </li>
+  );
+  return (
+    <>
+      <h1>Queues</h1>
+      <ErrorText error={queues.error} />
+      <p class="legend" aria-hidden="true">
+        <span class="swatch used" /> used within the guarantee <span class="swatch borrowed" /> borrowed
+      </p>
+      {tenants.map((t) => {
+        const roots = items.filter((q) => q.tenant === t && (q.parent === t || q.parent === "" || q.parent === null) && q.name !== t);
+        const tenantNode = items.find((q) => q.name === t && q.is_tenant);
+        return (
+          <section aria-labelledby={`tenant-${t}`}>
+            <h2 id={`tenant-${t}`}>{t}</h2>
+            {tenantNode && (dims(tenantNode).length ? dims(tenantNode) : []).map((d) => <QueueBar q={tenantNode} dim={d} />)}
+            <ul class="tree">{roots.map((q) => render(q, 0))}</ul>
+          </section>
+        );
+      })}
+    </>
+  );
+}
+
+export function Nodes(props: { session: Session }) {
+  const nodes = usePoll(() => get("/api/v1/nodes"), 10000);
+  const [filter, setFilter] = useState({ model: "", state: "" });
+  const [error, setError] = useState("");
+  const admin = props.session.role === "admin";
+  if (!nodes.data) return <>{nodes.error ? <ErrorText error={nodes.error} /> : <Loading />}</>;
+  const items: Json[] = nodes.data.items;
+  const models = [...new Set(items.flatMap((n) => (n.gpus ?? []).map((g: Json) => g.model as string)))];
+  const states = [...new Set(items.map((n) => n.state as string))];
+  const shown = items.filter(
+    (n) => (!filter.model || (n.gpus ?? []).some((g: Json) => g.model === filter.model)) && (!filter.state || n.state === filter.state),
+  );
+  const act = async (name: string, verb: string) => {
+    setError("");
+    try {
+      await api("POST", `/api/v1/nodes/${encodeURIComponent(name)}/${verb}`);
+      nodes.reload();
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+  };
+  return (
+    <>
+      <h1>Nodes</h1>
+      <div class="filters">
+        <span class="field">
+          <label for="node-model">GPU model</label>
+          <select id="node-model" value={filter.model} onChange={(e) => setFilter({ ...filter, model: (e.target as HTMLSelectElement).value })}>
+            <option value="">any</option>
+            {models.map((m) => (
+              <option value={m}>{m}</option>
+            ))}
+          </select>
+        </span>
+        <span class="field">
+          <label for="node-state">State</label>
+          <select id="node-state" value={filter.state} onChange={(e) => setFilter({ ...filter, state: (e.target as HTMLSelectElement).value })}>
+            <option value="">any</option>
+            {states.map((s) => (
+              <option value={s}>{s}</option>
+            ))}
+          </select>
+        </span>
+      </div>
+      <ErrorText error={error || nodes.error} />
+      <div class="table-wrap">
+        <table>
+          <caption>Nodes and their GPUs</caption>
+          <thead>
+            <tr>
+              <th scope="col">Node</th>
+              <th scope="col">State</th>
+              <th scope="col">Rack</th>
+              <th scope="col">GPUs allocated</th>
+              <th scope="col">GPUs (utilisation, memory used)</th>
+              {admin && <th scope="col">Actions</th>}
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((n) => {
+              const status = new Map<number, Json>((n.status?.gpus ?? []).map((g: Json) => [g.index, g]));
+              return (
+                <tr>
+                  <td>{n.name}</td>
+                  <td>
+                    <StateBadge state={n.state} />
+                  </td>
+                  <td>{n.rack}</td>
+                  <td>
+                    {fmtNum(n.allocated?.gpus ?? 0)} of {(n.gpus ?? []).length}
+                  </td>
+                  <td>
+                    <ul class="gpus">
+                      {(n.gpus ?? []).map((g: Json) => {
+                        const s = status.get(g.index) ?? {};
+                        return (
+                          <li class={`gpu ${g.healthy ? "" : "unhealthy"}`} title={`${g.model} #${g.index}`}>
+                            {g.index}: {s.utilization_pct ?? 0}% · {s.memory_used_mib ?? 0} MiB{g.healthy ? "" : " · unhealthy"}
+                          </li>
+                        );
+                      })}
+                    </ul>
+                  </td>
+                  {admin && (
+                    <td>
+                      {n.state === "cordoned" || n.state === "draining" ? (
+                        <button type="button" onClick={() => act(n.name, "uncordon")}>
+                          Uncordon {n.name}
+                        </button>
+                      ) : (
+                        <>
+                          <button type="button" onClick={() => act(n.name, "cordon")}>
+                            Cordon {n.name}
+                          </button>{" "}
+                          <button type="button" onClick={() => act(n.name, "drain")}>
+                            Drain {n.name}
+                          </button>
+                        </>
+                      )}
+                    </td>
+                  )}
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
+
+export function Services() {
+  const services = usePoll(() => get("/api/v1/services"), 10000);
+  if (!services.data) return <>{services.error ? <ErrorText error={services.error} /> : <Loading />}</>;
+  const items: Json[] = services.data.items ?? [];
+  return (
+    <>
+      <h1>Services</h1>
+      {items.length === 0 && <p class="muted">No services.</p>}
+      {items.map((s) => (
+        <section aria-labelledby={`svc-${s.name}`} class="service">
+          <h2 id={`svc-${s.name}`}>{s.name}</h2>
+          <p>
+            {s.tenant} / {s.queue}: {s.status?.ready ?? 0} ready of {s.status?.desired ?? 0} desired
+            {s.status?.blocked ? ` (blocked: ${s.status.blocked})` : ""}
+          </p>
+          <h3>Traffic</h3>
+          <ul>
+            {(s.traffic ?? []).map((t: Json) => (
+              <li>
+                revision {t.revision}: {t.percent}%
+              </li>
+            ))}
+          </ul>
+          <table>
+            <caption>Replicas of {s.name}</caption>
+            <thead>
+              <tr>
+                <th scope="col">Job</th>
+                <th scope="col">Revision</th>
+                <th scope="col">State</th>
+                <th scope="col">Node</th>
+                <th scope="col">Reason</th>
+              </tr>
+            </thead>
+            <tbody>
+              {(s.status?.replicas ?? []).map((r: Json) => (
+                <tr>
+                  <td>{r.job}</td>
+                  <td>{r.revision}</td>
+                  <td>
+                    <StateBadge state={r.state} />
+                  </td>
+                  <td>{r.node}</td>
+                  <td>{r.reason}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {s.status?.autoscaling && (
+            <>
+              <h3>Autoscaling</h3>
+              <p>
+                desired {s.status.autoscaling.desired}, concurrency {fmtNum(s.status.autoscaling.concurrency)}, {fmtNum(s.status.autoscaling.rps)}{" "}
+                requests/s{s.status.autoscaling.panicking ? ", panicking" : ""}
+              </p>
+              <ul>
+                {(s.status.autoscaling.decisions ?? []).map((d: Json) => (
+                  <li>
+                    {fmtTime(new Date(d.at_ms).toISOString())}: {d.from} → {d.to}: {d.reason}
+                  </li>
+                ))}
+              </ul>
+            </>
+          )}
+          <h3>Events</h3>
+          <ul>
+            {(s.status?.events ?? []).slice(-10).map((e: Json) => (
+              <li>
+                {fmtTime(new Date(e.at_ms).toISOString())}: {e.message}
+              </li>
+            ))}
+          </ul>
+        </section>
+      ))}
+    </>
+  );
+}
