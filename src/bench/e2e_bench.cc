@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/child_process.h"
 #include "common/time.h"
 
 namespace arbiter::bench {
@@ -64,68 +65,6 @@ double Percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
 }
 
-// A child process with its output in a file; killed (SIGTERM, then SIGKILL) when destroyed.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(5000); }
-
-  bool Start(const std::vector<std::string>& args, const std::string& log) {
-    pid_ = fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      // The server and the agents end with the bench, however it ends.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() == 1) _exit(1);
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        close(fd);
-      }
-      std::vector<char*> argv;
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return true;
-  }
-
-  // SIGTERM, up to `grace_ms` for it to end, then SIGKILL.
-  void Stop(int grace_ms) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    pid_ = -1;
-  }
-
-  bool Exited() {
-    if (pid_ <= 0) return true;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -160,12 +99,6 @@ class Api {
   httplib::Client client_;
 };
 
-std::string SelfExe() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("arbiter") : p.string();
-}
-
 struct Run {
   double release_ms = 0;
   json jobs = json::array();
@@ -175,8 +108,8 @@ void Progress(const std::string& m) { std::fprintf(stderr, "bench e2e: %s\n", m.
 
 // 1. The server, with one tenant and one queue that may use the whole cluster; its port.
 int StartServer(const std::string& binary, const std::string& dir, const E2eBenchOptions& o,
-                Child* server_ptr) {
-  Child& server = *server_ptr;
+                ChildProcess* server_ptr) {
+  ChildProcess& server = *server_ptr;
   const int total_gpus = o.agents * o.gpus_per_agent;
   std::ofstream(dir + "/config.yaml") << fmt::format(
       "gpu_models:\n  - {{name: A100-80G, memory_mib: 81920}}\n"
@@ -217,8 +150,8 @@ std::string AdminToken(const std::string& dir) {
 // 2. The agents, each with its fake GPUs and its own node token, registered and cordoned.
 std::vector<std::string> StartAgents(Api& api, const std::string& binary, const std::string& url,
                                      const std::string& dir, const E2eBenchOptions& o,
-                                     std::vector<Child>* agents_ptr) {
-  std::vector<Child>& agents = *agents_ptr;
+                                     std::vector<ChildProcess>* agents_ptr) {
+  std::vector<ChildProcess>& agents = *agents_ptr;
   std::vector<std::string> names;
   for (int i = 0; i < o.agents; ++i) {
     names.push_back(fmt::format("node-{:02d}", i + 1));
@@ -423,8 +356,8 @@ int RunE2eBench(const E2eBenchOptions& o) {
   const std::vector<int> sizes = MixedJobSizes(o.jobs);
   Run run;
   {
-    Child server;
-    std::vector<Child> agents(static_cast<size_t>(o.agents));
+    ChildProcess server(5000);
+    std::vector<ChildProcess> agents(static_cast<size_t>(o.agents));
     try {
       const int port = StartServer(binary, dir, o, &server);
       const std::string admin_token = AdminToken(dir);
@@ -437,7 +370,7 @@ int RunE2eBench(const E2eBenchOptions& o) {
       std::fprintf(stderr, "arbiter bench e2e: %s (logs in %s)\n", e.what(), dir.c_str());
       exit_code = 1;
     }
-    for (Child& a : agents) a.Stop(10000);
+    for (ChildProcess& a : agents) a.Stop(10000);
     server.Stop(10000);
   }
 

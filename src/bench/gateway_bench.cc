@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/child_process.h"
 #include "bench/http_load.h"
 
 namespace arbiter::bench {
@@ -46,92 +47,6 @@ double Percentile(std::vector<double> v, double p) {
   const auto lo = static_cast<size_t>(std::floor(rank));
   const size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
-
-// A child process with its output in a file; stopped (SIGTERM, then SIGKILL) when destroyed.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(3000); }
-
-  bool Start(const std::vector<std::string>& args, const std::string& log) {
-    log_ = log;
-    pid_ = fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);  // they end with the bench, however it ends
-      if (getppid() == 1) _exit(1);
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        close(fd);
-      }
-      std::vector<std::string> copy = args;
-      std::vector<char*> argv;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp(argv[0], argv.data());
-      _exit(127);
-    }
-    return true;
-  }
-
-  // Waits up to `ms` for `text` in the child's output; returns the rest of that line.
-  std::optional<std::string> WaitFor(const std::string& text, int ms) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      const std::string out = ReadFile(log_);
-      const size_t at = out.find(text);
-      if (at != std::string::npos) {
-        const size_t eol = out.find('\n', at);
-        if (eol != std::string::npos) return out.substr(at + text.size(), eol - at - text.size());
-      }
-      if (Exited()) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return std::nullopt;
-  }
-
-  void Stop(int grace_ms) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-  }
-
-  pid_t pid() const { return pid_; }
-
-  bool Exited() {
-    if (pid_ <= 0) return true;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
-
-std::string SelfExe() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("arbiter") : p.string();
 }
 
 // A port free right now on 127.0.0.1 (for nginx, which cannot report the one it got).
@@ -301,10 +216,10 @@ int RunGatewayBench(const GatewayBenchOptions& o) {
   int rc = 0;
   {
     // 1. The replicas.
-    std::vector<std::unique_ptr<Child>> replicas;
+    std::vector<std::unique_ptr<ChildProcess>> replicas;
     std::vector<int> ports;
     for (int i = 0; i < o.replicas; ++i) {
-      auto c = std::make_unique<Child>();
+      auto c = std::make_unique<ChildProcess>(3000);
       c->Start({echo, "--port", "0", "--id", std::to_string(i + 1)},
                fmt::format("{}/echo-{}.log", dir, i + 1));
       const auto line = c->WaitFor("listening on 127.0.0.1:", 10000);
@@ -331,7 +246,7 @@ int RunGatewayBench(const GatewayBenchOptions& o) {
            {"queue_timeout_ms", 60000},
            {"revisions", {{{"revision", 1}, {"percent", 100}, {"replicas", reps}}}}}}}};
     std::ofstream(dir + "/routes.json") << routes.dump(2);
-    Child gateway;
+    ChildProcess gateway(3000);
     gateway.Start({binary, "gateway", "--routes-file", dir + "/routes.json", "--listen",
                    "127.0.0.1:0", "--threads", std::to_string(threads)},
                   dir + "/gateway.log");
@@ -342,7 +257,7 @@ int RunGatewayBench(const GatewayBenchOptions& o) {
     }
     const int gateway_port = std::stoi(*gw_line);
     // 3. nginx, when there is one.
-    Child nginx;
+    ChildProcess nginx(3000);
     int nginx_port = 0;
     const std::string nginx_bin = FindNginx(o.nginx);
     if (nginx_bin.empty()) {

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/child_process.h"
 #include "bench/open_loop.h"
 #include "bench/serving_model.h"
 
@@ -49,90 +50,6 @@ std::string ReadFile(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
-
-std::string SelfExe() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("arbiter") : p.string();
-}
-
-// A child process with its output in a file; stopped (SIGTERM, then SIGKILL) when destroyed.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(10000); }
-
-  bool Start(const std::vector<std::string>& args, const std::string& log) {
-    log_ = log;
-    pid_ = fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);  // they end with the bench, however it ends
-      if (getppid() == 1) _exit(1);
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        close(fd);
-      }
-      std::vector<std::string> copy = args;
-      std::vector<char*> argv;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return true;
-  }
-
-  // Waits up to `ms` for `text` in the child's output; returns the rest of that line.
-  std::optional<std::string> WaitFor(const std::string& text, int ms) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
-    while (Clock::now() < deadline) {
-      const std::string out = ReadFile(log_);
-      const size_t at = out.find(text);
-      if (at != std::string::npos) {
-        const size_t eol = out.find('\n', at);
-        if (eol != std::string::npos) return out.substr(at + text.size(), eol - at - text.size());
-      }
-      if (Exited()) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return std::nullopt;
-  }
-
-  void Stop(int grace_ms) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::milliseconds(grace_ms);
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    pid_ = -1;
-  }
-
-  bool Exited() {
-    if (pid_ <= 0) return true;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
 
 class Api {
  public:
@@ -307,8 +224,8 @@ json RunArm(const std::string& arm, const ServingBenchOptions& o, const Setup& s
   ::chmod((dir + "/runs").c_str(), 0777);  // the training jobs run as the tenant's user
   std::ofstream(dir + "/cluster.yaml") << ClusterConfig(s.replicas, o.grace_s);
 
-  Child server;
-  std::vector<std::unique_ptr<Child>> agents;
+  ChildProcess server(10000);
+  std::vector<std::unique_ptr<ChildProcess>> agents;
   std::vector<std::string> args = {s.binary,
                                    "server",
                                    "--data-dir",
@@ -350,7 +267,7 @@ json RunArm(const std::string& arm, const ServingBenchOptions& o, const Setup& s
                             json{{"user", "admin"}, {"role", "node"}, {"node", name}}, 201);
     const std::string work = fmt::format("{}/agent-{:02d}", dir, i + 1);
     fs::create_directories(work);
-    agents.push_back(std::make_unique<Child>());
+    agents.push_back(std::make_unique<ChildProcess>(10000));
     if (!agents.back()->Start(
             {s.binary, "agent", "--server", fmt::format("http://127.0.0.1:{}", port), "--token",
              t.at("token").get<std::string>(), "--name", name, "--work-dir", work, "--fake-gpus",
