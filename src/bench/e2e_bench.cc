@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/bench_api.h"
 #include "bench/child_process.h"
 #include "common/time.h"
 
@@ -71,33 +72,6 @@ std::string ReadFile(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
-
-class Api {
- public:
-  Api(int port, std::string token) : client_("127.0.0.1", port) {
-    client_.set_keep_alive(true);
-    client_.set_tcp_nodelay(true);
-    client_.set_bearer_token_auth(token);
-    client_.set_read_timeout(30);
-  }
-  // The answer's JSON when the status is `want`; throws otherwise, naming the call.
-  json Call(const std::string& method, const std::string& path, const json& body, int want) {
-    auto r = method == "GET"
-                 ? client_.Get(path)
-                 : client_.Post(path, body.is_null() ? "" : body.dump(), "application/json");
-    if (!r) {
-      throw std::runtime_error(
-          fmt::format("{} {}: {}", method, path, httplib::to_string(r.error())));
-    }
-    if (r->status != want) {
-      throw std::runtime_error(fmt::format("{} {}: HTTP {}: {}", method, path, r->status, r->body));
-    }
-    return r->body.empty() ? json() : json::parse(r->body);
-  }
-
- private:
-  httplib::Client client_;
-};
 
 struct Run {
   double release_ms = 0;
@@ -148,8 +122,9 @@ std::string AdminToken(const std::string& dir) {
 }
 
 // 2. The agents, each with its fake GPUs and its own node token, registered and cordoned.
-std::vector<std::string> StartAgents(Api& api, const std::string& binary, const std::string& url,
-                                     const std::string& dir, const E2eBenchOptions& o,
+std::vector<std::string> StartAgents(BenchApi& api, const std::string& binary,
+                                     const std::string& url, const std::string& dir,
+                                     const E2eBenchOptions& o,
                                      std::vector<ChildProcess>* agents_ptr) {
   std::vector<ChildProcess>& agents = *agents_ptr;
   std::vector<std::string> names;
@@ -201,7 +176,7 @@ void SubmitMix(int port, const std::string& admin_token, const std::vector<int>&
   const std::string sleep_arg = fmt::format("{}", o.job_seconds);
   for (int c = 0; c < o.submit_concurrency; ++c) {
     submitters.emplace_back([&] {
-      Api mine(port, admin_token);
+      BenchApi mine(port, admin_token);
       for (int i = next++; i < o.jobs; i = next++) {
         const int g = sizes[static_cast<size_t>(i)];
         const json body = {{"name", fmt::format("mix-{}-{}gpu", i, g)},
@@ -226,7 +201,7 @@ void SubmitMix(int port, const std::string& admin_token, const std::vector<int>&
 }
 
 // 4. Release every node at once, wait for the queue to drain, and collect the jobs' records.
-void ReleaseAndDrain(Api& api, const std::vector<std::string>& names, const E2eBenchOptions& o,
+void ReleaseAndDrain(BenchApi& api, const std::vector<std::string>& names, const E2eBenchOptions& o,
                      Run* run_ptr) {
   Run& run = *run_ptr;
   run.release_ms = static_cast<double>(WallMs());
@@ -361,7 +336,7 @@ int RunE2eBench(const E2eBenchOptions& o) {
     try {
       const int port = StartServer(binary, dir, o, &server);
       const std::string admin_token = AdminToken(dir);
-      Api api(port, admin_token);
+      BenchApi api(port, admin_token);
       const std::string url = fmt::format("http://127.0.0.1:{}", port);
       const std::vector<std::string> names = StartAgents(api, binary, url, dir, o, &agents);
       SubmitMix(port, admin_token, sizes, o);

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/bench_api.h"
 #include "bench/child_process.h"
 #include "bench/open_loop.h"
 #include "bench/serving_model.h"
@@ -50,32 +51,6 @@ std::string ReadFile(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
-
-class Api {
- public:
-  Api(int port, const std::string& token) : client_("127.0.0.1", port) {
-    client_.set_keep_alive(true);
-    client_.set_bearer_token_auth(token);
-    client_.set_read_timeout(30);
-  }
-  // The answer's JSON when the status is `want`; throws otherwise, naming the call.
-  json Call(const std::string& method, const std::string& path, const json& body, int want) {
-    auto r = method == "GET"
-                 ? client_.Get(path)
-                 : client_.Post(path, body.is_null() ? "" : body.dump(), "application/json");
-    if (!r) {
-      throw std::runtime_error(
-          fmt::format("{} {}: {}", method, path, httplib::to_string(r.error())));
-    }
-    if (r->status != want) {
-      throw std::runtime_error(fmt::format("{} {}: HTTP {}: {}", method, path, r->status, r->body));
-    }
-    return r->body.empty() ? json() : json::parse(r->body);
-  }
-
- private:
-  httplib::Client client_;
-};
 
 // The cluster's configuration: `serving` guaranteed the peak's replicas, `training` nothing (it
 // borrows); serving replicas are never preempted, training jobs at once (min_runtime 0) with a
@@ -167,7 +142,7 @@ struct Samples {
 };
 
 void Sample(int port, const std::string& token, Samples* s) {
-  Api api(port, token);
+  BenchApi api(port, token);
   auto next = Clock::now();
   while (!s->stop) {
     try {
@@ -258,7 +233,7 @@ json RunArm(const std::string& arm, const ServingBenchOptions& o, const Setup& s
   }
   std::string token = ReadFile(dir + "/server/admin.token");
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  Api api(port, token);
+  BenchApi api(port, token);
 
   // The agents, when the GPUs are theirs.
   for (int i = 0; i < o.agents; ++i) {
