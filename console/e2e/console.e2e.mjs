@@ -254,6 +254,15 @@ async function main() {
     await axe("queues");
   });
 
+  await step("Nodes: fragmentation per GPU model and a rack filter", async () => {
+    await clickLink("Nodes");
+    await page.waitForSelector("ul.gpus");
+    const models = await page.$$eval("section[aria-labelledby=fragmentation] tbody tr", (rows) => rows.map((r) => r.getAttribute("data-model")));
+    check(models.length > 0 && models.every((m) => m), `no fragmentation row per GPU model: ${JSON.stringify(models)}`);
+    const label = await page.$eval("label[for=node-rack]", (e) => e.textContent);
+    check(label === "Rack", `the rack filter's label is ${label}`);
+  });
+
   for (const [name, selector] of [
     ["Nodes", "ul.gpus"],
     ["Services", "h1"],

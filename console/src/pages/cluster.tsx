@@ -1,6 +1,6 @@
 import { api, get, Json } from "../api";
 import type { Session } from "../main";
-import { Bar, ErrorText, errorMessage, fmtNum, fmtTime, Loading, StateBadge, usePoll } from "../util";
+import { Bar, ErrorText, errorMessage, fmtNum, fmtTime, Link, Loading, StateBadge, usePoll } from "../util";
 import { useState } from "preact/hooks";
 
 // One resource of a queue as a bar: used (within the guarantee), borrowed (beyond it), against
@@ -79,18 +79,47 @@ export function Queues() {
   );
 }
 
+// Free GPUs per model on ready nodes (healthy GPUs less those allocated; a node's allocation is
+// counted against its GPUs' model), the largest free block on one node, and the rest: free GPUs
+// that a job needing more than one node's block cannot use together.
+function fragmentation(nodes: Json[]) {
+  const per = new Map<string, { model: string; free: number; nodes: number; largest: number }>();
+  for (const n of nodes) {
+    const gpus: Json[] = n.gpus ?? [];
+    const models = [...new Set(gpus.map((g) => g.model as string))];
+    for (const m of models) {
+      const f = per.get(m) ?? { model: m, free: 0, nodes: 0, largest: 0 };
+      per.set(m, f);
+      if (n.state !== "ready") continue;
+      const healthy = gpus.filter((g) => g.model === m && g.healthy).length;
+      const free = Math.max(0, healthy - (models.length === 1 ? (n.allocated?.gpus ?? 0) : 0));
+      if (free <= 0) continue;
+      f.free += free;
+      f.nodes += 1;
+      f.largest = Math.max(f.largest, free);
+    }
+  }
+  return [...per.values()].sort((a, b) => a.model.localeCompare(b.model));
+}
+
 export function Nodes(props: { session: Session }) {
   const nodes = usePoll(() => get("/api/v1/nodes"), 10000);
-  const [filter, setFilter] = useState({ model: "", state: "" });
+  const frag = usePoll(() => get("/api/v1/reports/fragmentation?since=24h"), 30000, [], false);
+  const [filter, setFilter] = useState({ model: "", state: "", rack: "" });
   const [error, setError] = useState("");
   const admin = props.session.role === "admin";
   if (!nodes.data) return <>{nodes.error ? <ErrorText error={nodes.error} /> : <Loading />}</>;
   const items: Json[] = nodes.data.items;
   const models = [...new Set(items.flatMap((n) => (n.gpus ?? []).map((g: Json) => g.model as string)))];
   const states = [...new Set(items.map((n) => n.state as string))];
+  const racks = [...new Set(items.map((n) => (n.rack ?? "") as string).filter((r) => r))].sort();
   const shown = items.filter(
-    (n) => (!filter.model || (n.gpus ?? []).some((g: Json) => g.model === filter.model)) && (!filter.state || n.state === filter.state),
+    (n) =>
+      (!filter.model || (n.gpus ?? []).some((g: Json) => g.model === filter.model)) &&
+      (!filter.state || n.state === filter.state) &&
+      (!filter.rack || n.rack === filter.rack),
   );
+  const fragRow: Json = frag.data?.rows?.[0];
   const act = async (name: string, verb: string) => {
     setError("");
     try {
@@ -114,6 +143,15 @@ export function Nodes(props: { session: Session }) {
           </select>
         </span>
         <span class="field">
+          <label for="node-rack">Rack</label>
+          <select id="node-rack" value={filter.rack} onChange={(e) => setFilter({ ...filter, rack: (e.target as HTMLSelectElement).value })}>
+            <option value="">any</option>
+            {racks.map((r) => (
+              <option value={r}>{r}</option>
+            ))}
+          </select>
+        </span>
+        <span class="field">
           <label for="node-state">State</label>
           <select id="node-state" value={filter.state} onChange={(e) => setFilter({ ...filter, state: (e.target as HTMLSelectElement).value })}>
             <option value="">any</option>
@@ -124,6 +162,40 @@ export function Nodes(props: { session: Session }) {
         </span>
       </div>
       <ErrorText error={error || nodes.error} />
+      <section aria-labelledby="fragmentation">
+        <h2 id="fragmentation">Fragmentation per GPU model</h2>
+        <div class="table-wrap">
+          <table>
+            <caption>Free GPUs now, on ready nodes: a job needing more than the largest block on one node waits</caption>
+            <thead>
+              <tr>
+                <th scope="col">GPU model</th>
+                <th scope="col">Free GPUs</th>
+                <th scope="col">Nodes with free GPUs</th>
+                <th scope="col">Largest free on one node</th>
+                <th scope="col">Fragmented</th>
+              </tr>
+            </thead>
+            <tbody>
+              {fragmentation(items).map((f) => (
+                <tr data-model={f.model}>
+                  <td>{f.model}</td>
+                  <td>{fmtNum(f.free)}</td>
+                  <td>{f.nodes}</td>
+                  <td>{fmtNum(f.largest)}</td>
+                  <td>{f.free > 0 ? `${fmtNum(f.free - f.largest)} (${Math.round((100 * (f.free - f.largest)) / f.free)}%)` : "none free"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+        {fragRow && (
+          <p class="frag-day">
+            Last day, whole cluster: {fmtNum(fragRow.fragmented_gpu_hours ?? 0)} of {fmtNum(fragRow.free_gpu_hours ?? 0)} free GPU-hours fragmented,
+            at most {fmtNum(fragRow.max_fragmented_gpus ?? 0)} GPUs (<Link href="/reports?report=fragmentation&since=24h">report</Link>)
+          </p>
+        )}
+      </section>
       <div class="table-wrap">
         <table>
           <caption>Nodes and their GPUs</caption>
