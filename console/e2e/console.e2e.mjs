@@ -28,6 +28,7 @@ tenants:
     queues:
       - {name: vision-train, guaranteed: {gpu: 2}}
   - name: speech
+    budget: {gpu_hours: 1000, period: month}
     queues:
       - {name: speech-train, guaranteed: {gpu: 2}}
 users:
@@ -157,6 +158,9 @@ async function main() {
     await page.waitForSelector("figure.chart canvas", { timeout: 20_000 });
     const points = await page.$eval("figure.chart [data-points]", (e) => Number(e.getAttribute("data-points")));
     check(points > 0, "the chart has no data");
+    await page.waitForSelector('ul.budgets li[data-tenant="speech"]', { timeout: 20_000 });
+    const budget = await page.$eval('ul.budgets li[data-tenant="speech"]', (e) => e.textContent);
+    check(/of 1,?000 GPU-hours used/.test(budget), `the speech budget reads ${budget}`);
     await shot("overview");
     await axe("overview");
   });
