@@ -254,6 +254,9 @@ async function main() {
     await clickLink("Queues");
     await page.waitForSelector('.queue-bar[data-queue="vision-train"]');
     await waitText("used");
+    await page.waitForSelector('.fair-share[data-queue="vision-train"]', { timeout: 20_000 });
+    const fair = await page.$eval('.fair-share[data-queue="vision-train"]', (e) => e.textContent);
+    check(/GPU-hours used of .* entitled \(\d+% of its entitlement\)/.test(fair), `the fair share reads ${fair}`);
     await shot("queues");
     await axe("queues");
   });

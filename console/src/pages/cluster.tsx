@@ -13,6 +13,8 @@ function QueueBar(props: { q: Json; dim: string }) {
   const m = q.max?.[dim];
   const lend = q.lending_limit?.[dim];
   const scale = Math.max(m ?? 0, g, u, 1);
+  // The part of the guarantee this queue does not use and may lend (up to its lending limit).
+  const idle = Math.min(Math.max(0, g - u), lend ?? Infinity);
   return (
     <div class="queue-bar" data-queue={q.name} data-dim={dim}>
       <Bar
@@ -26,6 +28,7 @@ function QueueBar(props: { q: Json; dim: string }) {
         {dim}: used {fmtNum(u)} of guaranteed {fmtNum(g)}
         {b > 0 ? `, borrowed ${fmtNum(b)}` : ""}
         {lend !== undefined ? `, lending limit ${fmtNum(lend)}` : ""}
+        {idle > 0 ? `, idle guarantee others may borrow ${fmtNum(idle)}` : ""}
         {m !== undefined ? `, max ${fmtNum(m)}` : ", no max"}
       </span>
     </div>
@@ -34,6 +37,9 @@ function QueueBar(props: { q: Json; dim: string }) {
 
 export function Queues() {
   const queues = usePoll(() => get("/api/v1/queues"), 10000);
+  // GPU-hours used against the guarantee's GPU-hours over the last day, per queue.
+  const fairness = usePoll(() => get("/api/v1/reports/fairness?since=24h&group_by=queue"), 30000, [], false);
+  const fair = new Map<string, Json>((fairness.data?.rows ?? []).map((r: Json) => [r.queue as string, r]));
   if (!queues.data) return <>{queues.error ? <ErrorText error={queues.error} /> : <Loading />}</>;
   const items: Json[] = queues.data.items;
   const tenants = [...new Set(items.map((q) => q.tenant as string))];
@@ -51,6 +57,14 @@ export function Queues() {
       <p class="muted">
         {q.pending} pending, {q.running} running, weight {fmtNum(q.weight)}
       </p>
+      {fair.get(q.name) && (
+        <p class="fair-share" data-queue={q.name}>
+          Fair share, last day: {fmtNum(fair.get(q.name).gpu_hours ?? 0)} GPU-hours used of {fmtNum(fair.get(q.name).entitled_gpu_hours ?? 0)} entitled
+          {fair.get(q.name).share_of_entitlement !== null && fair.get(q.name).share_of_entitlement !== undefined
+            ? ` (${Math.round(100 * fair.get(q.name).share_of_entitlement)}% of its entitlement)`
+            : " (no guarantee)"}
+        </p>
+      )}
       {(dims(q).length ? dims(q) : ["gpu"]).map((d) => (
         <QueueBar q={q} dim={d} />
       ))}
