@@ -1,4 +1,4 @@
-import { api, get, Json } from "../api";
+import { api, get, Json, query } from "../api";
 import type { Session } from "../main";
 import { Bar, ErrorText, errorMessage, fmtNum, fmtTime, Link, Loading, StateBadge, usePoll } from "../util";
 import { useState } from "preact/hooks";
@@ -276,6 +276,61 @@ export function Nodes(props: { session: Session }) {
   );
 }
 
+// The last hour of a service's traffic (the serving report, whole service and per revision)
+// against its SLO: requests, errors, p99 latency and whether the SLO held.
+function ServingFigures(props: { name: string; slo: Json }) {
+  const report = usePoll(() => get(`/api/v1/reports/serving${query({ service: props.name, since: "1h" })}`), 30000, [props.name], false);
+  const slo = props.slo;
+  if (!report.data) return <ErrorText error={report.error} />;
+  const rows: Json[] = (report.data.rows ?? []).filter((r: Json) => r.service === props.name);
+  return (
+    <>
+      <h3>Requests, last hour</h3>
+      <p class="muted">
+        {slo
+          ? `SLO: p${fmtNum(slo.percentile)} within ${fmtNum(slo.latency_ms)} ms, availability ${fmtNum(slo.availability)}`
+          : "No SLO is set."}
+      </p>
+      {rows.length === 0 ? (
+        <p class="muted">No requests in the last hour.</p>
+      ) : (
+        <table class="serving" data-service={props.name}>
+          <caption>Requests of {props.name} in the last hour</caption>
+          <thead>
+            <tr>
+              <th scope="col">Revision</th>
+              <th scope="col">Requests</th>
+              <th scope="col">Errors</th>
+              <th scope="col">p99 (ms)</th>
+              <th scope="col">SLO met (latency and availability)</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => {
+              const over = slo && typeof r.p99_ms === "number" && r.p99_ms > slo.latency_ms;
+              return (
+                <tr>
+                  <td>{r.revision === null || r.revision === undefined ? "all" : r.revision}</td>
+                  <td>{fmtNum(r.requests)}</td>
+                  <td>
+                    {fmtNum(r.errors)}
+                    {typeof r.error_rate === "number" ? ` (${fmtNum(100 * r.error_rate)}%)` : ""}
+                  </td>
+                  <td>
+                    {fmtNum(r.p99_ms)}
+                    {over ? ` (over the SLO's ${fmtNum(slo.latency_ms)})` : ""}
+                  </td>
+                  <td>{typeof r.slo_met === "number" ? `${Math.round(100 * r.slo_met)}% of minutes` : "no SLO"}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+    </>
+  );
+}
+
 export function Services() {
   const services = usePoll(() => get("/api/v1/services"), 10000);
   if (!services.data) return <>{services.error ? <ErrorText error={services.error} /> : <Loading />}</>;
@@ -291,6 +346,7 @@ export function Services() {
             {s.tenant} / {s.queue}: {s.status?.ready ?? 0} ready of {s.status?.desired ?? 0} desired
             {s.status?.blocked ? ` (blocked: ${s.status.blocked})` : ""}
           </p>
+          <ServingFigures name={s.name} slo={s.slo} />
           <h3>Traffic</h3>
           <ul>
             {(s.traffic ?? []).map((t: Json) => (
