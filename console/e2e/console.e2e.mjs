@@ -250,6 +250,19 @@ async function main() {
     await page.waitForSelector(`a[href="/jobs/${id}"]`, { timeout: 5_000 });
   });
 
+  await step("Jobs list: a column's header sorts the page, from the keyboard too", async () => {
+    const ids = () => page.$$eval("table tbody tr td:first-child a", (as) => as.map((a) => Number(a.textContent)));
+    await page.focus("button[data-sort=id]");
+    await page.keyboard.press("Enter"); // already by job ascending: now descending
+    await page.waitForSelector('th[aria-sort="descending"] button[data-sort=id]');
+    const down = await ids();
+    check(down.length > 1 && down.every((v, i) => i === 0 || down[i - 1] > v), `not descending: ${down}`);
+    const caption = await page.$eval("table caption", (e) => e.textContent);
+    check(/this page sorted by job, descending/.test(caption), `caption: ${caption}`);
+    await page.click("button[data-sort=id]");
+    await page.waitForSelector('th[aria-sort="ascending"] button[data-sort=id]');
+  });
+
   await step("Queues: bars per queue", async () => {
     await clickLink("Queues");
     await page.waitForSelector('.queue-bar[data-queue="vision-train"]');
