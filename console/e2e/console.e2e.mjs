@@ -303,6 +303,25 @@ async function main() {
     await page.waitForSelector("pre.diff");
   });
 
+  await step("Admin: create a user and a token from the forms; the API's field error by its field", async () => {
+    await page.type("#new-user-name", "Not A Name!");
+    await page.select("#new-user-role", "member");
+    await clickButton("Create user");
+    await page.waitForSelector("#new-user-name-error", { timeout: 5_000 });
+    check((await page.$eval("#new-user-name", (e) => e.getAttribute("aria-invalid"))) === "true", "the user name is not marked invalid");
+    await page.click("#new-user-name", { clickCount: 3 });
+    await page.keyboard.press("Backspace");
+    await page.type("#new-user-name", "carol");
+    await page.type("#new-user-tenant", "vision");
+    await clickButton("Create user");
+    await page.waitForFunction(() => document.querySelector("form[aria-labelledby=new-user] .created")?.textContent.includes("carol"), { timeout: 5_000 });
+    await page.type("#new-token-user", "carol");
+    await clickButton("Create token");
+    await page.waitForFunction(() => /arb_/.test(document.querySelector("form[aria-labelledby=new-token] .created")?.textContent ?? ""), { timeout: 5_000 });
+    await shot("admin-created");
+    await axe("admin forms");
+  });
+
   await step("Reports: a table, a chart with data and a CSV link", async () => {
     await page.goto(base + "/reports?report=cluster&since=1h&step=5m", { waitUntil: "load" });
     await page.waitForSelector("table");
