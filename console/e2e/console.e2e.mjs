@@ -270,6 +270,8 @@ async function main() {
     await page.waitForSelector('.fair-share[data-queue="vision-train"]', { timeout: 20_000 });
     const fair = await page.$eval('.fair-share[data-queue="vision-train"]', (e) => e.textContent);
     check(/GPU-hours used of .* entitled \(\d+% of its entitlement\)/.test(fair), `the fair share reads ${fair}`);
+    const bar = await page.$eval('.queue-bar[data-queue="speech-train"] .bar-text', (e) => e.textContent);
+    check(/idle guarantee others may borrow 2, about 0 of it lent/.test(bar), `speech-train's bar reads ${bar}`);
     await shot("queues");
     await axe("queues");
   });

@@ -5,8 +5,8 @@ import { useState } from "preact/hooks";
 
 // One resource of a queue as a bar: used (within the guarantee), borrowed (beyond it), against
 // the larger of max and guaranteed.
-function QueueBar(props: { q: Json; dim: string }) {
-  const { q, dim } = props;
+function QueueBar(props: { q: Json; dim: string; lent?: number }) {
+  const { q, dim, lent } = props;
   const g = q.guaranteed?.[dim] ?? 0;
   const u = q.usage?.[dim] ?? 0;
   const b = q.borrowed?.[dim] ?? 0;
@@ -29,13 +29,29 @@ function QueueBar(props: { q: Json; dim: string }) {
         {b > 0 ? `, borrowed ${fmtNum(b)}` : ""}
         {lend !== undefined ? `, lending limit ${fmtNum(lend)}` : ""}
         {idle > 0 ? `, idle guarantee others may borrow ${fmtNum(idle)}` : ""}
+        {lent !== undefined && idle > 0 ? `, about ${fmtNum(lent)} of it lent` : ""}
         {m !== undefined ? `, max ${fmtNum(m)}` : ", no max"}
       </span>
     </div>
   );
 }
 
-export function Queues() {
+// What each queue lends, estimated: the API says what each queue borrows, not from whom. The GPUs
+// borrowed by all queues (leaves, so that none counts twice) are shared out over the queues' idle
+// lendable guarantees in proportion. Only for a caller who sees every queue (an admin): a
+// member's view would miss the borrowers of other tenants.
+function lentEstimate(items: Json[], dim: string): Map<string, number> {
+  const leaves = items.filter((q) => !q.is_tenant && !items.some((c) => c.parent === q.name && c.name !== q.name));
+  const idle = (q: Json) =>
+    Math.min(Math.max(0, (q.guaranteed?.[dim] ?? 0) - (q.usage?.[dim] ?? 0)), q.lending_limit?.[dim] ?? Infinity);
+  const borrowed = leaves.reduce((a, q) => a + (q.borrowed?.[dim] ?? 0), 0);
+  const lendable = leaves.reduce((a, q) => a + idle(q), 0);
+  const share = lendable > 0 ? Math.min(1, borrowed / lendable) : 0;
+  return new Map(leaves.map((q) => [q.name as string, idle(q) * share]));
+}
+
+export function Queues(props: { session: Session }) {
+  const admin = props.session.role === "admin";
   const queues = usePoll(() => get("/api/v1/queues"), 10000);
   // GPU-hours used against the guarantee's GPU-hours over the last day, per queue.
   const fairness = usePoll(() => get("/api/v1/reports/fairness?since=24h&group_by=queue"), 30000, [], false);
@@ -47,6 +63,11 @@ export function Queues() {
     Object.keys({ ...(q.guaranteed ?? {}), ...(q.max ?? {}) }).filter(
       (d) => d.startsWith("gpu") && ((q.guaranteed?.[d] ?? 0) > 0 || q.max?.[d] !== undefined || (q.usage?.[d] ?? 0) > 0),
     );
+  const lentByDim = new Map<string, Map<string, number>>();
+  const lent = (d: string) => {
+    if (!lentByDim.has(d)) lentByDim.set(d, lentEstimate(items, d));
+    return lentByDim.get(d)!;
+  };
   const children = (parent: string) => items.filter((q) => q.parent === parent && q.name !== parent);
   const render = (q: Json, depth: number): preact.JSX.Element => (
     <li>
@@ -66,7 +87,7 @@ export function Queues() {
         </p>
       )}
       {(dims(q).length ? dims(q) : ["gpu"]).map((d) => (
-        <QueueBar q={q} dim={d} />
+        <QueueBar q={q} dim={d} lent={admin ? lent(d).get(q.name) : undefined} />
       ))}
       {children(q.name).length > 0 && <ul class="tree">{children(q.name).map((c) => render(c, depth + 1))}</ul>}
     </li>
