@@ -28,6 +28,7 @@ tenants:
     queues:
       - {name: vision-train, guaranteed: {gpu: 2}}
   - name: speech
+    budget: {gpu_hours: 1000, period: month}
     queues:
       - {name: speech-train, guaranteed: {gpu: 2}}
 users:
@@ -157,6 +158,9 @@ async function main() {
     await page.waitForSelector("figure.chart canvas", { timeout: 20_000 });
     const points = await page.$eval("figure.chart [data-points]", (e) => Number(e.getAttribute("data-points")));
     check(points > 0, "the chart has no data");
+    await page.waitForSelector('ul.budgets li[data-tenant="speech"]', { timeout: 20_000 });
+    const budget = await page.$eval('ul.budgets li[data-tenant="speech"]', (e) => e.textContent);
+    check(/of 1,?000 GPU-hours used/.test(budget), `the speech budget reads ${budget}`);
     await shot("overview");
     await axe("overview");
   });
@@ -246,12 +250,39 @@ async function main() {
     await page.waitForSelector(`a[href="/jobs/${id}"]`, { timeout: 5_000 });
   });
 
+  await step("Jobs list: a column's header sorts the page, from the keyboard too", async () => {
+    const ids = () => page.$$eval("table tbody tr td:first-child a", (as) => as.map((a) => Number(a.textContent)));
+    await page.focus("button[data-sort=id]");
+    await page.keyboard.press("Enter"); // already by job ascending: now descending
+    await page.waitForSelector('th[aria-sort="descending"] button[data-sort=id]');
+    const down = await ids();
+    check(down.length > 1 && down.every((v, i) => i === 0 || down[i - 1] > v), `not descending: ${down}`);
+    const caption = await page.$eval("table caption", (e) => e.textContent);
+    check(/this page sorted by job, descending/.test(caption), `caption: ${caption}`);
+    await page.click("button[data-sort=id]");
+    await page.waitForSelector('th[aria-sort="ascending"] button[data-sort=id]');
+  });
+
   await step("Queues: bars per queue", async () => {
     await clickLink("Queues");
     await page.waitForSelector('.queue-bar[data-queue="vision-train"]');
     await waitText("used");
+    await page.waitForSelector('.fair-share[data-queue="vision-train"]', { timeout: 20_000 });
+    const fair = await page.$eval('.fair-share[data-queue="vision-train"]', (e) => e.textContent);
+    check(/GPU-hours used of .* entitled \(\d+% of its entitlement\)/.test(fair), `the fair share reads ${fair}`);
+    const bar = await page.$eval('.queue-bar[data-queue="speech-train"] .bar-text', (e) => e.textContent);
+    check(/idle guarantee others may borrow 2, about 0 of it lent/.test(bar), `speech-train's bar reads ${bar}`);
     await shot("queues");
     await axe("queues");
+  });
+
+  await step("Nodes: fragmentation per GPU model and a rack filter", async () => {
+    await clickLink("Nodes");
+    await page.waitForSelector("ul.gpus");
+    const models = await page.$$eval("section[aria-labelledby=fragmentation] tbody tr", (rows) => rows.map((r) => r.getAttribute("data-model")));
+    check(models.length > 0 && models.every((m) => m), `no fragmentation row per GPU model: ${JSON.stringify(models)}`);
+    const label = await page.$eval("label[for=node-rack]", (e) => e.textContent);
+    check(label === "Rack", `the rack filter's label is ${label}`);
   });
 
   for (const [name, selector] of [
@@ -272,6 +303,25 @@ async function main() {
     await page.waitForFunction(() => document.querySelector("#config-yaml").value.includes("vision-train"));
     await clickButton("Dry run");
     await page.waitForSelector("pre.diff");
+  });
+
+  await step("Admin: create a user and a token from the forms; the API's field error by its field", async () => {
+    await page.type("#new-user-name", "Not A Name!");
+    await page.select("#new-user-role", "member");
+    await clickButton("Create user");
+    await page.waitForSelector("#new-user-name-error", { timeout: 5_000 });
+    check((await page.$eval("#new-user-name", (e) => e.getAttribute("aria-invalid"))) === "true", "the user name is not marked invalid");
+    await page.click("#new-user-name", { clickCount: 3 });
+    await page.keyboard.press("Backspace");
+    await page.type("#new-user-name", "carol");
+    await page.type("#new-user-tenant", "vision");
+    await clickButton("Create user");
+    await page.waitForFunction(() => document.querySelector("form[aria-labelledby=new-user] .created")?.textContent.includes("carol"), { timeout: 5_000 });
+    await page.type("#new-token-user", "carol");
+    await clickButton("Create token");
+    await page.waitForFunction(() => /arb_/.test(document.querySelector("form[aria-labelledby=new-token] .created")?.textContent ?? ""), { timeout: 5_000 });
+    await shot("admin-created");
+    await axe("admin forms");
   });
 
   await step("Reports: a table, a chart with data and a CSV link", async () => {

@@ -42,7 +42,7 @@ function Page(props: { path: string; session: Session }) {
   if (job) return <JobPage id={job[1]} session={props.session} />;
   if (p === "/" || p === "/overview" || p === "/sign-in") return <Overview session={props.session} />;
   if (p === "/jobs") return <Jobs session={props.session} />;
-  if (p === "/queues") return <Queues />;
+  if (p === "/queues") return <Queues session={props.session} />;
   if (p === "/nodes") return <Nodes session={props.session} />;
   if (p === "/services" || p.startsWith("/services/")) return <Services />;
   if (p === "/reports") return <Reports />;

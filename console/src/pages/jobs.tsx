@@ -8,6 +8,22 @@ const kTypes = ["", "training", "batch", "interactive", "service"];
 const kFilters = ["tenant", "queue", "state", "user", "type"] as const;
 const kPageSize = 50;
 
+type SortKey = "id" | "state" | "tenant" | "queue" | "user" | "gpus" | "submitted_at";
+const kSortLabels: Record<SortKey, string> = {
+  id: "job",
+  state: "state",
+  tenant: "tenant",
+  queue: "queue",
+  user: "user",
+  gpus: "GPUs",
+  submitted_at: "submission time",
+};
+function sortValue(j: Json, key: SortKey): number | string {
+  if (key === "id") return Number(j.id);
+  if (key === "gpus") return Number(j.resources?.gpus ?? 0);
+  return String(j[key] ?? "");
+}
+
 function urlFilters(): Record<string, string> {
   const p = new URLSearchParams(location.search);
   const out: Record<string, string> = {};
@@ -28,9 +44,32 @@ export function Jobs(props: { session: Session }) {
   };
   const canSubmit = props.session.role !== "viewer";
   const needle = text.trim().toLowerCase();
-  const items: Json[] = (list.data?.items ?? []).filter(
-    (j: Json) => !needle || `${j.id} ${j.user} ${j.queue} ${j.state} ${j.reason} ${(j.command ?? []).join(" ")}`.toLowerCase().includes(needle),
+  // The API pages jobs oldest first and has no other order: a column's sort orders this page only.
+  const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: "id", desc: false });
+  const items: Json[] = (list.data?.items ?? [])
+    .filter(
+      (j: Json) => !needle || `${j.id} ${j.user} ${j.queue} ${j.state} ${j.reason} ${(j.command ?? []).join(" ")}`.toLowerCase().includes(needle),
+    )
+    .sort((a: Json, b: Json) => {
+      const x = sortValue(a, sort.key);
+      const y = sortValue(b, sort.key);
+      const c = x < y ? -1 : x > y ? 1 : Number(a.id) - Number(b.id);
+      return sort.desc ? -c : c;
+    });
+  const header = (key: SortKey, label: string) => (
+    <th scope="col" aria-sort={sort.key === key ? (sort.desc ? "descending" : "ascending") : "none"}>
+      <button
+        type="button"
+        class="sort"
+        data-sort={key}
+        onClick={() => setSort({ key, desc: sort.key === key ? !sort.desc : false })}
+      >
+        {label}
+        {sort.key === key ? (sort.desc ? " ▼" : " ▲") : ""}
+      </button>
+    </th>
   );
+  const sortLabel = kSortLabels[sort.key];
   return (
     <>
       <h1>Jobs</h1>
@@ -73,16 +112,19 @@ export function Jobs(props: { session: Session }) {
         ) : (
           <div class="table-wrap">
             <table>
-              <caption>Jobs, oldest first ({items.length} on this page)</caption>
+              <caption>
+                Jobs ({items.length} on this page; pages go oldest first), this page sorted by {sortLabel}
+                {sort.desc ? ", descending" : ""}
+              </caption>
               <thead>
                 <tr>
-                  <th scope="col">Job</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Tenant</th>
-                  <th scope="col">Queue</th>
-                  <th scope="col">User</th>
-                  <th scope="col">GPUs</th>
-                  <th scope="col">Submitted</th>
+                  {header("id", "Job")}
+                  {header("state", "State")}
+                  {header("tenant", "Tenant")}
+                  {header("queue", "Queue")}
+                  {header("user", "User")}
+                  {header("gpus", "GPUs")}
+                  {header("submitted_at", "Submitted")}
                   <th scope="col">Reason</th>
                 </tr>
               </thead>

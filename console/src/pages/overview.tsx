@@ -24,6 +24,29 @@ function gpuFigures(nodes: Json[]) {
   return { total, allocated, busy };
 }
 
+// Tenants with a budget, the closest to their end first: spent at least 80%, or on course (the
+// forecast) to spend it all before the period ends.
+function BudgetList(props: { rows: Json[] }) {
+  const rows = props.rows
+    .filter((r) => typeof r.budget_gpu_hours === "number" && r.budget_gpu_hours > 0)
+    .sort((a, b) => (b.budget_used_pct ?? 0) - (a.budget_used_pct ?? 0));
+  if (rows.length === 0) return <p class="muted">No budgets.</p>;
+  return (
+    <ul class="budgets">
+      {rows.map((r) => {
+        const close = (r.budget_used_pct ?? 0) >= 80 || (r.forecast_gpu_hours ?? 0) >= r.budget_gpu_hours;
+        return (
+          <li data-tenant={r.tenant} data-close={close ? "true" : "false"}>
+            <strong>{r.tenant}</strong>: {fmtNum(r.budget_used_gpu_hours ?? 0)} of {fmtNum(r.budget_gpu_hours)} GPU-hours used (
+            {fmtNum(r.budget_used_pct ?? 0)}%), forecast {fmtNum(r.forecast_gpu_hours ?? 0)} by the period's end
+            {close ? " · close to its end" : ""}
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
+
 export function Overview(props: { session: Session }) {
   const [period, setPeriod] = useState("1h");
   const admin = props.session.role === "admin";
@@ -49,6 +72,9 @@ export function Overview(props: { session: Session }) {
     false,
   );
   const failures = usePoll(() => get("/api/v1/reports/failures?since=24h"), 30000, [], false);
+  // The usage report by tenant carries each budget's use in its current period and a forecast to
+  // the period's end at the same rate.
+  const budgets = usePoll(() => get("/api/v1/reports/usage?since=24h&group_by=tenant"), 30000, [], false);
 
   let chart = null;
   if (history.data) {
@@ -164,6 +190,11 @@ export function Overview(props: { session: Session }) {
             ))}
           </ul>
         )}
+      </section>
+      <section aria-labelledby="budgets">
+        <h2 id="budgets">Budgets</h2>
+        <ErrorText error={budgets.error} />
+        {budgets.data && <BudgetList rows={budgets.data.rows ?? []} />}
       </section>
       <section aria-labelledby="failures">
         <h2 id="failures">Failures in the last day</h2>
