@@ -239,6 +239,14 @@ async function main() {
     await page.waitForSelector(`a[href="/jobs/${runId}"]`);
     check((await page.$(`a[href="/jobs/${bigId}"]`)) === null, "a cancelled job in the succeeded filter");
     await shot("jobs");
+    // The text filter is the server's too: a word of one job's command finds it alone.
+    await page.goto(base + "/jobs", { waitUntil: "load" });
+    await page.waitForSelector("#filter-q");
+    await page.type("#filter-q", "HELLO-from-the");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => location.search.includes("q=HELLO-from-the"));
+    await page.waitForSelector(`a[href="/jobs/${runId}"]`);
+    check((await page.$(`a[href="/jobs/${bigId}"]`)) === null, "a job without the text in the text filter");
   });
 
   await step("live: a job submitted elsewhere appears on the Jobs page without a reload", async () => {

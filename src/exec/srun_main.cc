@@ -9,7 +9,7 @@
 //   srun --arbiter-release             the batch wrapper, after the script: lets the workers end
 //
 // Multi-node steps: the srun in the script (task 0) listens on MASTER_ADDR's step port
-// (40000 + the job id modulo 20000); the workers on the other nodes connect to it, prove they
+// (26000 + the job id modulo 6000); the workers on the other nodes connect to it, prove they
 // belong to the job with ARBITER_STEP_KEY (a per-run secret the server gives every task of the job,
 // and no one else), receive the step, run their node's share of it, stream its output back, and
 // report their worst exit status. Both sides prove they hold the key without sending it
@@ -439,11 +439,13 @@ void InstallSignals() {
   sigaction(SIGHUP, &sa, nullptr);
 }
 
-// The port of the job's steps on MASTER_ADDR: apart from MASTER_PORT's range (20000-39999),
-// which the programs the steps start use for their own rendezvous.
+// The port of the job's steps on MASTER_ADDR (26000-31999): apart from MASTER_PORT's range
+// (20000-25999), which the programs the steps start use for their own rendezvous, from services'
+// replicas (10000-19999), and below the kernel's ephemeral ports (32768 and up), which outgoing
+// connections take and which would make the port busy by chance.
 int StepPort() {
   const long long job = std::atoll(Env("ARBITER_JOB_ID", "0").c_str());
-  return 40000 + static_cast<int>(job % 20000);
+  return 26000 + static_cast<int>(job % 6000);
 }
 
 // Accepts the workers of nodes 1..nodes-1 (each says who it is with the step key). Returns their

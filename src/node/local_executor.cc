@@ -439,7 +439,8 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   env["LOCAL_RANK"] = "0";
   // One address for every rank: the one the server gives for the first task's node.
   env["MASTER_ADDR"] = !a.master_addr.empty() ? a.master_addr : a.master_node;
-  env["MASTER_PORT"] = std::to_string(20000 + a.job % 20000);
+  // 20000-25999: below the step port's range (srun) and the kernel's ephemeral ports.
+  env["MASTER_PORT"] = std::to_string(20000 + a.job % 6000);
   // The job's nodes, each once, in task order (the batch wrapper's SLURM_JOB_NODELIST).
   std::vector<std::string> nodes;
   for (const std::string& n : a.nodes) {

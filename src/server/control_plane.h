@@ -97,7 +97,8 @@ struct LogRun {
 // must be one the caller may see (ListJobs refuses others, naming the field and the known values).
 struct JobFilter {
   std::vector<std::string> tenants, queues, states, users, types;
-  uint64_t array = 0;            // only this job array's elements (0: any job)
+  std::string text;    // lower case: only jobs whose name or command contains it ("" : any)
+  uint64_t array = 0;  // only this job array's elements (0: any job)
   std::optional<int64_t> index;  // only its element of this index (with `array`)
   bool active = false;           // only jobs that have not ended
   TimeMs since = 0;              // only jobs that had not ended before it (0: no bound)

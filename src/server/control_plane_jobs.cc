@@ -534,6 +534,24 @@ Status ControlPlane::ResolveJobFilterLocked(const Principal& p, JobFilter* f) co
   return Status::Ok();
 }
 
+namespace {
+
+// Whether `lower` (lower case) occurs in the job's name or in its command, in any case.
+bool MatchesText(const JobSpec& spec, const std::string& lower) {
+  auto contains = [&](const std::string& s) {
+    if (s.size() < lower.size()) return false;
+    return std::search(s.begin(), s.end(), lower.begin(), lower.end(), [](char a, char b) {
+             return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b;
+           }) != s.end();
+  };
+  if (contains(spec.name)) return true;
+  std::string command;
+  for (const std::string& a : spec.command) command += (command.empty() ? "" : " ") + a;
+  return contains(command);
+}
+
+}  // namespace
+
 Result<std::string> ControlPlane::ListJobs(const Principal& p, JobFilter f) {
   if (p.role == Role::kNode) return Forbidden("nodes may not list jobs");
   std::lock_guard<std::mutex> lock(mu_);
@@ -552,6 +570,7 @@ Result<std::string> ControlPlane::ListJobs(const Principal& p, JobFilter f) {
       return true;
     }
     if (f.index && j.spec.array.index != *f.index) return true;
+    if (!f.text.empty() && !MatchesText(j.spec, f.text)) return true;
     // Ended: a final state whose processes are gone (a cancelled job still stopping is live).
     const bool ended = IsFinal(j.state) && !j.stopping;
     if (f.active && ended) return true;

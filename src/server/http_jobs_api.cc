@@ -63,6 +63,13 @@ Result<JobFilter> HttpApi::ParseJobFilter(const httplib::Request& req) {
   f.states = CommaList(req.get_param_value("state"));
   f.users = CommaList(req.get_param_value("user"));
   f.types = CommaList(req.get_param_value("type"));
+  if (req.has_param("q")) {
+    const std::string q = req.get_param_value("q");
+    if (q.size() > 200) {
+      return InvalidArgument("q", fmt::format("must be at most 200 characters, got {}", q.size()));
+    }
+    for (char c : q) f.text += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  }
   auto active = net::QueryBool(req, "active");
   if (!active.ok()) return active.status();
   f.active = *active;

@@ -89,6 +89,23 @@ TEST_F(JobListTest, ListsActiveSinceAndUntil) {
   EXPECT_EQ(Ids(alice_, {}), (std::set<uint64_t>{early, dev}));
 }
 
+// q: the jobs whose name or command contains the text, in any case (the API lower-cases it).
+TEST_F(JobListTest, TextMatchesTheNameOrTheCommandInAnyCase) {
+  const uint64_t named = Submit({{"queue", "lab-q"}, {"name", "ResNet-50 sweep"}});
+  const uint64_t command =
+      Submit({{"queue", "lab-q"}, {"command", {"python3", "train_resnet.py"}}});
+  const uint64_t neither = Submit({{"queue", "lab-q"}, {"command", {"sleep", "1"}}});
+  JobFilter f;
+  f.text = "resnet";
+  EXPECT_EQ(Ids(admin_, f), (std::set<uint64_t>{named, command}));
+  f.text = "python3 train";  // across the command's words
+  EXPECT_EQ(Ids(admin_, f), (std::set<uint64_t>{command}));
+  f.text = "nothing like it";
+  EXPECT_TRUE(Ids(admin_, f).empty());
+  f.text = "";
+  EXPECT_EQ(Ids(admin_, f), (std::set<uint64_t>{named, command, neither}));
+}
+
 TEST_F(JobListTest, ValuesTheCallerCannotSeeAreRefusedNamingTheKnownOnes) {
   Submit({{"queue", "other-q"}});
   struct Case {

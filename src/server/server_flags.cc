@@ -125,8 +125,8 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   srv->add_option("--service-ports", server.service_ports,
                   "Ports the replicas of services without a fixed port get, LO-HI (each replica "
-                  "one no other live replica uses; apart from MASTER_PORT's 20000-39999 and the "
-                  "kernel's ephemeral ports)")
+                  "one no other live replica uses; apart from MASTER_PORT's 20000-25999, srun's "
+                  "step ports 26000-31999 and the kernel's ephemeral ports)")
       ->capture_default_str();
   srv->add_option("--gateway-listen", server.gateway_listen,
                   "Also run the gateway of services on HOST:PORT (http://HOST:PORT/s/NAME/; "

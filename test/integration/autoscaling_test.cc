@@ -104,7 +104,7 @@ class AutoscalingTest : public ::testing::Test {
       std::ofstream f(dir_.path() + "/cluster.yaml");
       f << kConfig;
     }
-    const int ports_lo = 30000 + static_cast<int>(getpid() % 100) * 20;
+    const int ports_lo = 10000 + static_cast<int>(getpid() % 500) * 20;
     ASSERT_TRUE(server_.Start(
         dir_.path(), {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box",
                       "--fake-gpus", "4", "--gateway-listen", "127.0.0.1:0", "--service-ports",

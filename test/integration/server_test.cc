@@ -382,8 +382,8 @@ TEST_F(ServerTest, UnknownQueryParametersAreRefusedAndTheKnownOnesDocumented) {
     if (p["in"] == "query") documented.push_back(p["name"].get<std::string>());
   }
   EXPECT_EQ(documented,
-            (std::vector<std::string>{"tenant", "queue", "state", "user", "type", "array", "index",
-                                      "active", "since", "until", "cursor", "limit"}));
+            (std::vector<std::string>{"tenant", "queue", "state", "user", "type", "q", "array",
+                                      "index", "active", "since", "until", "cursor", "limit"}));
   auto typo = admin_->Get("/api/v1/jobs?stat=pending");
   ASSERT_TRUE(typo);
   EXPECT_EQ(typo->status, 400);

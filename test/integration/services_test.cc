@@ -61,7 +61,7 @@ class ServicesTest : public ::testing::Test {
     }
     // A port range of this process's own, so that tests running at once do not collide, below
     // the kernel's ephemeral ports (32768 and up), which outgoing connections take.
-    ports_lo_ = 21000 + static_cast<int>(getpid() % 550) * 20;
+    ports_lo_ = 10000 + static_cast<int>(getpid() % 500) * 20;
     ASSERT_TRUE(server_.Start(dir_.path(),
                               {"--config", dir_.path() + "/cluster.yaml", "--local-node", "box",
                                "--service-ports", fmt::format("{}-{}", ports_lo_, ports_lo_ + 19)}))

@@ -5,7 +5,16 @@ import { ErrorText, errorMessage, fmtNum, fmtTime, Link, Loading, navigate, Stat
 
 const kStates = ["", "pending", "running", "suspended", "succeeded", "failed", "cancelled", "preempted"];
 const kTypes = ["", "training", "batch", "interactive", "service"];
-const kFilters = ["tenant", "queue", "state", "user", "type"] as const;
+const kFilters = ["tenant", "queue", "state", "user", "type", "q"] as const;
+// The filters' labels; `q` is the API's text filter (name or command, any case).
+const kFilterLabels: Record<string, string> = {
+  tenant: "Tenant",
+  queue: "Queue",
+  state: "State",
+  user: "User",
+  type: "Type",
+  q: "Name or command",
+};
 const kPageSize = 50;
 
 type SortKey = "id" | "state" | "tenant" | "queue" | "user" | "gpus" | "submitted_at";
@@ -86,7 +95,7 @@ export function Jobs(props: { session: Session }) {
         >
           {kFilters.map((k) => (
             <span class="field">
-              <label for={`filter-${k}`}>{k[0].toUpperCase() + k.slice(1)}</label>
+              <label for={`filter-${k}`}>{kFilterLabels[k]}</label>
               {k === "state" || k === "type" ? (
                 <select id={`filter-${k}`} value={draft[k]} onChange={(e) => setDraft({ ...draft, [k]: (e.target as HTMLSelectElement).value })}>
                   {(k === "state" ? kStates : kTypes).map((s) => (
