@@ -136,6 +136,17 @@ class ServicesGatewayTest : public ::testing::Test {
     return false;
   }
 
+  // Asks until revision `rev` answers (the gateway takes the server's new table by its long
+  // poll, a moment after the server's status shows it); false when it did not within 10 s.
+  bool UntilRevision(httplib::Client& c, int64_t rev) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      if (Ask(c).first == rev) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   // One request through the gateway: the answering replica's revision header, or -1.
   std::pair<int64_t, json> Ask(httplib::Client& c) {
     auto r = c.Get("/s/chat/hello");
@@ -208,6 +219,7 @@ TEST_F(ServicesGatewayTest, NoRequestFailsThroughKillsUpdatesCanaryAndRollback) 
   EXPECT_EQ(json::parse(put->body).value("revision", 0), 2);
   EXPECT_TRUE(WaitReady([](const auto& r) { return Count(r, 2) == 3 && Count(r, 1) == 0; }, 90))
       << Service().dump();
+  ASSERT_TRUE(UntilRevision(client, 2));
   for (int i = 0; i < 20; ++i) EXPECT_EQ(Ask(client).first, 2);
 
   // (d) A 90/10 canary of revision 3, measured over 2,000 requests.
@@ -236,6 +248,7 @@ TEST_F(ServicesGatewayTest, NoRequestFailsThroughKillsUpdatesCanaryAndRollback) 
   ASSERT_EQ(back->status, 200) << back->body;
   ASSERT_TRUE(WaitReady([](const auto& r) { return Count(r, 2) == 3 && Count(r, 3) == 0; }, 90))
       << Service().dump();
+  ASSERT_TRUE(UntilRevision(client, 2));
   for (int i = 0; i < 20; ++i) EXPECT_EQ(Ask(client).first, 2);
 
   // A replica failing readiness gets no traffic.
