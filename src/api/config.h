@@ -76,18 +76,43 @@ struct SchedulerConfig {
   bool operator==(const SchedulerConfig&) const = default;
 };
 
+// Which submissions wait for a person's approval before they are scheduled (docs/approvals.md).
+// Every condition set must hold; at least one is set. A job's GPUs are its tasks x GPUs per task,
+// its GPU-hours those GPUs x its walltime.
+struct ApprovalWhen {
+  std::optional<int64_t> gpus_at_least;
+  std::optional<int64_t> gpu_hours_at_least;
+  std::string priority_class;  // empty: any
+  std::string queue;           // empty: any
+  std::string type;            // a job type's name ("training"); empty: any
+  bool operator==(const ApprovalWhen&) const = default;
+};
+
+// Who may decide: the tenant admins of the job's tenant (role "tenant-admin"), or the users
+// named. Admins may always decide; nobody decides on their own job.
+struct ApprovalRuleConfig {
+  std::string name;
+  ApprovalWhen when;
+  std::string approver_role;                // "tenant-admin", or empty when `approver_users`
+  std::vector<std::string> approver_users;  // non-empty when no role
+  int64_t expires_after_seconds = 0;        // 0: never expires
+  bool operator==(const ApprovalRuleConfig&) const = default;
+};
+
 struct ClusterConfig {
   SchedulerConfig scheduler;
   std::vector<GpuModel> gpu_models;
   std::vector<PriorityClass> priority_classes;
   std::vector<TenantConfig> tenants;
   std::vector<UserConfig> users;
-  std::vector<Node> nodes;  // static nodes; agents register the others
+  std::vector<Node> nodes;                    // static nodes; agents register the others
+  std::vector<ApprovalRuleConfig> approvals;  // in order: the first rule that matches applies
 };
 
 // One difference between two configurations.
 struct ConfigChange {
-  std::string kind;    // scheduler | gpu_model | priority_class | tenant | queue | user | node
+  std::string kind;    // scheduler | gpu_model | priority_class | tenant | queue | user | node |
+                       // approval
   std::string name;    // the object's name (queues: their own, unique across tenants)
   std::string action;  // create | update | delete
   // create: the object's settings ("memory_mib: 81920; price_per_hour: 2.5"); update: what

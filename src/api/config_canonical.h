@@ -23,6 +23,7 @@ Value TenantValue(const TenantConfig& t);
 Value UserValue(const UserConfig& u);
 // Needs the GPU models: GPUs whose memory is their model's leave it out.
 Value NodeValue(const Node& n, const std::vector<GpuModel>& models);
+Value ApprovalValue(const ApprovalRuleConfig& r);
 // The whole configuration, queues nested under their parents.
 Value ConfigValue(const ClusterConfig& c);
 

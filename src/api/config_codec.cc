@@ -60,8 +60,8 @@ class ConfigParser {
 
   Status Parse(const Value& root) {
     MappingReader m(root, "");
-    ARBITER_RETURN_IF_ERROR(
-        m.Check({"scheduler", "gpu_models", "priority_classes", "tenants", "users", "nodes"}));
+    ARBITER_RETURN_IF_ERROR(m.Check(
+        {"scheduler", "gpu_models", "priority_classes", "tenants", "users", "nodes", "approvals"}));
     if (const Value* v = m.Get("scheduler")) ARBITER_RETURN_IF_ERROR(Scheduler(*v));
     // References point from later sections to earlier ones, whatever the document order.
     if (const Value* v = m.Get("gpu_models")) ARBITER_RETURN_IF_ERROR(GpuModels(*v));
@@ -70,6 +70,7 @@ class ConfigParser {
     ARBITER_RETURN_IF_ERROR(ClassReferences());
     if (const Value* v = m.Get("users")) ARBITER_RETURN_IF_ERROR(Users(*v));
     if (const Value* v = m.Get("nodes")) ARBITER_RETURN_IF_ERROR(Nodes(*v));
+    if (const Value* v = m.Get("approvals")) ARBITER_RETURN_IF_ERROR(Approvals(*v));
     return Status::Ok();
   }
 
@@ -582,6 +583,99 @@ class ConfigParser {
             RunAs(*r, m.PathOf("run_as"), tenant_allow_root_[u.tenant], &*u.run_as));
       }
       out_->users.push_back(std::move(u));
+    }
+    return Status::Ok();
+  }
+
+  Status Approvals(const Value& seq) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(seq, "approvals", kMaxApprovalRules));
+    std::map<std::string, std::string> seen;
+    for (size_t i = 0; i < seq.items.size(); ++i) {
+      MappingReader m(seq.items[i], IndexPath("approvals", i));
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "when", "approvers", "expires_after_seconds"}));
+      ApprovalRuleConfig r;
+      ARBITER_RETURN_IF_ERROR(Name(
+          m, IsValidName, "use lower-case letters, digits and '-' (at most 63)", &seen, &r.name));
+      ARBITER_RETURN_IF_ERROR(m.Require("when"));
+      ARBITER_RETURN_IF_ERROR(ApprovalCondition(*m.Get("when"), m.PathOf("when"), &r.when));
+      ARBITER_RETURN_IF_ERROR(m.Require("approvers"));
+      ARBITER_RETURN_IF_ERROR(Approvers(*m.Get("approvers"), m.PathOf("approvers"), &r));
+      ARBITER_RETURN_IF_ERROR(
+          m.Int("expires_after_seconds", 0, kMaxApprovalExpirySeconds, &r.expires_after_seconds));
+      out_->approvals.push_back(std::move(r));
+    }
+    return Status::Ok();
+  }
+
+  Status ApprovalCondition(const Value& v, const std::string& path, ApprovalWhen* w) const {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(
+        m.Check({"gpus_at_least", "gpu_hours_at_least", "priority_class", "queue", "type"}));
+    if (m.Get("gpus_at_least") != nullptr) {
+      w->gpus_at_least.emplace();
+      ARBITER_RETURN_IF_ERROR(m.Int("gpus_at_least", 1, 1000000, &*w->gpus_at_least));
+    }
+    if (m.Get("gpu_hours_at_least") != nullptr) {
+      w->gpu_hours_at_least.emplace();
+      ARBITER_RETURN_IF_ERROR(
+          m.Int("gpu_hours_at_least", 1, int64_t{1} << 40, &*w->gpu_hours_at_least));
+    }
+    ARBITER_RETURN_IF_ERROR(m.String("priority_class", 63, &w->priority_class));
+    if (!w->priority_class.empty()) {
+      const bool known =
+          std::any_of(out_->priority_classes.begin(), out_->priority_classes.end(),
+                      [&](const PriorityClass& p) { return p.name == w->priority_class; });
+      if (!known) {
+        return ErrorAt(*m.Get("priority_class"), m.PathOf("priority_class"),
+                       fmt::format("unknown priority class {}", Quote(w->priority_class)));
+      }
+    }
+    ARBITER_RETURN_IF_ERROR(m.String("queue", 63, &w->queue));
+    if (!w->queue.empty() && queue_names_.count(w->queue) == 0) {
+      return ErrorAt(*m.Get("queue"), m.PathOf("queue"),
+                     fmt::format("unknown queue {}", Quote(w->queue)));
+    }
+    ARBITER_RETURN_IF_ERROR(m.String("type", 63, &w->type));
+    JobType jt;
+    if (!w->type.empty() && !ParseJobType(w->type, &jt)) {
+      return ErrorAt(*m.Get("type"), m.PathOf("type"),
+                     fmt::format("unknown job type {}; use training, fine-tuning, evaluation, "
+                                 "batch-inference, service or experiment",
+                                 Quote(w->type)));
+    }
+    if (w->gpus_at_least || w->gpu_hours_at_least || !w->priority_class.empty() ||
+        !w->queue.empty() || !w->type.empty()) {
+      return Status::Ok();
+    }
+    return ErrorAt(v, path,
+                   "needs at least one condition (gpus_at_least, gpu_hours_at_least, "
+                   "priority_class, queue, type)");
+  }
+
+  Status Approvers(const Value& v, const std::string& path, ApprovalRuleConfig* r) const {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"role", "users"}));
+    const Value* users = m.Get("users");
+    if ((m.Get("role") == nullptr) == (users == nullptr)) {
+      return ErrorAt(v, path, "needs exactly one of role (tenant-admin) or users");
+    }
+    if (m.Get("role") != nullptr) return ReadChoice(m, "role", {"tenant-admin"}, &r->approver_role);
+    const std::string up = m.PathOf("users");
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(*users, up, kMaxApprovers));
+    if (users->items.empty()) return ErrorAt(*users, up, "needs at least one user");
+    for (size_t i = 0; i < users->items.size(); ++i) {
+      std::string name;
+      const std::string ip = IndexPath(up, i);
+      ARBITER_RETURN_IF_ERROR(ReadString(users->items[i], ip, 253, &name));
+      if (!IsValidUserName(name)) {
+        return ErrorAt(users->items[i], ip,
+                       fmt::format("{} is not a valid user name", Quote(name)));
+      }
+      if (std::find(r->approver_users.begin(), r->approver_users.end(), name) !=
+          r->approver_users.end()) {
+        return ErrorAt(users->items[i], ip, fmt::format("duplicate name {}", Quote(name)));
+      }
+      r->approver_users.push_back(std::move(name));
     }
     return Status::Ok();
   }

@@ -22,6 +22,11 @@
 //           queues: [...]                 # child queues
 //   users:
 //     - {name: alice, tenant: vision, role: member}
+//   approvals:                            # docs/approvals.md
+//     - name: big-jobs
+//       when: {gpus_at_least: 32}         # gpu_hours_at_least, priority_class, queue, type
+//       approvers: {role: tenant-admin}   # or {users: [carol, dave]}
+//       expires_after_seconds: 86400
 //   nodes:
 //     - {name: gpu-01, cpu_milli: 128000, memory_mib: 1048576, rack: r1, block: b1,
 //        labels: {zone: a}, taints: [{key: dedicated, value: inference}],
@@ -64,6 +69,9 @@ inline constexpr size_t kMaxAliases = 16;    // per queue
 inline constexpr size_t kMaxQueueDepth = 8;  // levels of queues below a tenant
 inline constexpr size_t kMaxUsers = 100000;
 inline constexpr size_t kMaxNodes = 20000;
+inline constexpr size_t kMaxApprovalRules = 256;
+inline constexpr size_t kMaxApprovers = 256;  // users named by one rule
+inline constexpr int64_t kMaxApprovalExpirySeconds = int64_t{366} * 86400;
 inline constexpr size_t kMaxGpusPerNode = 64;
 inline constexpr size_t kMaxLabels = 64;  // per node
 inline constexpr size_t kMaxTaints = 64;  // per node

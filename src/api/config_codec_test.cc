@@ -730,3 +730,109 @@ tenants:
 
 }  // namespace
 }  // namespace arbiter::api
+
+namespace arbiter::api {
+namespace {
+
+constexpr const char* kApprovalBase = R"(
+priority_classes:
+  - {name: normal, value: 100}
+tenants:
+  - name: vision
+    queues:
+      - {name: vision-train}
+)";
+
+TEST(ApprovalConfig, ParsesDumpsAndDiffs) {
+  const std::string yaml = std::string(kApprovalBase) + R"(
+approvals:
+  - name: big-jobs
+    when: {gpus_at_least: 32}
+    approvers: {role: tenant-admin}
+    expires_after_seconds: 86400
+  - name: long-training
+    when: {gpu_hours_at_least: 1000, priority_class: normal, queue: vision-train, type: training}
+    approvers: {users: [carol, dave]}
+)";
+  auto c = ParseConfigYaml(yaml);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->approvals.size(), 2u);
+  EXPECT_EQ(c->approvals[0].name, "big-jobs");
+  EXPECT_EQ(c->approvals[0].when.gpus_at_least, 32);
+  EXPECT_EQ(c->approvals[0].approver_role, "tenant-admin");
+  EXPECT_EQ(c->approvals[0].expires_after_seconds, 86400);
+  EXPECT_EQ(c->approvals[1].when.gpu_hours_at_least, 1000);
+  EXPECT_EQ(c->approvals[1].when.queue, "vision-train");
+  EXPECT_EQ(c->approvals[1].when.type, "training");
+  EXPECT_EQ(c->approvals[1].approver_users, (std::vector<std::string>{"carol", "dave"}));
+  EXPECT_EQ(c->approvals[1].expires_after_seconds, 0);
+  auto again = ParseConfigYaml(DumpConfigYaml(*c));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->approvals, c->approvals);
+
+  ClusterConfig changed = *c;
+  changed.approvals[0].when.gpus_at_least = 64;
+  changed.approvals.pop_back();
+  const auto changes = DiffConfig(*c, changed);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].kind, "approval");
+  EXPECT_EQ(changes[0].name, "big-jobs");
+  EXPECT_EQ(changes[0].action, "update");
+  EXPECT_EQ(changes[0].detail, "when.gpus_at_least: 32 -> 64");
+  EXPECT_EQ(changes[1].name, "long-training");
+  EXPECT_EQ(changes[1].action, "delete");
+}
+
+TEST(ApprovalConfig, ErrorsNameTheField) {
+  struct Case {
+    const char* rules;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"[{when: {gpus_at_least: 8}, approvers: {role: tenant-admin}}]", "approvals[0].name"},
+      {"[{name: Big, when: {gpus_at_least: 8}, approvers: {role: tenant-admin}}]",
+       "approvals[0].name"},
+      {"[{name: a, approvers: {role: tenant-admin}}]", "approvals[0].when"},
+      {"[{name: a, when: {}, approvers: {role: tenant-admin}}]", "approvals[0].when"},
+      {"[{name: a, when: {gpus: 8}, approvers: {role: tenant-admin}}]", "approvals[0].when.gpus"},
+      {"[{name: a, when: {gpus_at_least: 0}, approvers: {role: tenant-admin}}]",
+       "approvals[0].when.gpus_at_least"},
+      {"[{name: a, when: {gpu_hours_at_least: x}, approvers: {role: tenant-admin}}]",
+       "approvals[0].when.gpu_hours_at_least"},
+      {"[{name: a, when: {priority_class: gold}, approvers: {role: tenant-admin}}]",
+       "approvals[0].when.priority_class"},
+      {"[{name: a, when: {queue: nowhere}, approvers: {role: tenant-admin}}]",
+       "approvals[0].when.queue"},
+      {"[{name: a, when: {type: cooking}, approvers: {role: tenant-admin}}]",
+       "approvals[0].when.type"},
+      {"[{name: a, when: {gpus_at_least: 8}}]", "approvals[0].approvers"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {}}]", "approvals[0].approvers"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {role: member}}]",
+       "approvals[0].approvers.role"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {role: tenant-admin, users: [b]}}]",
+       "approvals[0].approvers"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {users: []}}]",
+       "approvals[0].approvers.users"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {users: [b, b]}}]",
+       "approvals[0].approvers.users[1]"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {users: ['no spaces']}}]",
+       "approvals[0].approvers.users[0]"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {role: tenant-admin}, "
+       "expires_after_seconds: -1}]",
+       "approvals[0].expires_after_seconds"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {role: tenant-admin}, color: red}]",
+       "approvals[0].color"},
+      {"[{name: a, when: {gpus_at_least: 8}, approvers: {role: tenant-admin}}, "
+       "{name: a, when: {gpus_at_least: 9}, approvers: {role: tenant-admin}}]",
+       "approvals[1].name"},
+  };
+  for (const Case& c : cases) {
+    const std::string yaml = std::string(kApprovalBase) + "approvals: " + c.rules + "\n";
+    auto r = ParseConfigYaml(yaml);
+    ASSERT_FALSE(r.ok()) << c.rules;
+    EXPECT_EQ(r.status().field(), c.field) << c.rules << ": " << r.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace arbiter::api

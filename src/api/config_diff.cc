@@ -12,9 +12,9 @@ namespace arbiter::api {
 namespace {
 
 // Kinds in the order changes are listed.
-enum Kind { kScheduler, kGpuModel, kPriorityClass, kTenant, kQueue, kUser, kNode };
-constexpr const char* kKindNames[] = {"scheduler", "gpu_model", "priority_class", "tenant", "queue",
-                                      "user",      "node"};
+enum Kind { kScheduler, kGpuModel, kPriorityClass, kTenant, kQueue, kUser, kNode, kApproval };
+constexpr const char* kKindNames[] = {"scheduler", "gpu_model", "priority_class", "tenant",
+                                      "queue",     "user",      "node",           "approval"};
 
 using Fields = std::vector<std::pair<std::string, std::string>>;  // "guaranteed.gpu" -> "8"
 using Objects = std::map<std::pair<int, std::string>, Fields>;
@@ -72,6 +72,9 @@ Objects Collect(const ClusterConfig& c) {
   }
   for (const UserConfig& u : c.users) Add(&objects, kUser, u.name, UserValue(u));
   for (const Node& n : c.nodes) Add(&objects, kNode, n.name, NodeValue(n, c.gpu_models));
+  for (const ApprovalRuleConfig& r : c.approvals) {
+    Add(&objects, kApproval, r.name, ApprovalValue(r));
+  }
   return objects;
 }
 

@@ -282,6 +282,30 @@ Value UserValue(const UserConfig& u) {
   return v;
 }
 
+Value ApprovalValue(const ApprovalRuleConfig& r) {
+  Value v = Value::Mapping();
+  v.Set("name", Value::String(r.name));
+  Value& when = v.Set("when", Value::Mapping());
+  if (r.when.gpus_at_least) when.Set("gpus_at_least", Int(*r.when.gpus_at_least));
+  if (r.when.gpu_hours_at_least) when.Set("gpu_hours_at_least", Int(*r.when.gpu_hours_at_least));
+  if (!r.when.priority_class.empty()) {
+    when.Set("priority_class", Value::String(r.when.priority_class));
+  }
+  if (!r.when.queue.empty()) when.Set("queue", Value::String(r.when.queue));
+  if (!r.when.type.empty()) when.Set("type", Value::String(r.when.type));
+  Value& approvers = v.Set("approvers", Value::Mapping());
+  if (!r.approver_role.empty()) {
+    approvers.Set("role", Value::String(r.approver_role));
+  } else {
+    Value& users = approvers.Set("users", Value::Sequence());
+    for (const std::string& u : r.approver_users) users.Add(Value::String(u));
+  }
+  if (r.expires_after_seconds != 0) {
+    v.Set("expires_after_seconds", Int(r.expires_after_seconds));
+  }
+  return v;
+}
+
 Value NodeValue(const Node& n, const std::vector<GpuModel>& models) {
   Value v = Value::Mapping();
   v.Set("name", Value::String(n.name));
@@ -364,6 +388,10 @@ Value ConfigValue(const ClusterConfig& c) {
   if (!c.nodes.empty()) {
     Value& list = root.Set("nodes", Value::Sequence());
     for (const Node& n : c.nodes) list.Add(NodeValue(n, c.gpu_models));
+  }
+  if (!c.approvals.empty()) {
+    Value& list = root.Set("approvals", Value::Sequence());
+    for (const ApprovalRuleConfig& r : c.approvals) list.Add(ApprovalValue(r));
   }
   return root;
 }
