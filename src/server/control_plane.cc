@@ -162,6 +162,7 @@ Status ControlPlane::Load() {
       j.preempted_queues = s.value("preempted_queues", std::vector<std::string>{});
       j.stopping = s.value("stopping", false);
       j.stop_cause = s.value("stop_cause", "");
+      j.approval_rule = s.value("approval_rule", "");
       j.task_state = s.value("task_state", std::vector<int32_t>{});
       j.task_exit = s.value("task_exit", std::vector<int32_t>{});
       j.attempt = s.value("attempt", uint64_t{0});

@@ -338,6 +338,16 @@ class ControlPlane : public node::ExecutionBackend {
   // is in it: audit records are written without waiting, so this waits for them first.
   Result<nlohmann::json> ListAudit(const Principal& p, uint64_t after, size_t limit);
 
+  // Approvals (docs/approvals.md). Approve (to pending) or reject (to rejected, final) a job
+  // awaiting approval, with an optional comment (at most 1000 bytes, field "comment"); audited.
+  // 404 for a job the caller may neither read nor decide on, 409 when it is not awaiting approval
+  // or its request has expired (it is then rejected, saying so), 403 for its own submitter and for
+  // callers the rule does not name (admins may decide on any job but their own).
+  Result<nlohmann::json> DecideApproval(const Principal& p, uint64_t id, bool approve,
+                                        const std::string& comment);
+  // {"items": [...]}: the jobs awaiting approval that `p` may decide, by id.
+  Result<nlohmann::json> ListApprovals(const Principal& p);
+
   // One scheduling cycle: inputs copied under the lock, the core run without it, decisions applied
   // and persisted. Returns the number of admissions.
   Result<size_t> RunSchedulingCycle();
@@ -383,6 +393,18 @@ class ControlPlane : public node::ExecutionBackend {
   // `detail_json`: the event's detail (an admission's: server/log_runs.h).
   // The log port of `node`'s agent, when it has one (`*url`, `*token` unchanged otherwise).
   void LogPortLocked(const std::string& node, std::string* url, std::string* token) const;
+  // The first approval rule that matches a new submission, or null.
+  const api::ApprovalRuleConfig* ApprovalRuleForLocked(const JobSpec& s) const;
+  // The rule a job awaiting approval waits for, while the configuration still has it.
+  const api::ApprovalRuleConfig* PendingApprovalRuleLocked(const JobEntry& j) const;
+  // Puts a new job in awaiting_approval under `r`; its reason, which names the rule and who may
+  // approve.
+  std::string AwaitApprovalLocked(JobEntry& j, const api::ApprovalRuleConfig& r);
+  // Whether `p` may approve or reject `j` (never its own submitter).
+  bool MayDecideLocked(const Principal& p, const JobEntry& j) const;
+  // Rejects `j` when its approval request has expired by the clock; true when it did.
+  bool ExpireApprovalLocked(JobEntry& j, store::WriteBatch* b);
+  void ExpireApprovalsLocked(store::WriteBatch* b);
   void RecordTransitionLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b,
                               std::string detail_json = "{}");
   // Counts a transition in metrics_; `since`: when the job entered `from`.

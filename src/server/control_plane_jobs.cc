@@ -68,6 +68,7 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   put("preempted_queues", j.preempted_queues);
   put("stopping", j.stopping);
   put("stop_cause", j.stop_cause);
+  put("approval_rule", j.approval_rule);
   put("task_state", j.task_state);
   put("task_exit", j.task_exit);
   put("attempt", j.attempt);
@@ -329,18 +330,21 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   if (!idem_key.empty()) j.request_digest = digest;
   j.updated_at = j.spec.submit_time;
   j.reason = "submitted";
+  const api::ApprovalRuleConfig* rule = ApprovalRuleForLocked(j.spec);
+  if (rule != nullptr) AwaitApprovalLocked(j, *rule);
+  const std::string first_state(JobStateName(j.state));
   const uint64_t id = j.spec.id.value();
   if (!idem_key.empty()) jobs_.by_key[tenant + "/" + p.user + "/" + idem_key] = id;
   auto& entry = jobs_.all.emplace(id, std::move(j)).first->second;
   jobs_.active.emplace(id, &entry);
   metrics_.JobSubmitted(tenant, entry.spec.queue);
   b->PutJob(JobRecordLocked(entry));
-  b->AppendJobEvent({0, id, entry.updated_at, "", "pending", "submitted", "{}"});
+  b->AppendJobEvent({0, id, entry.updated_at, "", first_state, entry.reason, "{}"});
   if (audit) {
     b->AppendAudit({0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok",
                     "{}", p.token_id});
   }
-  PushJobEventLocked(entry, "", "pending", "submitted");
+  PushJobEventLocked(entry, "", first_state, entry.reason);
   *created = true;
   return id;
 }
@@ -464,7 +468,7 @@ Status ControlPlane::ResolveJobFilterLocked(const Principal& p, JobFilter* f) co
   for (const std::string& s : f->states) {
     if (ParseJobState(s)) continue;
     std::set<std::string> known;
-    for (int i = 0; i <= static_cast<int>(JobState::kLost); ++i) {
+    for (int i = 0; i <= static_cast<int>(JobState::kRejected); ++i) {
       known.insert(std::string(JobStateName(static_cast<JobState>(i))));
     }
     return InvalidArgument("state",

@@ -34,6 +34,7 @@ void ControlPlane::CountTransitionLocked(const JobEntry& j, JobState from, JobSt
     case JobState::kCancelled:
     case JobState::kPreempted:
     case JobState::kLost:
+    case JobState::kRejected:
       metrics_.JobEnded(tenant, queue, JobStateName(to));
       break;
     default:

@@ -180,6 +180,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
         continue;
       }
       ++at;
+      if (ExpireApprovalLocked(j, &b)) continue;
       if (j.state == JobState::kRetryWait && j.not_before <= now) {
         RecordTransitionLocked(j, JobState::kPending, "retry backoff over", &b);
       }

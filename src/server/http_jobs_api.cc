@@ -42,6 +42,24 @@ Result<int32_t> ParseThrottleBody(const std::string& body) {
   return static_cast<int32_t>(it->get<int64_t>());
 }
 
+// An approval decision's body: empty, or {"comment": "..."}.
+Result<std::string> ParseDecisionBody(const std::string& body) {
+  if (body.empty()) return std::string();
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return InvalidArgument("", "the body must be empty or a JSON object: {\"comment\": \"...\"}");
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "comment") {
+      return InvalidArgument(key, "unknown field; the body is {\"comment\": \"...\"}");
+    }
+  }
+  const auto it = j.find("comment");
+  if (it == j.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return InvalidArgument("comment", "must be a string");
+  return it->get<std::string>();
+}
+
 // "a,b" -> {"a", "b"}; empty items are dropped.
 std::vector<std::string> CommaList(const std::string& text) {
   std::vector<std::string> out;
@@ -183,6 +201,26 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
             Reply(res, cp_->JobAction(p, *id, action));
           });
   }
+  for (const char* action : {"approve", "reject"}) {
+    route("POST", fmt::format("/api/v1/jobs/{{id}}/{}", action),
+          fmt::format(R"(/api/v1/jobs/(\d+)/{})", action),
+          fmt::format("{} a job awaiting approval, with an optional {{\"comment\": \"...\"}} "
+                      "(its rule's approvers or admins; never its own submitter)",
+                      action),
+          [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+            auto id = ParseId(req.matches[1], "id");
+            if (!id.ok()) return SendError(res, id.status());
+            auto comment = ParseDecisionBody(req.body);
+            if (!comment.ok()) return SendError(res, comment.status());
+            Reply(res,
+                  cp_->DecideApproval(p, *id, std::string_view(action) == "approve", *comment));
+          });
+  }
+  route("GET", "/api/v1/approvals", "/api/v1/approvals",
+        "The jobs awaiting approval that the caller may approve or reject",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          Reply(res, cp_->ListApprovals(p));
+        });
 
   // Job arrays: their id is their first element's.
   route("GET", "/api/v1/arrays/{id}", R"(/api/v1/arrays/(\d+))",

@@ -42,7 +42,8 @@ struct JobEntry {
   // SHA-256 of the submission (RequestDigest): a repeated Idempotency-Key must come with the same
   // one ('' for jobs recorded before schema 5, which any body replays).
   std::string request_digest;
-  std::string reason;  // of the last transition
+  std::string reason;         // of the last transition
+  std::string approval_rule;  // the approval rule it waits for (awaiting_approval) or waited for
   TimeMs updated_at = 0;
   TimeMs started_at = 0;
   TimeMs finished_at = 0;

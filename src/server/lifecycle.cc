@@ -8,9 +8,10 @@ namespace arbiter::server {
 
 namespace {
 
-constexpr std::array<std::string_view, 13> kNames = {
-    "pending",   "admitted",   "starting",  "running",   "succeeded",  "failed", "cancelled",
-    "timed-out", "preempting", "preempted", "suspended", "retry-wait", "lost"};
+constexpr std::array<std::string_view, 15> kNames = {
+    "pending",   "admitted",   "starting",  "running",           "succeeded",
+    "failed",    "cancelled",  "timed-out", "preempting",        "preempted",
+    "suspended", "retry-wait", "lost",      "awaiting_approval", "rejected"};
 
 using S = JobState;
 
@@ -43,7 +44,10 @@ bool Allowed(S from, S to) {
     case S::kTimedOut:
     case S::kCancelled:
       return to == S::kRetryWait;  // only an explicit retry
+    case S::kAwaitingApproval:
+      return to == S::kPending || to == S::kRejected;
     case S::kSucceeded:
+    case S::kRejected:
       return false;
   }
   return false;
@@ -61,7 +65,8 @@ std::optional<JobState> ParseJobState(std::string_view s) {
 }
 
 bool IsFinal(JobState s) {
-  return s == S::kSucceeded || s == S::kFailed || s == S::kCancelled || s == S::kTimedOut;
+  return s == S::kSucceeded || s == S::kFailed || s == S::kCancelled || s == S::kTimedOut ||
+         s == S::kRejected;
 }
 
 bool HoldsResources(JobState s) {

@@ -7,6 +7,8 @@
 //   running/starting/admitted -> lost -> retry-wait | failed   (node down, GPU unhealthy)
 //   pending | retry-wait | admitted | starting | running -> suspended -> pending (resume)
 //   any non-final state -> cancelled
+//   awaiting_approval -> pending | rejected    (a submission an approval rule matched;
+//                                               docs/approvals.md)
 #pragma once
 
 #include <optional>
@@ -30,12 +32,14 @@ enum class JobState {
   kSuspended,
   kRetryWait,
   kLost,
+  kAwaitingApproval,  // matched an approval rule: not scheduled until a person decides
+  kRejected,          // final: an approver refused it, or its approval request expired
 };
 
 std::string_view JobStateName(JobState s);  // "pending", "timed-out", ...
 std::optional<JobState> ParseJobState(std::string_view s);
 
-// Terminal states: succeeded, failed (when no retry follows), cancelled, timed-out.
+// Terminal states: succeeded, failed (when no retry follows), cancelled, timed-out, rejected.
 bool IsFinal(JobState s);
 // States in which the job holds resources on nodes.
 bool HoldsResources(JobState s);

@@ -25,20 +25,42 @@ TEST(Lifecycle, LegalTransitions) {
     bool ok;
   };
   const Case cases[] = {
-      {S::kPending, S::kAdmitted, true},     {S::kAdmitted, S::kStarting, true},
-      {S::kStarting, S::kRunning, true},     {S::kRunning, S::kSucceeded, true},
-      {S::kRunning, S::kFailed, true},       {S::kRunning, S::kTimedOut, true},
-      {S::kRunning, S::kPreempting, true},   {S::kPreempting, S::kPreempted, true},
-      {S::kPreempted, S::kPending, true},    {S::kFailed, S::kRetryWait, true},
-      {S::kRetryWait, S::kPending, true},    {S::kRunning, S::kLost, true},
-      {S::kLost, S::kRetryWait, true},       {S::kPending, S::kSuspended, true},
-      {S::kRunning, S::kSuspended, true},    {S::kSuspended, S::kPending, true},
-      {S::kPending, S::kCancelled, true},    {S::kRunning, S::kCancelled, true},
-      {S::kCancelled, S::kRetryWait, true},  {S::kTimedOut, S::kRetryWait, true},
-      {S::kPending, S::kRunning, false},     {S::kSucceeded, S::kPending, false},
-      {S::kSucceeded, S::kCancelled, false}, {S::kCancelled, S::kCancelled, false},
-      {S::kSuspended, S::kRunning, false},   {S::kPreempted, S::kRunning, false},
-      {S::kFailed, S::kRunning, false},      {S::kPending, S::kPreempting, false},
+      {S::kPending, S::kAdmitted, true},
+      {S::kAdmitted, S::kStarting, true},
+      {S::kStarting, S::kRunning, true},
+      {S::kRunning, S::kSucceeded, true},
+      {S::kRunning, S::kFailed, true},
+      {S::kRunning, S::kTimedOut, true},
+      {S::kRunning, S::kPreempting, true},
+      {S::kPreempting, S::kPreempted, true},
+      {S::kPreempted, S::kPending, true},
+      {S::kFailed, S::kRetryWait, true},
+      {S::kRetryWait, S::kPending, true},
+      {S::kRunning, S::kLost, true},
+      {S::kLost, S::kRetryWait, true},
+      {S::kPending, S::kSuspended, true},
+      {S::kRunning, S::kSuspended, true},
+      {S::kSuspended, S::kPending, true},
+      {S::kPending, S::kCancelled, true},
+      {S::kRunning, S::kCancelled, true},
+      {S::kCancelled, S::kRetryWait, true},
+      {S::kTimedOut, S::kRetryWait, true},
+      {S::kPending, S::kRunning, false},
+      {S::kSucceeded, S::kPending, false},
+      {S::kSucceeded, S::kCancelled, false},
+      {S::kCancelled, S::kCancelled, false},
+      {S::kSuspended, S::kRunning, false},
+      {S::kPreempted, S::kRunning, false},
+      {S::kFailed, S::kRunning, false},
+      {S::kPending, S::kPreempting, false},
+      {S::kAwaitingApproval, S::kPending, true},
+      {S::kAwaitingApproval, S::kRejected, true},
+      {S::kAwaitingApproval, S::kCancelled, true},
+      {S::kAwaitingApproval, S::kAdmitted, false},
+      {S::kAwaitingApproval, S::kSuspended, false},
+      {S::kRejected, S::kRetryWait, false},
+      {S::kRejected, S::kPending, false},
+      {S::kPending, S::kRejected, false},
   };
   for (const Case& c : cases) {
     const Status st = CheckTransition(c.from, c.to);
@@ -54,6 +76,11 @@ TEST(Lifecycle, FinalAndHoldingStates) {
   EXPECT_TRUE(IsFinal(S::kSucceeded));
   EXPECT_TRUE(IsFinal(S::kCancelled));
   EXPECT_FALSE(IsFinal(S::kRetryWait));
+  EXPECT_TRUE(IsFinal(S::kRejected));
+  EXPECT_FALSE(IsFinal(S::kAwaitingApproval));
+  EXPECT_FALSE(HoldsResources(S::kAwaitingApproval));
+  EXPECT_EQ(ParseJobState("awaiting_approval"), S::kAwaitingApproval);
+  EXPECT_EQ(JobStateName(S::kRejected), "rejected");
   EXPECT_TRUE(HoldsResources(S::kRunning));
   EXPECT_TRUE(HoldsResources(S::kPreempting));
   EXPECT_FALSE(HoldsResources(S::kPending));

@@ -87,15 +87,15 @@ struct MetricsSnapshot {
 };
 
 // What ends a run (or a queued job): the `outcome` label of arbiter_job_ends_total.
-inline constexpr std::string_view kJobOutcomes[] = {"succeeded", "failed",    "timed-out",
-                                                    "cancelled", "preempted", "lost"};
+inline constexpr std::string_view kJobOutcomes[] = {"succeeded", "failed", "timed-out", "cancelled",
+                                                    "preempted", "lost",   "rejected"};
 // Every node state (the `state` label of the node gauges): NodeStateName's values.
 inline constexpr std::string_view kNodeStates[] = {"ready", "cordoned", "draining", "down"};
 // The job states exported per queue: every state but the final ones (succeeded, failed, cancelled,
-// timed-out), whose counts only grow; their rates are in arbiter_job_ends_total.
-inline constexpr std::string_view kQueueJobStates[] = {"pending",   "admitted",   "starting",
-                                                       "running",   "preempting", "preempted",
-                                                       "suspended", "retry-wait", "lost"};
+// timed-out, rejected), whose counts only grow; their rates are in arbiter_job_ends_total.
+inline constexpr std::string_view kQueueJobStates[] = {
+    "pending",   "admitted",  "starting",   "running", "preempting",
+    "preempted", "suspended", "retry-wait", "lost",    "awaiting_approval"};
 
 class ServerMetrics {
  public:

@@ -99,6 +99,11 @@ const Row kMatrix[] = {
     {"POST /api/v1/jobs/{id}/retry",      {401,  200,  200,  403,  200,  403,  403,  403,  404}},
     // Requeue of a pending job: 409 once past the checks (only admitted or running jobs requeue).
     {"POST /api/v1/jobs/{id}/requeue",    {401,  409,  409,  403,  409,  403,  403,  403,  404}},
+    // Approvals, on a pending job no rule holds: only admins may decide on it (409 past the
+    // checks: it is not awaiting approval); its submitter never.
+    {"POST /api/v1/jobs/{id}/approve",    {401,  409,  403,  403,  403,  403,  403,  403,  404}},
+    {"POST /api/v1/jobs/{id}/reject",     {401,  409,  403,  403,  403,  403,  403,  403,  404}},
+    {"GET /api/v1/approvals",             {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     // Job arrays (a pending array of bob's): as its jobs.
     {"GET /api/v1/arrays/{id}",           {401,  200,  200,  200,  200,  200,  403,  403,  404}},
     {"POST /api/v1/arrays/{id}/cancel",   {401,  200,  200,  403,  200,  403,  403,  403,  404}},
