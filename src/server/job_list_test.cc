@@ -131,9 +131,9 @@ TEST_F(JobListTest, ValuesTheCallerCannotSeeAreRefusedNamingTheKnownOnes) {
         Case{t, "tenant", "tenant other not found; tenants you can see: lab"},
         Case{u, "user", "user olga not found; users you can see: alice"},
         Case{s, "state",
-             "unknown state 'runing'; states: admitted, cancelled, failed, lost, pending, "
-             "preempted, preempting, retry-wait, running, starting, succeeded, suspended, "
-             "timed-out"},
+             "unknown state 'runing'; states: admitted, awaiting_approval, cancelled, failed, "
+             "lost, pending, preempted, preempting, rejected, retry-wait, running, starting, "
+             "succeeded, suspended, timed-out"},
         Case{ty, "type",
              "unknown type 'inference'; types: batch-inference, evaluation, experiment, "
              "fine-tuning, service, training"}}) {
