@@ -37,10 +37,12 @@ constexpr StateMapping kMapping[] = {
     {"preempting", {"PR", "PREEMPTED"}}, {"preempted", {"PR", "PREEMPTED"}},
     {"lost", {"NF", "NODE_FAIL"}},       {"succeeded", {"CD", "COMPLETED"}},
     {"failed", {"F", "FAILED"}},         {"cancelled", {"CA", "CANCELLED"}},
-    {"timed-out", {"TO", "TIMEOUT"}}};
+    {"timed-out", {"TO", "TIMEOUT"}},    {"awaiting_approval", {"PD", "PENDING"}},
+    {"rejected", {"CA", "CANCELLED"}}};
 
 bool IsEnded(std::string_view s) {
-  return s == "succeeded" || s == "failed" || s == "cancelled" || s == "timed-out";
+  return s == "succeeded" || s == "failed" || s == "cancelled" || s == "timed-out" ||
+         s == "rejected";
 }
 
 std::string Upper(std::string_view s) {

@@ -8,6 +8,7 @@
 //   running              R  RUNNING         cancelled  CA CANCELLED
 //   suspended            S  SUSPENDED       timed-out  TO TIMEOUT
 //   preempting, preempted PR PREEMPTED      lost       NF NODE_FAIL
+//   awaiting_approval    PD PENDING         rejected   CA CANCELLED
 //   an ended job whose processes are still stopping: CG COMPLETING
 // Node states (sinfo): ready with nothing allocated idle, with some mix, with all its GPUs (or, on
 // a node without GPUs, all its CPUs) alloc; cordoned or draining with jobs still on it drng

@@ -27,13 +27,15 @@ TEST(SlurmState, EveryArbiterStateHasOne) {
     const char* code;
     const char* name;
   };
-  for (const Case& c : {Case{"pending", "PD", "PENDING"}, Case{"retry-wait", "PD", "PENDING"},
-                        Case{"admitted", "CF", "CONFIGURING"},
-                        Case{"starting", "CF", "CONFIGURING"}, Case{"running", "R", "RUNNING"},
-                        Case{"suspended", "S", "SUSPENDED"}, Case{"preempting", "PR", "PREEMPTED"},
-                        Case{"preempted", "PR", "PREEMPTED"}, Case{"lost", "NF", "NODE_FAIL"},
-                        Case{"succeeded", "CD", "COMPLETED"}, Case{"failed", "F", "FAILED"},
-                        Case{"cancelled", "CA", "CANCELLED"}, Case{"timed-out", "TO", "TIMEOUT"}}) {
+  for (const Case& c :
+       {Case{"pending", "PD", "PENDING"}, Case{"retry-wait", "PD", "PENDING"},
+        Case{"admitted", "CF", "CONFIGURING"}, Case{"starting", "CF", "CONFIGURING"},
+        Case{"running", "R", "RUNNING"}, Case{"suspended", "S", "SUSPENDED"},
+        Case{"preempting", "PR", "PREEMPTED"}, Case{"preempted", "PR", "PREEMPTED"},
+        Case{"lost", "NF", "NODE_FAIL"}, Case{"succeeded", "CD", "COMPLETED"},
+        Case{"failed", "F", "FAILED"}, Case{"cancelled", "CA", "CANCELLED"},
+        Case{"timed-out", "TO", "TIMEOUT"}, Case{"awaiting_approval", "PD", "PENDING"},
+        Case{"rejected", "CA", "CANCELLED"}}) {
     const SlurmState s = SlurmStateFor(c.arbiter, false);
     EXPECT_EQ(s.code, c.code) << c.arbiter;
     EXPECT_EQ(s.name, c.name) << c.arbiter;
@@ -50,15 +52,15 @@ TEST(SlurmState, ListsByCodeOrNameAndBack) {
   auto r = ParseSlurmJobStates("PD,r,Completed", "states");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, (std::set<std::string>{"PD", "R", "CD"}));
-  EXPECT_EQ(ArbiterStatesFor(*r),
-            (std::vector<std::string>{"pending", "retry-wait", "running", "succeeded"}));
+  EXPECT_EQ(ArbiterStatesFor(*r), (std::vector<std::string>{"pending", "retry-wait", "running",
+                                                            "succeeded", "awaiting_approval"}));
   auto all = ParseSlurmJobStates("all", "states");
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 24u);
-  EXPECT_EQ(ArbiterStatesFor(*all).size(), 13u);
+  EXPECT_EQ(ArbiterStatesFor(*all).size(), 15u);
   // CG: the ended jobs (those still stopping are told apart by their "stopping").
-  EXPECT_EQ(ArbiterStatesFor({"CG"}),
-            (std::vector<std::string>{"succeeded", "failed", "cancelled", "timed-out"}));
+  EXPECT_EQ(ArbiterStatesFor({"CG"}), (std::vector<std::string>{"succeeded", "failed", "cancelled",
+                                                                "timed-out", "rejected"}));
   // Slurm states Arbiter never has select nothing; unknown ones are refused with a hint.
   EXPECT_TRUE(ArbiterStatesFor({"OOM", "BF"}).empty());
   auto bad = ParseSlurmJobStates("PD,RUNING", "states");
