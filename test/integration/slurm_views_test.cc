@@ -231,7 +231,8 @@ TEST_F(SlurmViewsTest, UnknownFilterValuesNameWhatTheCallerMaySee) {
   EXPECT_EQ(user.err, "error: user nobody not found; users you can see: alice, bob\n");
   const CliResult state = As("alice", {"jobs", "--state", "runing"});
   EXPECT_EQ(state.code, 1);
-  EXPECT_TRUE(Contains(state.err, "unknown state 'runing'; states: admitted, cancelled, failed"))
+  EXPECT_TRUE(Contains(
+      state.err, "unknown state 'runing'; states: admitted, awaiting_approval, cancelled, failed"))
       << state.err;
   EXPECT_EQ(alice->Get("/api/v1/jobs?since=yesterday")->status, 400);
   EXPECT_EQ(alice->Get("/api/v1/jobs?active=1")->status, 400);
