@@ -28,6 +28,24 @@ constexpr DurationMs kLoadFreshMs = 3000;
 // A scale-up whose replicas are not ready after this long is no longer timed.
 constexpr DurationMs kScaleUpGiveUpMs = 30 * 60 * 1000;
 
+// The gateways' load reports of a service that are fresh at `now`, summed; `waiting`: some
+// gateway holds requests for it with no replica to send them to.
+struct GatewayLoadSum {
+  double concurrency = 0;
+  double rps = 0;
+  bool waiting = false;
+};
+GatewayLoadSum SumLoad(const ServiceEntry& e, TimeMs now) {
+  GatewayLoadSum sum;
+  for (const auto& [gateway, r] : e.load) {
+    if (now - r.at_ms > kLoadFreshMs) continue;
+    sum.concurrency += r.concurrency;
+    sum.rps += r.rps;
+    sum.waiting = sum.waiting || (r.waiting > 0 && r.no_replica);
+  }
+  return sum;
+}
+
 bool IsLive(const JobEntry& j) { return !IsFinal(j.state) || j.stopping; }
 
 // A template's errors name its fields under "template." (the queue and class are the service's).
@@ -242,17 +260,11 @@ json ControlPlane::ServiceJsonLocked(const ServiceEntry& e) const {
       }
       return j;
     };
-    double concurrency = 0, rps = 0;
-    const TimeMs now = now_();
-    for (const auto& [g, r] : e.load) {
-      if (now - r.at_ms > kLoadFreshMs) continue;
-      concurrency += r.concurrency;
-      rps += r.rps;
-    }
+    const GatewayLoadSum load = SumLoad(e, now_());
     out["status"]["autoscaling"] = {{"desired", DesiredCountLocked(e)},
                                     {"panicking", e.autoscaler.panicking()},
-                                    {"concurrency", std::round(concurrency * 100) / 100},
-                                    {"rps", std::round(rps * 100) / 100},
+                                    {"concurrency", std::round(load.concurrency * 100) / 100},
+                                    {"rps", std::round(load.rps * 100) / 100},
                                     {"decisions", decisions},
                                     {"scale_up", timings(e.scale_up)},
                                     {"reclaim", timings(e.reclaim)},
@@ -613,19 +625,11 @@ void ControlPlane::AutoscaleLocked(ServiceEntry& e, TimeMs now, int32_t live, in
     return;
   }
   e.autoscaler.SetSpec(*s.autoscaling, s.min_replicas, s.max_replicas);
-  // The gateways' reports of the last few seconds, summed.
-  double concurrency = 0, rps = 0;
-  bool waiting = false;
-  for (auto it = e.load.begin(); it != e.load.end();) {
-    if (now - it->second.at_ms > kLoadFreshMs) {
-      it = e.load.erase(it);
-      continue;
-    }
-    concurrency += it->second.concurrency;
-    rps += it->second.rps;
-    waiting = waiting || (it->second.waiting > 0 && it->second.no_replica);
-    ++it;
-  }
+  // The gateways' reports of the last few seconds, summed; older ones are dropped.
+  std::erase_if(e.load, [&](const auto& g) { return now - g.second.at_ms > kLoadFreshMs; });
+  const GatewayLoadSum load = SumLoad(e, now);
+  const double concurrency = load.concurrency, rps = load.rps;
+  const bool waiting = load.waiting;
   if (e.desired < 0) {
     // A new service, or the first decision since the server started: what runs, in range.
     e.desired = std::clamp(live, s.min_replicas, s.max_replicas);
