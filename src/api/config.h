@@ -99,6 +99,51 @@ struct ApprovalRuleConfig {
   bool operator==(const ApprovalRuleConfig&) const = default;
 };
 
+// Where people's identities come from (docs/identity.md): an OIDC provider whose signed JWTs the
+// API accepts as bearer tokens, and an LDAP directory `arbiter login --ldap` binds to. Which
+// tenant and role a person has comes from `mappings`, by group or by user name.
+struct OidcConfig {
+  std::string issuer;  // https://..., or http:// on a loopback address; no trailing '/'
+  std::string audience;
+  std::string client_id;  // the console's sign-in and the CLI's device flow
+  std::string username_claim = "preferred_username";
+  std::string groups_claim = "groups";
+  int64_t clock_skew_seconds = 60;  // allowed on exp, nbf and iat
+  bool operator==(const OidcConfig&) const = default;
+};
+
+struct LdapConfig {
+  std::string url;         // ldap://HOST[:PORT] or ldaps://HOST[:PORT]
+  std::string user_dn;     // the DN bound as, with {user} for the name: uid={user},ou=people,...
+  std::string group_base;  // where groups are searched; empty: no groups
+  // The groups of a user: {dn} and {user} are replaced (escaped for a filter).
+  std::string group_filter = "(|(member={dn})(uniqueMember={dn})(memberUid={user}))";
+  std::string group_attribute = "cn";  // the group's name
+  bool start_tls = false;
+  int64_t token_ttl_seconds = 43200;  // lifetime of the token a login gets
+  bool operator==(const LdapConfig&) const = default;
+};
+
+// One rule: who it matches (a group, or a user by name) and what they are.
+struct IdentityMapping {
+  std::string group;  // exactly one of group and user
+  std::string user;
+  std::string tenant;  // empty only for role admin
+  std::string role;    // admin | tenant-admin | member | viewer
+  bool operator==(const IdentityMapping&) const = default;
+};
+
+struct IdentityConfig {
+  std::optional<OidcConfig> oidc;
+  std::optional<LdapConfig> ldap;
+  std::vector<IdentityMapping> mappings;  // in order: the first that matches applies
+  bool operator==(const IdentityConfig&) const = default;
+};
+
+// The first mapping that matches `user` or one of `groups`; null when none does.
+const IdentityMapping* MapIdentity(const IdentityConfig& c, const std::string& user,
+                                   const std::vector<std::string>& groups);
+
 struct ClusterConfig {
   SchedulerConfig scheduler;
   std::vector<GpuModel> gpu_models;
@@ -107,12 +152,13 @@ struct ClusterConfig {
   std::vector<UserConfig> users;
   std::vector<Node> nodes;                    // static nodes; agents register the others
   std::vector<ApprovalRuleConfig> approvals;  // in order: the first rule that matches applies
+  IdentityConfig identity;
 };
 
 // One difference between two configurations.
 struct ConfigChange {
   std::string kind;    // scheduler | gpu_model | priority_class | tenant | queue | user | node |
-                       // approval
+                       // approval | identity
   std::string name;    // the object's name (queues: their own, unique across tenants)
   std::string action;  // create | update | delete
   // create: the object's settings ("memory_mib: 81920; price_per_hour: 2.5"); update: what

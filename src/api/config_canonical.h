@@ -24,6 +24,8 @@ Value UserValue(const UserConfig& u);
 // Needs the GPU models: GPUs whose memory is their model's leave it out.
 Value NodeValue(const Node& n, const std::vector<GpuModel>& models);
 Value ApprovalValue(const ApprovalRuleConfig& r);
+// The identity section (oidc, ldap, mappings), defaults left out.
+Value IdentityValue(const IdentityConfig& c);
 // The whole configuration, queues nested under their parents.
 Value ConfigValue(const ClusterConfig& c);
 

@@ -60,8 +60,8 @@ class ConfigParser {
 
   Status Parse(const Value& root) {
     MappingReader m(root, "");
-    ARBITER_RETURN_IF_ERROR(m.Check(
-        {"scheduler", "gpu_models", "priority_classes", "tenants", "users", "nodes", "approvals"}));
+    ARBITER_RETURN_IF_ERROR(m.Check({"scheduler", "gpu_models", "priority_classes", "tenants",
+                                     "users", "nodes", "approvals", "identity"}));
     if (const Value* v = m.Get("scheduler")) ARBITER_RETURN_IF_ERROR(Scheduler(*v));
     // References point from later sections to earlier ones, whatever the document order.
     if (const Value* v = m.Get("gpu_models")) ARBITER_RETURN_IF_ERROR(GpuModels(*v));
@@ -71,6 +71,7 @@ class ConfigParser {
     if (const Value* v = m.Get("users")) ARBITER_RETURN_IF_ERROR(Users(*v));
     if (const Value* v = m.Get("nodes")) ARBITER_RETURN_IF_ERROR(Nodes(*v));
     if (const Value* v = m.Get("approvals")) ARBITER_RETURN_IF_ERROR(Approvals(*v));
+    if (const Value* v = m.Get("identity")) ARBITER_RETURN_IF_ERROR(Identity(*v));
     return Status::Ok();
   }
 
@@ -676,6 +677,130 @@ class ConfigParser {
         return ErrorAt(users->items[i], ip, fmt::format("duplicate name {}", Quote(name)));
       }
       r->approver_users.push_back(std::move(name));
+    }
+    return Status::Ok();
+  }
+
+  Status Identity(const Value& v) {
+    MappingReader m(v, "identity");
+    ARBITER_RETURN_IF_ERROR(m.Check({"oidc", "ldap", "mappings"}));
+    IdentityConfig& c = out_->identity;
+    if (const Value* o = m.Get("oidc")) {
+      c.oidc.emplace();
+      ARBITER_RETURN_IF_ERROR(Oidc(*o, m.PathOf("oidc"), &*c.oidc));
+    }
+    if (const Value* l = m.Get("ldap")) {
+      c.ldap.emplace();
+      ARBITER_RETURN_IF_ERROR(Ldap(*l, m.PathOf("ldap"), &*c.ldap));
+    }
+    if (const Value* s = m.Get("mappings")) {
+      const std::string path = m.PathOf("mappings");
+      ARBITER_RETURN_IF_ERROR(ExpectSequence(*s, path, kMaxIdentityMappings));
+      for (size_t i = 0; i < s->items.size(); ++i) {
+        IdentityMapping r;
+        ARBITER_RETURN_IF_ERROR(Mapping(s->items[i], IndexPath(path, i), &r));
+        c.mappings.push_back(std::move(r));
+      }
+    }
+    if ((c.oidc || c.ldap) && c.mappings.empty()) {
+      return ErrorAt(v, "identity.mappings",
+                     "is required with oidc or ldap: a person no mapping matches is refused");
+    }
+    return Status::Ok();
+  }
+
+  // An http(s) URL: https anywhere, http only on a loopback host.
+  static Status WebUrl(const Value& v, const std::string& path, const std::string& url) {
+    const bool https = url.rfind("https://", 0) == 0;
+    const bool http = url.rfind("http://", 0) == 0;
+    if (!https && !http) return ErrorAt(v, path, "must start with https://");
+    const std::string rest = url.substr(https ? 8 : 7);
+    const std::string host = rest.substr(0, rest.find_first_of(":/"));
+    if (host.empty()) return ErrorAt(v, path, "has no host");
+    if (url.back() == '/') return ErrorAt(v, path, "must not end with '/'");
+    if (http && host != "127.0.0.1" && host != "localhost" && host != "[::1]") {
+      return ErrorAt(v, path, "must use https:// (http:// only on a loopback address)");
+    }
+    return Status::Ok();
+  }
+
+  Status Oidc(const Value& v, const std::string& path, OidcConfig* o) const {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"issuer", "audience", "client_id", "username_claim",
+                                     "groups_claim", "clock_skew_seconds"}));
+    ARBITER_RETURN_IF_ERROR(m.Require("issuer"));
+    ARBITER_RETURN_IF_ERROR(m.String("issuer", 2048, &o->issuer));
+    ARBITER_RETURN_IF_ERROR(WebUrl(*m.Get("issuer"), m.PathOf("issuer"), o->issuer));
+    ARBITER_RETURN_IF_ERROR(m.Require("audience"));
+    ARBITER_RETURN_IF_ERROR(m.String("audience", 1024, &o->audience));
+    if (o->audience.empty()) return ErrorAt(*m.Get("audience"), m.PathOf("audience"), "is empty");
+    ARBITER_RETURN_IF_ERROR(m.String("client_id", 1024, &o->client_id));
+    ARBITER_RETURN_IF_ERROR(m.String("username_claim", 255, &o->username_claim));
+    ARBITER_RETURN_IF_ERROR(m.String("groups_claim", 255, &o->groups_claim));
+    if (o->username_claim.empty()) {
+      return ErrorAt(*m.Get("username_claim"), m.PathOf("username_claim"), "is empty");
+    }
+    return m.Int("clock_skew_seconds", 0, 600, &o->clock_skew_seconds);
+  }
+
+  Status Ldap(const Value& v, const std::string& path, LdapConfig* l) const {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"url", "user_dn", "group_base", "group_filter",
+                                     "group_attribute", "start_tls", "token_ttl_seconds"}));
+    ARBITER_RETURN_IF_ERROR(m.Require("url"));
+    ARBITER_RETURN_IF_ERROR(m.String("url", 2048, &l->url));
+    if (l->url.rfind("ldap://", 0) != 0 && l->url.rfind("ldaps://", 0) != 0) {
+      return ErrorAt(*m.Get("url"), m.PathOf("url"), "must start with ldap:// or ldaps://");
+    }
+    ARBITER_RETURN_IF_ERROR(m.Require("user_dn"));
+    ARBITER_RETURN_IF_ERROR(m.String("user_dn", 1024, &l->user_dn));
+    if (l->user_dn.find("{user}") == std::string::npos) {
+      return ErrorAt(*m.Get("user_dn"), m.PathOf("user_dn"),
+                     "must contain {user}, where the login name goes");
+    }
+    ARBITER_RETURN_IF_ERROR(m.String("group_base", 1024, &l->group_base));
+    ARBITER_RETURN_IF_ERROR(m.String("group_filter", 1024, &l->group_filter));
+    if (l->group_filter.empty() || l->group_filter.front() != '(' ||
+        l->group_filter.back() != ')') {
+      return ErrorAt(*m.Get("group_filter"), m.PathOf("group_filter"),
+                     "must be an LDAP filter in parentheses");
+    }
+    ARBITER_RETURN_IF_ERROR(m.String("group_attribute", 255, &l->group_attribute));
+    if (l->group_attribute.empty()) {
+      return ErrorAt(*m.Get("group_attribute"), m.PathOf("group_attribute"), "is empty");
+    }
+    ARBITER_RETURN_IF_ERROR(m.Bool("start_tls", &l->start_tls));
+    return m.Int("token_ttl_seconds", 60, int64_t{366} * 86400, &l->token_ttl_seconds);
+  }
+
+  Status Mapping(const Value& v, const std::string& path, IdentityMapping* r) const {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"group", "user", "tenant", "role"}));
+    ARBITER_RETURN_IF_ERROR(m.String("group", 255, &r->group));
+    ARBITER_RETURN_IF_ERROR(m.String("user", 253, &r->user));
+    if (r->group.empty() == r->user.empty()) {
+      return ErrorAt(v, path, "needs exactly one of group or user");
+    }
+    if (!r->user.empty() && !IsValidUserName(r->user)) {
+      return ErrorAt(*m.Get("user"), m.PathOf("user"),
+                     fmt::format("{} is not a valid user name", Quote(r->user)));
+    }
+    ARBITER_RETURN_IF_ERROR(m.Require("role"));
+    ARBITER_RETURN_IF_ERROR(
+        ReadChoice(m, "role", {"admin", "tenant-admin", "member", "viewer"}, &r->role));
+    ARBITER_RETURN_IF_ERROR(m.String("tenant", 63, &r->tenant));
+    if (r->tenant.empty()) {
+      if (r->role != "admin") {
+        return ErrorAt(
+            v, m.PathOf("tenant"),
+            fmt::format("is required for the role {} (only admins have none)", Quote(r->role)));
+      }
+    } else if (tenant_names_.count(r->tenant) == 0) {
+      return ErrorAt(*m.Get("tenant"), m.PathOf("tenant"),
+                     fmt::format("unknown tenant {}", Quote(r->tenant)));
+    } else if (r->role == "admin") {
+      return ErrorAt(*m.Get("tenant"), m.PathOf("tenant"),
+                     "must be absent for the role \"admin\" (admins belong to no tenant)");
     }
     return Status::Ok();
   }

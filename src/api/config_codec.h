@@ -71,6 +71,7 @@ inline constexpr size_t kMaxUsers = 100000;
 inline constexpr size_t kMaxNodes = 20000;
 inline constexpr size_t kMaxApprovalRules = 256;
 inline constexpr size_t kMaxApprovers = 256;  // users named by one rule
+inline constexpr size_t kMaxIdentityMappings = 1024;
 inline constexpr int64_t kMaxApprovalExpirySeconds = int64_t{366} * 86400;
 inline constexpr size_t kMaxGpusPerNode = 64;
 inline constexpr size_t kMaxLabels = 64;  // per node

@@ -834,5 +834,96 @@ TEST(ApprovalConfig, ErrorsNameTheField) {
   }
 }
 
+TEST(IdentityConfig, ParsesDumpsDiffsAndMaps) {
+  const std::string yaml = std::string(kApprovalBase) + R"(
+identity:
+  oidc:
+    issuer: https://idp.example.com
+    audience: arbiter
+    client_id: arbiter-cli
+  ldap:
+    url: ldap://ldap.example.com
+    user_dn: uid={user},ou=people,dc=example,dc=com
+    group_base: ou=groups,dc=example,dc=com
+  mappings:
+    - {group: vision-team, tenant: vision, role: member}
+    - {group: vision-leads, tenant: vision, role: tenant-admin}
+    - {user: root-of-all, role: admin}
+    - {group: platform, role: admin}
+)";
+  auto c = ParseConfigYaml(yaml);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->identity.oidc.has_value());
+  EXPECT_EQ(c->identity.oidc->issuer, "https://idp.example.com");
+  EXPECT_EQ(c->identity.oidc->username_claim, "preferred_username");
+  EXPECT_EQ(c->identity.oidc->groups_claim, "groups");
+  ASSERT_TRUE(c->identity.ldap.has_value());
+  EXPECT_EQ(c->identity.ldap->token_ttl_seconds, 43200);
+  ASSERT_EQ(c->identity.mappings.size(), 4u);
+  auto again = ParseConfigYaml(DumpConfigYaml(*c));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->identity, c->identity);
+
+  // The first mapping that matches applies; a person none matches gets none.
+  const IdentityMapping* m = MapIdentity(c->identity, "ann", {"platform", "vision-leads"});
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->role, "tenant-admin");
+  m = MapIdentity(c->identity, "root-of-all", {});
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->role, "admin");
+  EXPECT_EQ(MapIdentity(c->identity, "eve", {"visitors"}), nullptr);
+
+  ClusterConfig changed = *c;
+  changed.identity.oidc->audience = "arbiter-prod";
+  const auto changes = DiffConfig(*c, changed);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].kind, "identity");
+  EXPECT_EQ(changes[0].action, "update");
+  EXPECT_EQ(changes[0].detail, "oidc.audience: arbiter -> arbiter-prod");
+}
+
+TEST(IdentityConfig, ErrorsNameTheField) {
+  struct Case {
+    const char* identity;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"{color: red}", "identity.color"},
+      {"{oidc: {audience: a}, mappings: [{group: g, role: admin}]}", "identity.oidc.issuer"},
+      {"{oidc: {issuer: ftp://x, audience: a}, mappings: [{group: g, role: admin}]}",
+       "identity.oidc.issuer"},
+      {"{oidc: {issuer: http://idp.example.com, audience: a}, "
+       "mappings: [{group: g, role: admin}]}",
+       "identity.oidc.issuer"},
+      {"{oidc: {issuer: https://idp/, audience: a}, mappings: [{group: g, role: admin}]}",
+       "identity.oidc.issuer"},
+      {"{oidc: {issuer: https://idp}, mappings: [{group: g, role: admin}]}",
+       "identity.oidc.audience"},
+      {"{oidc: {issuer: https://idp, audience: a, clock_skew_seconds: 9999}, "
+       "mappings: [{group: g, role: admin}]}",
+       "identity.oidc.clock_skew_seconds"},
+      {"{oidc: {issuer: https://idp, audience: a}}", "identity.mappings"},
+      {"{ldap: {url: http://x, user_dn: 'uid={user}'}, mappings: [{group: g, role: admin}]}",
+       "identity.ldap.url"},
+      {"{ldap: {url: ldap://x, user_dn: uid=bob}, mappings: [{group: g, role: admin}]}",
+       "identity.ldap.user_dn"},
+      {"{ldap: {url: ldap://x, user_dn: 'uid={user}', group_filter: memberUid}, "
+       "mappings: [{group: g, role: admin}]}",
+       "identity.ldap.group_filter"},
+      {"{mappings: [{role: admin}]}", "identity.mappings[0]"},
+      {"{mappings: [{group: g, user: u, role: admin}]}", "identity.mappings[0]"},
+      {"{mappings: [{group: g, role: owner}]}", "identity.mappings[0].role"},
+      {"{mappings: [{group: g, role: member}]}", "identity.mappings[0].tenant"},
+      {"{mappings: [{group: g, tenant: nowhere, role: member}]}", "identity.mappings[0].tenant"},
+      {"{mappings: [{group: g, tenant: vision, role: admin}]}", "identity.mappings[0].tenant"},
+  };
+  for (const Case& c : cases) {
+    const std::string yaml = std::string(kApprovalBase) + "identity: " + c.identity + "\n";
+    auto r = ParseConfigYaml(yaml);
+    ASSERT_FALSE(r.ok()) << c.identity;
+    EXPECT_EQ(r.status().field(), c.field) << c.identity << ": " << r.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace arbiter::api

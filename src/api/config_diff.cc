@@ -1,6 +1,7 @@
 // DiffConfig: objects matched by kind and name, compared field by field in canonical form.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -12,9 +13,20 @@ namespace arbiter::api {
 namespace {
 
 // Kinds in the order changes are listed.
-enum Kind { kScheduler, kGpuModel, kPriorityClass, kTenant, kQueue, kUser, kNode, kApproval };
-constexpr const char* kKindNames[] = {"scheduler", "gpu_model", "priority_class", "tenant",
-                                      "queue",     "user",      "node",           "approval"};
+enum Kind {
+  kScheduler,
+  kGpuModel,
+  kPriorityClass,
+  kTenant,
+  kQueue,
+  kUser,
+  kNode,
+  kApproval,
+  kIdentity
+};
+constexpr const char* kKindNames[] = {"scheduler", "gpu_model", "priority_class",
+                                      "tenant",    "queue",     "user",
+                                      "node",      "approval",  "identity"};
 
 using Fields = std::vector<std::pair<std::string, std::string>>;  // "guaranteed.gpu" -> "8"
 using Objects = std::map<std::pair<int, std::string>, Fields>;
@@ -74,6 +86,9 @@ Objects Collect(const ClusterConfig& c) {
   for (const Node& n : c.nodes) Add(&objects, kNode, n.name, NodeValue(n, c.gpu_models));
   for (const ApprovalRuleConfig& r : c.approvals) {
     Add(&objects, kApproval, r.name, ApprovalValue(r));
+  }
+  if (c.identity != IdentityConfig{}) {
+    Add(&objects, kIdentity, "identity", IdentityValue(c.identity));
   }
   return objects;
 }
@@ -135,6 +150,17 @@ std::vector<ConfigChange> DiffConfig(const ClusterConfig& current, const Cluster
     }
   }
   return changes;
+}
+
+const IdentityMapping* MapIdentity(const IdentityConfig& c, const std::string& user,
+                                   const std::vector<std::string>& groups) {
+  for (const IdentityMapping& m : c.mappings) {
+    if (!m.user.empty() && m.user == user) return &m;
+    if (!m.group.empty() && std::find(groups.begin(), groups.end(), m.group) != groups.end()) {
+      return &m;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace arbiter::api

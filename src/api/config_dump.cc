@@ -306,6 +306,55 @@ Value ApprovalValue(const ApprovalRuleConfig& r) {
   return v;
 }
 
+Value IdentityValue(const IdentityConfig& c) {
+  Value v = Value::Mapping();
+  if (c.oidc) {
+    const OidcConfig def;
+    Value& o = v.Set("oidc", Value::Mapping());
+    o.Set("issuer", Value::String(c.oidc->issuer));
+    o.Set("audience", Value::String(c.oidc->audience));
+    if (!c.oidc->client_id.empty()) o.Set("client_id", Value::String(c.oidc->client_id));
+    if (c.oidc->username_claim != def.username_claim) {
+      o.Set("username_claim", Value::String(c.oidc->username_claim));
+    }
+    if (c.oidc->groups_claim != def.groups_claim) {
+      o.Set("groups_claim", Value::String(c.oidc->groups_claim));
+    }
+    if (c.oidc->clock_skew_seconds != def.clock_skew_seconds) {
+      o.Set("clock_skew_seconds", Int(c.oidc->clock_skew_seconds));
+    }
+  }
+  if (c.ldap) {
+    const LdapConfig def;
+    Value& l = v.Set("ldap", Value::Mapping());
+    l.Set("url", Value::String(c.ldap->url));
+    l.Set("user_dn", Value::String(c.ldap->user_dn));
+    if (!c.ldap->group_base.empty()) l.Set("group_base", Value::String(c.ldap->group_base));
+    if (c.ldap->group_filter != def.group_filter) {
+      l.Set("group_filter", Value::String(c.ldap->group_filter));
+    }
+    if (c.ldap->group_attribute != def.group_attribute) {
+      l.Set("group_attribute", Value::String(c.ldap->group_attribute));
+    }
+    if (c.ldap->start_tls) l.Set("start_tls", Bool(true));
+    if (c.ldap->token_ttl_seconds != def.token_ttl_seconds) {
+      l.Set("token_ttl_seconds", Int(c.ldap->token_ttl_seconds));
+    }
+  }
+  if (!c.mappings.empty()) {
+    Value& list = v.Set("mappings", Value::Sequence());
+    for (const IdentityMapping& r : c.mappings) {
+      Value m = Value::Mapping();
+      if (!r.group.empty()) m.Set("group", Value::String(r.group));
+      if (!r.user.empty()) m.Set("user", Value::String(r.user));
+      if (!r.tenant.empty()) m.Set("tenant", Value::String(r.tenant));
+      m.Set("role", Value::String(r.role));
+      list.Add(std::move(m));
+    }
+  }
+  return v;
+}
+
 Value NodeValue(const Node& n, const std::vector<GpuModel>& models) {
   Value v = Value::Mapping();
   v.Set("name", Value::String(n.name));
@@ -393,6 +442,7 @@ Value ConfigValue(const ClusterConfig& c) {
     Value& list = root.Set("approvals", Value::Sequence());
     for (const ApprovalRuleConfig& r : c.approvals) list.Add(ApprovalValue(r));
   }
+  if (c.identity != IdentityConfig{}) root.Set("identity", IdentityValue(c.identity));
   return root;
 }
 
