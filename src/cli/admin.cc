@@ -353,6 +353,8 @@ int PriorityClasses(const ContextPtr& ctx) {
 
 struct TokenArgs {
   std::string user, role, node, expires_in, id;
+  bool read_only = false;
+  bool json = false;
 };
 
 // "90s", "30m", "12h", "30d", "2w" as seconds; 0 when malformed.
@@ -379,21 +381,22 @@ int64_t ParseExpiry(const std::string& s) {
   }
 }
 
-int ListTokens(const ContextPtr& ctx) {
+int ListTokens(const ContextPtr& ctx, bool as_json) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
   auto r = api.Get("/api/v1/tokens");
   if (!r.ok()) return Fail(r.status());
-  if (IsStructured(ctx->format())) {
-    PrintStructured(*r, ctx->format());
+  if (as_json || IsStructured(ctx->format())) {
+    PrintStructured(*r, as_json ? OutputFormat::kJson : ctx->format());
     return kExitOk;
   }
-  Table t({"ID", "USER", "TENANT", "ROLE", "NODE", "CREATED", "EXPIRES", "STATE"});
+  Table t({"ID", "USER", "TENANT", "ROLE", "SCOPE", "NODE", "CREATED", "EXPIRES", "STATE"});
   for (const json& k : (*r)["items"]) {
     const std::string state = Str(k, "state");
     t.AddRow({Str(k, "id"), Str(k, "user"), Str(k, "tenant").empty() ? "-" : Str(k, "tenant"),
-              Str(k, "role"), Str(k, "node").empty() ? "-" : Str(k, "node"), Str(k, "created_at"),
+              Str(k, "role"), Str(k, "scope", "full"),
+              Str(k, "node").empty() ? "-" : Str(k, "node"), Str(k, "created_at"),
               Str(k, "expires_at").empty() ? "never" : Str(k, "expires_at"),
               Cell(state, state == "active" ? Color::kGreen : Color::kRed)});
   }
@@ -416,7 +419,9 @@ int CreateToken(const ContextPtr& ctx, const TokenArgs& a) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
-  json body = {{"user", a.user}};
+  json body = json::object();
+  if (!a.user.empty()) body["user"] = a.user;  // else the caller's own
+  if (a.read_only) body["scope"] = "read-only";
   if (!a.role.empty()) body["role"] = a.role;
   if (!a.node.empty()) body["node"] = a.node;
   if (!a.expires_in.empty()) {
@@ -447,9 +452,10 @@ int CreateToken(const ContextPtr& ctx, const TokenArgs& a) {
     return kExitOk;
   }
   std::fprintf(stderr,
-               "token for %s (role %s%s): it is shown only now; use it with arbiter login "
+               "%stoken for %s (role %s%s): it is shown only now; use it with arbiter login "
                "--server %s --token TOKEN\n",
-               Str(*r, "user").c_str(), Str(*r, "role").c_str(),
+               Str(*r, "scope") == "read-only" ? "read-only " : "", Str(*r, "user").c_str(),
+               Str(*r, "role").c_str(),
                tenant.empty() ? "" : fmt::format(", tenant {}", tenant).c_str(), c->server.c_str());
   return kExitOk;
 }
@@ -560,6 +566,12 @@ void RegisterConfigCommands(CLI::App& app, const ContextPtr& ctx) {
   classes->callback([ctx] { ctx->Run([&] { return PriorityClasses(ctx); }); });
 }
 
+}  // namespace
+
+void RegisterAuditCommand(CLI::App& app, const ContextPtr& ctx);  // audit.cc
+
+namespace {
+
 void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
   auto args = std::make_shared<TokenArgs>();
   auto* token = app.add_subcommand("token", "Tokens");
@@ -568,16 +580,19 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
                       "arbiter token revoke 3f9a0c1d"});
   auto* create = token->add_subcommand(
       "create", "Create a token for a user and print it (it is shown only once)");
-  create->add_option("--user", args->user, "Whose token")->required();
+  create->add_option("--user", args->user, "Whose token (default: yours)");
   create->add_option("--role", args->role,
                      "A lower role than the user's (viewer), or node for an agent (admins)");
   create->add_option("--node", args->node,
                      "With --role node: the one node the token may register and speak for");
-  create->add_option("--expires-in", args->expires_in,
+  create->add_option("--ttl,--expires-in", args->expires_in,
                      "The token stops working after this long: 90m, 12h, 30d, 2w (default: never)");
+  create->add_flag("--read-only", args->read_only,
+                   "The token may only read (GET and HEAD): for dashboards, reports and auditors");
   AddClientFlags(create, ctx);
   AddOutputFlag(create, ctx, false);
   SetExamples(create, {"arbiter token create --user alice",
+                       "arbiter token create --user alice --ttl 30d --read-only",
                        "arbiter token create --user alice --role viewer -o json",
                        "arbiter token create --user admin --role node --node gpu-07  # for "
                        "arbiter agent --name gpu-07"});
@@ -586,8 +601,9 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
       "list", "Tokens you may see (your own; a tenant admin: the tenant's; an admin: all)");
   AddClientFlags(list, ctx);
   AddOutputFlag(list, ctx, false);
-  SetExamples(list, {"arbiter token list", "arbiter token list -o json"});
-  list->callback([ctx] { ctx->Run([&] { return ListTokens(ctx); }); });
+  list->add_flag("--json", args->json, "JSON (as -o json)");
+  SetExamples(list, {"arbiter token list", "arbiter token list --json"});
+  list->callback([ctx, args] { ctx->Run([&] { return ListTokens(ctx, args->json); }); });
   auto* revoke = token->add_subcommand("revoke", "Revoke a token: it stops working at once");
   revoke->add_option("id", args->id, "The token's id (arbiter token list)")->required();
   AddClientFlags(revoke, ctx);
@@ -609,6 +625,7 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
   });
 
   RegisterReportCommand(app, ctx);
+  RegisterAuditCommand(app, ctx);
 }
 
 }  // namespace

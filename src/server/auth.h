@@ -20,7 +20,9 @@ struct Principal {
   std::string tenant;  // empty for admins and nodes
   Role role = Role::kViewer;
   std::string token_id;
-  std::string node{};  // node tokens: the one node they speak for
+  std::string node{};      // node tokens: the one node they speak for
+  bool read_only = false;  // a read-only token (scope "read-only"): GET and HEAD only
+  std::string source{};    // the client's address as the HTTP layer saw it (audit records)
 };
 
 struct NewToken {

@@ -202,6 +202,7 @@ class ControlPlane : public node::ExecutionBackend {
     std::optional<Role> role;
     std::string node;
     DurationMs expires_in_ms = 0;  // 0: never expires
+    bool read_only = false;        // scope "read-only": GET and HEAD only (not for node tokens)
   };
   Result<nlohmann::json> CreateToken(const Principal& p, const TokenRequest& r);
   // The tokens the caller may see (its own; a tenant admin: its tenant's; an admin: all), without
@@ -337,6 +338,15 @@ class ControlPlane : public node::ExecutionBackend {
   // next_after (the last seq, or null when there are no more). Every call answered before this one
   // is in it: audit records are written without waiting, so this waits for them first.
   Result<nlohmann::json> ListAudit(const Principal& p, uint64_t after, size_t limit);
+  // The audit log searched (GET /api/v1/audit, docs/governance.md): admins search every record,
+  // tenant admins their tenant's records only (q.tenant is set to theirs); others are refused.
+  Result<nlohmann::json> ListAudit(const Principal& p, store::AuditQuery q);
+  // An audit record of `p`'s call, now: its actor, token and source address; `tenant`: the tenant
+  // of the object acted on ("" for cluster-wide objects).
+  TimeMs now() const { return now_(); }
+  store::AuditRecord AuditRecordOf(const Principal& p, std::string action, std::string target,
+                                   std::string tenant, std::string detail_json = "{}",
+                                   std::string result = "ok") const;
 
   // Approvals (docs/approvals.md). Approve (to pending) or reject (to rejected, final) a job
   // awaiting approval, with an optional comment (at most 1000 bytes, field "comment"); audited.

@@ -11,6 +11,7 @@
 #include "api/json_writer.h"
 #include "core/budget/budget.h"
 #include "server/admissibility.h"
+#include "server/audit_export.h"
 #include "server/control_plane.h"
 #include "server/control_plane_compiled.h"
 #include "server/control_plane_helpers.h"
@@ -62,29 +63,51 @@ Status ControlPlane::CanActOnJobLocked(const Principal& p, const JobEntry& j) co
 void ControlPlane::Audit(const Principal& p, std::string action, std::string target,
                          std::string result) {
   store::WriteBatch b;
-  b.AppendAudit({0, now_(), p.user.empty() ? "anonymous" : p.user, std::move(action),
-                 std::move(target), std::move(result), "{}", p.token_id});
+  store::AuditRecord r =
+      AuditRecordOf(p, std::move(action), std::move(target), p.tenant, "{}", std::move(result));
+  if (r.actor.empty()) r.actor = "anonymous";
+  b.AppendAudit(std::move(r));
   store_->WriteAsync(std::move(b));  // audit of the call; not waited for
 }
 
+store::AuditRecord ControlPlane::AuditRecordOf(const Principal& p, std::string action,
+                                               std::string target, std::string tenant,
+                                               std::string detail_json, std::string result) const {
+  return {0,
+          now_(),
+          p.user,
+          std::move(action),
+          std::move(target),
+          std::move(result),
+          std::move(detail_json),
+          p.token_id,
+          p.source,
+          std::move(tenant)};
+}
+
 Result<json> ControlPlane::ListAudit(const Principal& p, uint64_t after, size_t limit) {
-  if (p.role != Role::kAdmin) return Forbidden("only admins may read the audit log");
+  store::AuditQuery q;
+  q.after_seq = after;
+  q.limit = limit;
+  return ListAudit(p, std::move(q));
+}
+
+Result<json> ControlPlane::ListAudit(const Principal& p, store::AuditQuery q) {
+  if (p.role == Role::kTenantAdmin) {
+    q.tenant = p.tenant;  // a tenant admin reads its tenant's records, whatever it asked for
+  } else if (p.role != Role::kAdmin) {
+    return Forbidden("only admins and tenant admins may read the audit log");
+  }
+  const size_t limit = q.limit;
   // An empty batch is a barrier: every audit record enqueued before it is committed.
   ARBITER_RETURN_IF_ERROR(store_->Write(store::WriteBatch()));
-  auto records = store_->Audit(after, limit + 1);
+  q.limit = limit + 1;
+  auto records = store_->QueryAudit(q);
   if (!records.ok()) return records.status();
   json items = json::array();
   for (const store::AuditRecord& r : *records) {
     if (items.size() == limit) break;
-    json detail = json::parse(r.detail_json, nullptr, /*allow_exceptions=*/false);
-    items.push_back({{"seq", r.seq},
-                     {"at", Iso8601(r.at_ms)},
-                     {"actor", r.actor},
-                     {"action", r.action},
-                     {"target", r.target},
-                     {"result", r.result},
-                     {"token_id", r.token_id.empty() ? json(nullptr) : json(r.token_id)},
-                     {"detail", detail.is_discarded() ? json(r.detail_json) : detail}});
+    items.push_back(AuditRecordJson(r));
   }
   json out = {{"items", items}};
   out["next_after"] =
@@ -257,7 +280,9 @@ Result<json> ControlPlane::CreateUser(const Principal& p, const api::UserConfig&
     store::WriteBatch b;
     ARBITER_RETURN_IF_ERROR(PersistConfigLocked(&b, nullptr));
     b.PutUser({u.name, u.tenant, u.role, now_()});
-    b.AppendAudit({0, now_(), p.user, "user.create", "user/" + u.name, "ok", "{}", p.token_id});
+    b.AppendAudit(AuditRecordOf(
+        p, "user.create", "user/" + u.name, u.tenant,
+        json{{"after", {{"name", u.name}, {"tenant", u.tenant}, {"role", u.role}}}}.dump()));
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
@@ -319,6 +344,11 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
     } else if (!req.node.empty()) {
       return InvalidArgument("node", "only node tokens (role node) name a node");
     }
+    if (user_role == Role::kNode && req.read_only) {
+      return InvalidArgument("scope",
+                             "node tokens speak for an agent, which must write: they "
+                             "cannot be read-only");
+    }
     // Nor the caller's own: a tenant admin's member token cannot mint tenant-admin tokens.
     if (p.role != Role::kAdmin && static_cast<int>(user_role) < static_cast<int>(p.role)) {
       return Forbidden(fmt::format("a {} token cannot create a {} token; ask for role {} or lower",
@@ -331,20 +361,23 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
     rec.role = std::string(RoleName(user_role));
     rec.kind = user_role == Role::kNode ? "node" : "user";
     rec.node = req.node;
+    rec.scope = req.read_only ? "read-only" : "full";
     rec.created_at_ms = now_();
     if (req.expires_in_ms > 0) rec.expires_at_ms = rec.created_at_ms + req.expires_in_ms;
     tokens_.Put(rec);
     store::WriteBatch b;
     b.PutToken(rec);
-    b.AppendAudit({0, now_(), p.user, "token.create", "user/" + user, "ok", "{}", p.token_id});
+    json after = {{"id", rec.id},     {"user", rec.user},   {"tenant", rec.tenant},
+                  {"role", rec.role}, {"scope", rec.scope}, {"kind", rec.kind}};
+    if (!rec.node.empty()) after["node"] = rec.node;
+    after["expires_at"] = rec.expires_at_ms > 0 ? json(Iso8601(rec.expires_at_ms)) : json(nullptr);
+    b.AppendAudit(
+        AuditRecordOf(p, "token.create", "user/" + user, tenant, json{{"after", after}}.dump()));
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
-  json out = {{"token", t.token},
-              {"id", rec.id},
-              {"user", rec.user},
-              {"role", rec.role},
-              {"tenant", rec.tenant}};
+  json out = {{"token", t.token}, {"id", rec.id},         {"user", rec.user},
+              {"role", rec.role}, {"tenant", rec.tenant}, {"scope", rec.scope}};
   if (!rec.node.empty()) out["node"] = rec.node;
   if (rec.expires_at_ms > 0) out["expires_at"] = Iso8601(rec.expires_at_ms);
   return out;
@@ -358,6 +391,7 @@ json TokenToJson(const store::TokenRecord& r, const std::string& tenant, TimeMs 
             {"user", r.user},
             {"tenant", tenant},
             {"role", r.role},
+            {"scope", r.scope},
             {"node", r.node.empty() ? json(nullptr) : json(r.node)},
             {"created_at", Iso8601(r.created_at_ms)},
             {"expires_at", r.expires_at_ms > 0 ? json(Iso8601(r.expires_at_ms)) : json(nullptr)},
@@ -404,7 +438,15 @@ Result<json> ControlPlane::RevokeToken(const Principal& p, const std::string& id
     rec = tokens_.Revoke(id).value_or(found->record);
     store::WriteBatch b;
     b.PutToken(rec);
-    b.AppendAudit({0, now_(), p.user, "token.revoke", "token/" + id, "ok", "{}", p.token_id});
+    const TimeMs now = now_();
+    const char* before = found->record.revoked ? "revoked"
+                         : found->record.expires_at_ms > 0 && found->record.expires_at_ms < now
+                             ? "expired"
+                             : "active";
+    b.AppendAudit(AuditRecordOf(
+        p, "token.revoke", "token/" + id, tenant,
+        json{{"user", rec.user}, {"before", {{"state", before}}}, {"after", {{"state", "revoked"}}}}
+            .dump()));
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
@@ -515,6 +557,7 @@ Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& nam
       return Status(StatusCode::kConflict,
                     fmt::format("node {} is down; it becomes ready when its agent reports", name));
     }
+    const NodeState from = it->second.node.state;
     it->second.node.state = to;
     it->second.state_reason = to == NodeState::kReady ? "" : reason;
     it->second.state_by = to == NodeState::kReady ? "" : p.user;
@@ -522,8 +565,11 @@ Result<json> ControlPlane::NodeAction(const Principal& p, const std::string& nam
     dirty_ = true;
     store::WriteBatch b;
     b.PutNode({name, NodeToJson(it->second.node).dump(), std::string(NodeStateName(to)), now_()});
-    b.AppendAudit({0, now_(), p.user, fmt::format("node.{}", action), "node/" + name, "ok", "{}",
-                   p.token_id});
+    b.AppendAudit(AuditRecordOf(
+        p, fmt::format("node.{}", action), "node/" + name, "",
+        json{{"before", {{"state", NodeStateName(from)}}},
+             {"after", {{"state", NodeStateName(to)}, {"reason", it->second.state_reason}}}}
+            .dump()));
     PushEventLocked("node", {{"name", name}, {"state", NodeStateName(to)}});
     out = NodeToJson(it->second.node);
     done = store_->WriteAsync(std::move(b));

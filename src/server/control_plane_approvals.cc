@@ -89,7 +89,7 @@ bool ControlPlane::ExpireApprovalLocked(JobEntry& j, store::WriteBatch* b) {
                                      r->name, r->expires_after_seconds),
                          b);
   b->AppendAudit({0, now, "arbiter", "job.reject", fmt::format("job/{}", j.spec.id.value()), "ok",
-                  json{{"rule", r->name}, {"reason", "expired"}}.dump(), ""});
+                  json{{"rule", r->name}, {"reason", "expired"}}.dump(), "", "", j.spec.tenant});
   return true;
 }
 
@@ -144,7 +144,8 @@ Result<json> ControlPlane::DecideApproval(const Principal& p, uint64_t id, bool 
       if (!approve) j->finished_at = now_();
       RecordTransitionLocked(*j, approve ? JobState::kPending : JobState::kRejected, reason, &b);
       b.AppendAudit({0, now_(), p.user, action, fmt::format("job/{}", id), "ok",
-                     json{{"rule", rule}, {"comment", comment}}.dump(), p.token_id});
+                     json{{"rule", rule}, {"comment", comment}}.dump(), p.token_id, p.source,
+                     j->spec.tenant});
       out = JobJsonLocked(*j, p);
       done = store_->WriteAsync(std::move(b));
       if (approve && wake_scheduler_) wake_scheduler_();

@@ -105,7 +105,7 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitArray(const Principal& p, Jo
       }
       b.AppendAudit({0, now_(), p.user, "array.submit", fmt::format("array/{}", first.id), "ok",
                      json{{"size", indices.size()}, {"max_running", array.max_running}}.dump(),
-                     p.token_id});
+                     p.token_id, p.source, jobs_.all.at(first.id).spec.tenant});
       out.id = first.id;
       out.body = JobTextLocked(jobs_.all.at(out.id), p);
       done = store_->WriteAsync(std::move(b));
@@ -190,7 +190,8 @@ Result<json> ControlPlane::ArrayAction(const Principal& p, uint64_t id, std::str
                                 StatesText(ArrayJsonLocked(id)["states"])));
     }
     b.AppendAudit({0, now_(), p.user, fmt::format("array.{}", action), fmt::format("array/{}", id),
-                   "ok", json{{"changed", changed.size()}}.dump(), p.token_id});
+                   "ok", json{{"changed", changed.size()}}.dump(), p.token_id, p.source,
+                   jobs_.all.at(id).spec.tenant});
     out = ArrayJsonLocked(id);
     out["changed"] = changed;
     done = store_->WriteAsync(std::move(b));
@@ -226,7 +227,8 @@ Result<json> ControlPlane::SetArrayThrottle(const Principal& p, uint64_t id, int
       b.PutJob(JobRecordLocked(j));
     }
     b.AppendAudit({0, now_(), p.user, "array.throttle", fmt::format("array/{}", id), "ok",
-                   json{{"max_running", max_running}}.dump(), p.token_id});
+                   json{{"max_running", max_running}}.dump(), p.token_id, p.source,
+                   jobs_.all.at(id).spec.tenant});
     out = ArrayJsonLocked(id);
     done = store_->WriteAsync(std::move(b));
     if (wake_scheduler_) wake_scheduler_();  // a higher limit may start more now

@@ -18,6 +18,10 @@
 namespace arbiter::server {
 
 using nlohmann::json;
+
+// At most this many changes of one configuration apply are listed in its audit record.
+constexpr size_t kMaxAuditedChanges = 1000;
+
 // --- Configuration ----------------------------------------------------------------------------
 
 std::vector<ControlPlane::AffectedJob> ControlPlane::AffectedJobsLocked(
@@ -131,11 +135,21 @@ Result<ControlPlane::ConfigApplied> ControlPlane::ApplyConfig(const Principal& p
       }
       ++out.cancelled;
     }
-    b.AppendAudit({0, now_(), p.user, "config.apply", "config",
-                   out.cancelled > 0 ? fmt::format("ok: {} changes, {} jobs cancelled",
-                                                   out.changes.size(), out.cancelled)
-                                     : fmt::format("ok: {} changes", out.changes.size()),
-                   "{}", p.token_id});
+    // The diff, object by object: "update" details say each field's before -> after.
+    json changes = json::array();
+    for (const api::ConfigChange& ch : out.changes) {
+      if (changes.size() == kMaxAuditedChanges) break;
+      changes.push_back(
+          {{"kind", ch.kind}, {"name", ch.name}, {"action", ch.action}, {"detail", ch.detail}});
+    }
+    json detail = {{"changes", changes}, {"cancelled", out.cancelled}};
+    if (out.changes.size() > changes.size())
+      detail["changes_not_listed"] = out.changes.size() - changes.size();
+    b.AppendAudit(AuditRecordOf(
+        p, "config.apply", "config", "", detail.dump(),
+        out.cancelled > 0
+            ? fmt::format("ok: {} changes, {} jobs cancelled", out.changes.size(), out.cancelled)
+            : fmt::format("ok: {} changes", out.changes.size())));
     done = store_->WriteAsync(std::move(b));
     PushEventLocked("config", {{"changes", out.changes.size()}, {"cancelled", out.cancelled}});
   }

@@ -342,7 +342,7 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   b->AppendJobEvent({0, id, entry.updated_at, "", first_state, entry.reason, "{}"});
   if (audit) {
     b->AppendAudit({0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok",
-                    "{}", p.token_id});
+                    "{}", p.token_id, p.source, tenant});
   }
   PushJobEventLocked(entry, "", first_state, entry.reason);
   *created = true;
@@ -699,9 +699,14 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
     auto to = ActionTargetLocked(j, action);
     if (!to.ok()) return to.status();
     store::WriteBatch b;
+    const JobState before = j.state;
     ApplyActionLocked(p, j, action, *to, &b);
-    b.AppendAudit({0, now_(), p.user, fmt::format("job.{}", action), fmt::format("job/{}", id),
-                   "ok", "{}", p.token_id});
+    // A running job stops once its processes are gone: the state it is going to is the "after".
+    json change = {{"before", {{"state", JobStateName(before)}}},
+                   {"after", {{"state", JobStateName(j.stopping ? *to : j.state)}}}};
+    if (j.stopping) change["after"]["stopping"] = true;
+    b.AppendAudit(AuditRecordOf(p, fmt::format("job.{}", action), fmt::format("job/{}", id),
+                                j.spec.tenant, change.dump()));
     out = JobJsonLocked(j, p);
     done = store_->WriteAsync(std::move(b));
   }

@@ -291,7 +291,7 @@ Result<json> ControlPlane::CommitServiceLocked(const Principal& p, ServiceEntry&
                                                std::shared_future<Status>* done) {
   b->PutService(ServiceRecordLocked(e.service));
   b->AppendAudit({0, now_(), p.user, "service." + action, "service/" + e.service.spec.name, "ok",
-                  "{}", p.token_id});
+                  "{}", p.token_id, p.source, e.service.spec.tenant});
   json out = ServiceJsonLocked(e);
   *done = store_->WriteAsync(std::move(*b));
   return out;
@@ -434,9 +434,11 @@ Result<json> ControlPlane::DeleteService(const Principal& p, const std::string& 
     PushEventLocked("service", {{"name", name},
                                 {"tenant", e->service.spec.tenant},
                                 {"message", fmt::format("deleted by {}", p.user)}});
+    const std::string tenant = e->service.spec.tenant;
     services_.all.erase(name);
     b.DeleteService(name);
-    b.AppendAudit({0, now_(), p.user, "service.delete", "service/" + name, "ok", "{}", p.token_id});
+    b.AppendAudit({0, now_(), p.user, "service.delete", "service/" + name, "ok", "{}", p.token_id,
+                   p.source, tenant});
     PublishRoutesLocked();
     done = store_->WriteAsync(std::move(b));
   }

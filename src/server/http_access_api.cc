@@ -3,16 +3,62 @@
 #include <httplib.h>
 
 #include <string>
+#include <utility>
 
 #include "api/config_codec.h"
 #include "api/errors.h"
 #include "api/job_codec.h"
+#include "common/time.h"
 #include "net/http_params.h"
 #include "server/http_api.h"
 
 namespace arbiter::server {
 
 using nlohmann::json;
+
+namespace {
+
+// An audit search's time: RFC 3339 (or a date), milliseconds since the epoch, or a duration back
+// from `now` ("90s", "30m", "24h", "7d", "2w").
+Result<int64_t> ParseAuditTimeMs(const std::string& s, const char* field, int64_t now) {
+  const Status bad = InvalidArgument(
+      field, fmt::format("must be an RFC 3339 time (2026-11-10T08:00:00Z), milliseconds since the "
+                         "epoch, or a duration such as 90s, 30m, 24h, 7d or 2w, got '{}'",
+                         s));
+  if (s.empty() || s.size() > 40) return bad;
+  if (auto ms = ParseRfc3339Ms(s)) return *ms;
+  const size_t digits = s.find_first_not_of("0123456789");
+  if (digits == std::string::npos) {
+    if (s.size() > 15) return bad;
+    return std::stoll(s);
+  }
+  if (digits == 0 || digits + 1 != s.size() || digits > 6) return bad;
+  const int64_t n = std::stoll(s.substr(0, digits));
+  int64_t unit = 0;
+  switch (s.back()) {
+    case 's':
+      unit = 1000;
+      break;
+    case 'm':
+      unit = 60'000;
+      break;
+    case 'h':
+      unit = 3'600'000;
+      break;
+    case 'd':
+      unit = 86'400'000;
+      break;
+    case 'w':
+      unit = 7 * 86'400'000LL;
+      break;
+    default:
+      return bad;
+  }
+  if (n <= 0) return bad;
+  return now - n * unit;
+}
+
+}  // namespace
 
 void HttpApi::RegisterAccessRoutes(const RouteFn& route) {
   route("GET", "/api/v1/whoami", "/api/v1/whoami", "The caller's user, tenant and role",
@@ -59,8 +105,9 @@ void HttpApi::RegisterAccessRoutes(const RouteFn& route) {
           Reply(res, cp_->CreateUser(p, u), 201);
         });
   route("POST", "/api/v1/tokens", "/api/v1/tokens",
-        "Create a token {user, role?, node?, expires_in_seconds?}; node tokens name their node; "
-        "the plain token is in the response only",
+        "Create a token {user, role?, node?, expires_in_seconds?, scope?}; node tokens name "
+        "their node; scope full (default) or read-only (GET and HEAD only); the plain token is "
+        "in the response only",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           auto body = ParseJsonBody(req);
           if (!body.ok()) return SendError(res, body.status());
@@ -78,10 +125,17 @@ void HttpApi::RegisterAccessRoutes(const RouteFn& route) {
               t.expires_in_ms = v.get<int64_t>() * 1000;
               continue;
             }
+            if (k == "scope") {
+              if (!v.is_string() || (v != "full" && v != "read-only")) {
+                return SendError(res, InvalidArgument(k, "must be \"full\" or \"read-only\""));
+              }
+              t.read_only = v == "read-only";
+              continue;
+            }
             if (k != "user" && k != "role" && k != "node") {
               return SendError(res, InvalidArgument(k,
                                                     "unknown field; allowed: user, role, node, "
-                                                    "expires_in_seconds"));
+                                                    "expires_in_seconds, scope"));
             }
             if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
           }
@@ -114,25 +168,43 @@ void HttpApi::RegisterAccessRoutes(const RouteFn& route) {
 
   // The audit log.
   route("GET", "/api/v1/audit", "/api/v1/audit",
-        "The audit log (admins): records after=SEQ, at most limit (1-1000, default 100); "
+        "The audit log (admins; tenant admins: their tenant's records): records after=SEQ, at "
+        "most limit (1-1000, default 100), filtered by since, until, actor, action and object; "
         "next_after resumes",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-          uint64_t after = 0;
-          size_t limit = 100;
+          store::AuditQuery q;
           if (req.has_param("after")) {
             auto a = ParseId(req.get_param_value("after"), "after");
             if (!a.ok())
               return SendError(res, InvalidArgument("after", "must be a sequence number"));
-            after = *a;
+            q.after_seq = *a;
           }
           if (req.has_param("limit")) {
             auto l = ParseId(req.get_param_value("limit"), "limit");
             if (!l.ok() || *l < 1 || *l > 1000) {
               return SendError(res, InvalidArgument("limit", "must be between 1 and 1000"));
             }
-            limit = *l;
+            q.limit = *l;
           }
-          Reply(res, cp_->ListAudit(p, after, limit));
+          const int64_t now = cp_->now();
+          for (const char* field : {"since", "until"}) {
+            if (!req.has_param(field)) continue;
+            auto t = ParseAuditTimeMs(req.get_param_value(field), field, now);
+            if (!t.ok()) return SendError(res, t.status());
+            (std::string_view(field) == "since" ? q.since_ms : q.until_ms) = *t;
+          }
+          if (q.since_ms && q.until_ms && *q.until_ms <= *q.since_ms) {
+            return SendError(res, InvalidArgument("until", "must be after since"));
+          }
+          for (auto [field, out] : {std::pair{"actor", &q.actor}, std::pair{"action", &q.action},
+                                    std::pair{"object", &q.object}}) {
+            if (!req.has_param(field)) continue;
+            *out = req.get_param_value(field);
+            if (out->empty() || out->size() > 256) {
+              return SendError(res, InvalidArgument(field, "must be 1 to 256 characters"));
+            }
+          }
+          Reply(res, cp_->ListAudit(p, std::move(q)));
         });
 }
 

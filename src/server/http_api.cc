@@ -119,7 +119,15 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
   }
   if (key == "GET /api/v1/audit") {
     return {{"after", "integer", "records after this sequence number"},
-            {"limit", "integer", "at most this many records (1-1000, default 100)"}};
+            {"limit", "integer", "at most this many records (1-1000, default 100)"},
+            {"since", "string",
+             "records at or after: RFC 3339, milliseconds since the epoch, or a duration back "
+             "from now (90s, 30m, 24h, 7d, 2w)"},
+            {"until", "string", "records before: as since"},
+            {"actor", "string", "records of this user"},
+            {"action", "string", "records of this action (job.cancel, token.create, ...)"},
+            {"object", "string",
+             "records of this target or under it: job/12 (the job), job/ (every job)"}};
   }
   if (key == "GET /api/v1/events") {
     return {{"since", "integer", "resume after this event sequence number (default: now)"}};
@@ -307,6 +315,17 @@ void HttpApi::AddRoute(const char* method, std::string path, std::string regex, 
     auto p = Caller(req, method);
     if (!p.ok()) {
       SendError(res, p.status());
+      return observe();
+    }
+    p->source = req.remote_addr;
+    // A read-only token reads: every other call is refused before the handler (signing a console
+    // session out ends the session, not anything in the cluster).
+    if (p->read_only && std::string_view(method) != "GET" && path != "/api/v1/session") {
+      SendError(res, Status(StatusCode::kPermissionDenied,
+                            fmt::format("this token is read-only: it may only read (GET and "
+                                        "HEAD), not {} {}; use a token with scope full",
+                                        method, path)));
+      cp_->Audit(*p, fmt::format("{} {}", method, req.path), req.path, "denied: read-only token");
       return observe();
     }
     if (!AllowRate(p->token_id)) {

@@ -47,7 +47,10 @@ std::string CookieAttributes(const httplib::Request& req) {
 }
 
 json SessionJson(const Principal& p) {
-  return {{"user", p.user}, {"tenant", p.tenant}, {"role", std::string(RoleName(p.role))}};
+  return {{"user", p.user},
+          {"tenant", p.tenant},
+          {"role", std::string(RoleName(p.role))},
+          {"read_only", p.read_only}};
 }
 
 }  // namespace
@@ -159,6 +162,7 @@ void HttpApi::SignIn(const httplib::Request& req, httplib::Response& res) {
     SendError(res, p.status());
     return observe();
   }
+  p->source = req.remote_addr;
   if (p->role == Role::kNode) {
     SendError(res, Status(StatusCode::kPermissionDenied,
                           "node tokens speak for a node, not a person: sign in with a user's token",

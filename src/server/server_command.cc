@@ -14,11 +14,14 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "api/config_codec.h"
 #include "gateway/gateway.h"
+#include "server/audit_export.h"
 #include "server/builtin_node.h"
 #include "server/control_plane.h"
 #include "server/http_api.h"
@@ -330,6 +333,7 @@ int RunServer(const ServerOptions& o) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reopens the audit exports (--audit-file after log rotation)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto store = store::OpenSqliteStore(o.data_dir + "/arbiter.db");
@@ -345,6 +349,33 @@ int RunServer(const ServerOptions& o) {
   }
   if (int rc = ApplyStartConfig(&cp, o); rc != 0) return rc;
   if (!WriteBootstrapToken(&cp, o.data_dir)) return 1;
+
+  // The audit exports: each with its cursor in the data dir, from where it stopped.
+  std::vector<std::unique_ptr<AuditExporter>> audit_exports;
+  if (!o.audit_file.empty()) {
+    auto sink = OpenAuditFileSink(o.audit_file);
+    if (!sink.ok()) {
+      spdlog::error("{}", sink.status().ToString());
+      return 2;
+    }
+    audit_exports.push_back(std::make_unique<AuditExporter>(store->get(), std::move(sink).value(),
+                                                            o.data_dir + "/audit-export-file.seq"));
+  }
+  if (!o.audit_syslog.empty()) {
+    auto sink = OpenAuditSyslogSink(o.audit_syslog);
+    if (!sink.ok()) {
+      spdlog::error("{}", sink.status().ToString());
+      return 2;
+    }
+    audit_exports.push_back(std::make_unique<AuditExporter>(
+        store->get(), std::move(sink).value(), o.data_dir + "/audit-export-syslog.seq"));
+  }
+  for (auto& e : audit_exports) {
+    if (Status st = e->Start(); !st.ok()) {
+      spdlog::error("{}", st.ToString());
+      return 1;
+    }
+  }
 
   cp.SetBuiltinNode(o.local_node);
   cp.SetServicePorts(ports_lo, ports_hi);
@@ -406,7 +437,10 @@ int RunServer(const ServerOptions& o) {
   }
   std::thread signal_thread([&] {
     int sig = 0;
-    sigwait(&signals, &sig);
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+      spdlog::info("SIGHUP: reopening the audit exports");
+      for (auto& e : audit_exports) e->Reopen();
+    }
     if (sig == SIGTERM || sig == SIGINT) spdlog::info("signal {}: shutting down", sig);
     loop.Stop();
     if (gateway_starter.joinable()) gateway_starter.join();
@@ -428,6 +462,7 @@ int RunServer(const ServerOptions& o) {
   signal_thread.join();
   if (gateway_starter.joinable()) gateway_starter.join();
   if (gw) gw->Stop();
+  for (auto& e : audit_exports) e->Stop();  // what is committed by now, exported
   (*store)->Close();
   spdlog::info("stopped");
   return 0;

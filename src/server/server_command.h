@@ -60,6 +60,10 @@ struct ServerOptions {
   // tokens.
   bool metrics_public = false;
   std::string metrics_token_file;
+  // The audit log for a SIEM (docs/governance.md): each committed record as a JSON line appended
+  // to this file, and/or as an RFC 5424 message (authpriv) to udp://HOST:PORT or unix:PATH.
+  std::string audit_file;
+  std::string audit_syslog;
   // Metering: a cluster sample and the GPUs' telemetry samples every this long (reports).
   int sample_interval_ms = 60000;
   // Services (docs/services.md): the ports replicas without a fixed port get, "LO-HI".

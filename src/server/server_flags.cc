@@ -119,6 +119,12 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
   srv->add_option(
       "--metrics-token-file", server.metrics_token_file,
       "File whose first line is a secret that may read GET /metrics (and nothing else)");
+  srv->add_option("--audit-file", server.audit_file,
+                  "Append every audit record, once committed, as one JSON line to this file (in "
+                  "seq order; reopened when moved away or on SIGHUP; docs/governance.md)");
+  srv->add_option("--audit-syslog", server.audit_syslog,
+                  "Send every audit record as an RFC 5424 message (facility authpriv) to "
+                  "udp://HOST:PORT or unix:PATH (e.g. unix:/dev/log)");
   srv->add_option("--sample-interval-ms", server.sample_interval_ms,
                   "Time between metering samples of the cluster and its GPUs (docs/reports.md)")
       ->check(CLI::Range(1000, 3600000))

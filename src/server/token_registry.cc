@@ -38,6 +38,7 @@ Result<Principal> TokenRegistry::Authenticate(std::string_view bearer, TimeMs no
   p.role = ParseRole(it->second.role).value_or(Role::kViewer);
   p.token_id = id;
   p.node = it->second.node;
+  p.read_only = it->second.scope == "read-only";
   if (it->second.kind != "node" && p.user != "admin") {
     // A user's token speaks for the user as the user is now: deleted, it stops working; moved to
     // another tenant or given another role, it follows (never above the role it was made with).

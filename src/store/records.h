@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,7 +62,8 @@ struct TokenRecord {
   int64_t created_at_ms = 0;
   int64_t expires_at_ms = 0;  // 0: never expires
   bool revoked = false;
-  std::string node{};  // a node token's node; "" for user tokens
+  std::string node{};          // a node token's node; "" for user tokens
+  std::string scope = "full";  // "full" or "read-only" (GET and HEAD only)
 
   bool operator==(const TokenRecord&) const = default;
 };
@@ -138,8 +140,24 @@ struct AuditRecord {
   int64_t at_ms = 0;
   std::string actor{}, action{}, target{}, result{}, detail_json{};
   std::string token_id{};  // the token that made the call ("": none)
+  std::string source{};    // the client's address as the HTTP layer saw it ("": none)
+  std::string tenant{};    // the tenant the record concerns ("": cluster-wide)
 
   bool operator==(const AuditRecord&) const = default;
+};
+
+// A search of the audit log (Store::QueryAudit). Empty strings and absent bounds filter nothing.
+struct AuditQuery {
+  uint64_t after_seq = 0;  // records with seq > after_seq
+  size_t limit = 100;
+  std::optional<int64_t> since_ms{};  // at_ms >= since_ms
+  std::optional<int64_t> until_ms{};  // at_ms < until_ms
+  std::string actor{};                // exactly
+  std::string action{};               // exactly
+  // The target exactly, or a path under it: "job/12" matches "job/12" and "job/12/...", "job/"
+  // (or "job") matches every "job/..." record.
+  std::string object{};
+  std::optional<std::string> tenant{};  // exactly (a tenant admin's view)
 };
 
 // What the cluster looked like at one instant, written by the server's sampler every interval; the

@@ -78,6 +78,9 @@ class Store {
   virtual Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) = 0;
   // At most `limit` audit records with seq > after_seq, in seq order.
   virtual Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) = 0;
+  // At most `q.limit` audit records with seq > q.after_seq that pass every filter of `q`, in seq
+  // order. Each filter has an index (docs/governance.md).
+  virtual Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q) = 0;
   // Cluster samples with from_ms <= at_ms < to_ms, in at_ms order.
   virtual Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms,
                                                                   int64_t to_ms) = 0;

@@ -83,7 +83,8 @@ TEST(Migrations, AreRecordedAndReopeningIsIdempotent) {
 }
 
 // Every index is written at each insert and each state change: only the ones a query or a
-// constraint needs exist (0003 dropped the jobs' and the audit log's unread indexes).
+// constraint needs exist (0003 dropped the jobs' and the audit log's unread indexes; 0007 gave
+// the audit log the ones its search reads).
 TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
   arbiter::testing::TempDir dir;
   const std::string path = dir.File("arbiter.db");
@@ -92,14 +93,15 @@ TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     (*store)->Close();
   }
-  EXPECT_EQ(
-      RawQuery(path,
-               "SELECT tbl_name || '.' || name FROM sqlite_schema WHERE type = 'index' AND "
-               "sql IS NOT NULL ORDER BY tbl_name, name"),
-      (std::vector<std::string>{
-          "job_events.job_events_by_job", "jobs.jobs_by_idempotency_key", "queues.queues_by_tenant",
-          "tokens.tokens_by_hash", "tokens.tokens_by_user", "usage.usage_by_end",
-          "usage.usage_by_start", "usage.usage_by_tenant", "users.users_by_tenant"}));
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT tbl_name || '.' || name FROM sqlite_schema WHERE type = 'index' AND "
+                     "sql IS NOT NULL ORDER BY tbl_name, name"),
+            (std::vector<std::string>{
+                "audit.audit_by_action", "audit.audit_by_actor", "audit.audit_by_target",
+                "audit.audit_by_tenant", "audit.audit_by_time", "job_events.job_events_by_job",
+                "jobs.jobs_by_idempotency_key", "queues.queues_by_tenant", "tokens.tokens_by_hash",
+                "tokens.tokens_by_user", "usage.usage_by_end", "usage.usage_by_start",
+                "usage.usage_by_tenant", "users.users_by_tenant"}));
 }
 
 // A data dir written before tokens named their node (schema version 3) opens: its tokens load
@@ -131,6 +133,38 @@ TEST(Migrations, VersionThreeTokensAndAuditLoad) {
   ASSERT_EQ(audit->size(), 1u);
   EXPECT_EQ(audit->front().action, "config.apply");
   EXPECT_EQ(audit->front().token_id, "");
+  (*store)->Close();
+}
+
+// A data dir of schema version 6 opens: its tokens are full-scope, its audit records have no
+// source or tenant, and they are found by the new search.
+TEST(Migrations, VersionSixTokensAndAuditLoadWithTheNewColumns) {
+  arbiter::testing::TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  std::string sql =
+      "CREATE TABLE schema_version (version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, "
+      "applied_at_ms INTEGER NOT NULL);";
+  for (const Migration& m : Migrations()) {
+    if (m.version > 6) break;
+    sql += std::string(m.sql) + ";\n";
+    sql += fmt::format("INSERT INTO schema_version VALUES ({}, '{}', 0);", m.version, m.name);
+  }
+  sql += "INSERT INTO tokens VALUES ('t1', '" + std::string(64, 'a') +
+         "', 'alice', 'vision', 'member', 'user', 1, 0, 0, '');"
+         "INSERT INTO audit VALUES (1, 5, 'alice', 'job.cancel', 'job/7', 'ok', '{}', 't1');";
+  RawQuery(path, sql);
+  auto store = OpenSqliteStore(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto state = (*store)->Load();
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_EQ(state->tokens.size(), 1u);
+  EXPECT_EQ(state->tokens[0].scope, "full");
+  auto audit = (*store)->QueryAudit({.actor = "alice", .object = "job/"});
+  ASSERT_TRUE(audit.ok()) << audit.status().ToString();
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ(audit->front().token_id, "t1");
+  EXPECT_EQ(audit->front().source, "");
+  EXPECT_EQ(audit->front().tenant, "");
   (*store)->Close();
 }
 

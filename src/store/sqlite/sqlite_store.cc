@@ -156,7 +156,7 @@ Status Writer::Apply(const WriteOp& op) {
           [&](const op::DeleteUser& r) { return c.Run(del_user_.get(), "", r.name); },
           [&](const TokenRecord& r) {
             return c.Run(put_token_.get(), "", r.id, r.hash_hex, r.user, r.tenant, r.role, r.kind,
-                         r.created_at_ms, r.expires_at_ms, r.revoked, r.node);
+                         r.created_at_ms, r.expires_at_ms, r.revoked, r.node, r.scope);
           },
           [&](const op::DeleteToken& r) { return c.Run(del_token_.get(), "", r.id); },
           [&](const PriorityClassRecord& r) {
@@ -192,7 +192,7 @@ Status Writer::Apply(const WriteOp& op) {
           },
           [&](const AuditRecord& r) {
             return c.Run(append_audit_.get(), "", SeqOrNull{r.seq}, r.at_ms, r.actor, r.action,
-                         r.target, r.result, r.detail_json, r.token_id);
+                         r.target, r.result, r.detail_json, r.token_id, r.source, r.tenant);
           },
           [&](const ClusterSampleRecord& r) {
             return c.Run(put_cluster_sample_.get(), "", r.at_ms, r.interval_ms, r.data_json);
@@ -356,6 +356,7 @@ class Reader {
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit);
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms);
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit);
+  Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q);
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms);
   Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms);
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms);
@@ -480,6 +481,57 @@ Result<std::vector<AuditRecord>> Reader::Audit(uint64_t after_seq, size_t limit)
   return out;
 }
 
+Result<std::vector<AuditRecord>> Reader::QueryAudit(const AuditQuery& q) {
+  // Only the filters asked for are in the SQL, so that SQLite picks the index that narrows most
+  // (docs/governance.md); a statement per search is cheap next to reading a page of records.
+  std::string where = "seq > :after";
+  if (q.since_ms) where += " AND at_ms >= :since";
+  if (q.until_ms) where += " AND at_ms < :until";
+  if (!q.actor.empty()) where += " AND actor = :actor";
+  if (!q.action.empty()) where += " AND action = :action";
+  if (q.tenant) where += " AND tenant = :tenant";
+  // "job/12": the target itself, or anything under "job/12/"; a prefix scan of audit_by_target.
+  std::string under = q.object;
+  if (!under.empty() && under.back() != '/') under += '/';
+  std::string under_end = under;
+  if (!under_end.empty()) under_end.back() = static_cast<char>('/' + 1);
+  if (!q.object.empty()) {
+    where += " AND (target = :object OR (target >= :under AND target < :under_end))";
+  }
+  auto stmt = conn_->Prepare(
+      SelectSql("audit", kAuditCols, "WHERE " + where + " ORDER BY seq LIMIT :limit"));
+  if (!stmt.ok()) return stmt.status();
+  sqlite3_stmt* s = stmt->get();
+  auto bind_text = [&](const char* name, const std::string& v) {
+    const int i = sqlite3_bind_parameter_index(s, name);
+    return i == 0 ? SQLITE_OK
+                  : sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  };
+  auto bind_int = [&](const char* name, int64_t v) {
+    const int i = sqlite3_bind_parameter_index(s, name);
+    return i == 0 ? SQLITE_OK : sqlite3_bind_int64(s, i, v);
+  };
+  const int64_t after =
+      static_cast<int64_t>(std::min<uint64_t>(q.after_seq, std::numeric_limits<int64_t>::max()));
+  const int rcs[] = {bind_int(":after", after),
+                     bind_int(":limit", ClampLimit(q.limit)),
+                     bind_int(":since", q.since_ms.value_or(0)),
+                     bind_int(":until", q.until_ms.value_or(0)),
+                     bind_text(":actor", q.actor),
+                     bind_text(":action", q.action),
+                     bind_text(":tenant", q.tenant.value_or("")),
+                     bind_text(":object", q.object),
+                     bind_text(":under", under),
+                     bind_text(":under_end", under_end)};
+  for (int rc : rcs) {
+    if (rc != SQLITE_OK)
+      return sqlite::SqliteStatus(rc, sqlite3_errmsg(conn_->db()), "store: audit query");
+  }
+  std::vector<AuditRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(s, "store: audit query", out, ReadAudit));
+  return out;
+}
+
 Result<std::vector<ClusterSampleRecord>> Reader::ClusterSamples(int64_t from_ms, int64_t to_ms) {
   std::vector<ClusterSampleRecord> out;
   ARBITER_RETURN_IF_ERROR(conn_->Query(cluster_samples_.get(), "store: cluster samples", out,
@@ -519,6 +571,7 @@ class SqliteStore final : public Store {
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override;
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override;
+  Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q) override;
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms) override;
@@ -643,6 +696,10 @@ Result<std::vector<UsageRecord>> SqliteStore::Usage(int64_t from_ms, int64_t to_
 
 Result<std::vector<AuditRecord>> SqliteStore::Audit(uint64_t after_seq, size_t limit) {
   return Read([&](Reader& r) { return r.Audit(after_seq, limit); });
+}
+
+Result<std::vector<AuditRecord>> SqliteStore::QueryAudit(const AuditQuery& q) {
+  return Read([&](Reader& r) { return r.QueryAudit(q); });
 }
 
 Result<std::vector<ClusterSampleRecord>> SqliteStore::ClusterSamples(int64_t from_ms,

@@ -61,9 +61,11 @@ TEST(SqliteStore, EveryRecordKindRoundTripsThroughReopen) {
   want.queues = {{"research-train", "research", "", R"({"guaranteed":{"gpu":8000}})"},
                  {"research-train-small", "research", "research-train", "{}"}};
   want.users = {{"alice", "research", "admin", 13}};
-  want.tokens = {{"tok-1", HexHash(1), "alice", "research", "admin", "api", 14, 0, false},
-                 {"tok-2", HexHash(2), "alice", "research", "viewer", "session", 15, 99, true},
-                 {"tok-3", HexHash(3), "admin", "", "node", "node", 16, 0, false, "gpu-07"}};
+  want.tokens = {
+      {"tok-1", HexHash(1), "alice", "research", "admin", "api", 14, 0, false},
+      {"tok-2", HexHash(2), "alice", "research", "viewer", "session", 15, 99, true},
+      {"tok-3", HexHash(3), "admin", "", "node", "node", 16, 0, false, "gpu-07"},
+      {"tok-4", HexHash(4), "alice", "research", "viewer", "user", 17, 0, false, "", "read-only"}};
   want.priority_classes = {{"high", R"({"value":1000})"}};
   want.gpu_models = {{"A100-80G", R"({"memory_mib":81920})"}};
   want.nodes = {{"node-1", R"({"gpus":8})", "ready", 16}};
@@ -79,8 +81,8 @@ TEST(SqliteStore, EveryRecordKindRoundTripsThroughReopen) {
   const UsageRecord usage{0,       1,          0,          "research", "research-train",
                           "alice", "training", "A100-80G", 8000,       81920,
                           1000,    5000,       123456};
-  const AuditRecord audit{0,      300, "alice", "job.submit", "job/1", "ok", R"({"ip":"10.0.0.1"})",
-                          "tok-1"};
+  const AuditRecord audit{0,    300,          "alice", "job.submit", "job/1",
+                          "ok", R"({"q":1})", "tok-1", "10.0.0.1",   "research"};
   {
     auto store = MustOpen(path);
     WriteBatch b;
@@ -230,6 +232,93 @@ TEST(SqliteStore, HistoryQueries) {
   auto state = store->Load();
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(state->max_event_seq, 10u);
+}
+
+TEST(SqliteStore, AuditQueriesFilterByTimeActorObjectActionAndTenant) {
+  TempDir dir;
+  auto store = MustOpen(dir.File("arbiter.db"));
+  WriteBatch b;
+  // seq 1..8
+  b.AppendAudit({0, 1000, "alice", "job.submit", "job/12", "ok", "{}", "", "10.0.0.1", "research"});
+  b.AppendAudit({0, 2000, "alice", "job.cancel", "job/12", "ok", "{}", "", "10.0.0.1", "research"});
+  b.AppendAudit({0, 3000, "bob", "job.submit", "job/123", "ok", "{}", "", "10.0.0.2", "prod"});
+  b.AppendAudit({0, 4000, "admin", "config.apply", "config", "ok", "{}", "", "::1", ""});
+  b.AppendAudit({0, 5000, "bob", "job.cancel", "job/123", "ok", "{}", "", "10.0.0.2", "prod"});
+  b.AppendAudit(
+      {0, 6000, "admin", "token.create", "user/alice", "ok", "{}", "", "::1", "research"});
+  b.AppendAudit({0, 7000, "alice", "job.hold", "job/12", "ok", "{}", "", "10.0.0.1", "research"});
+  b.AppendAudit({0, 8000, "carol", "array.submit", "array/5", "ok", "{}", "", "10.0.0.3", "prod"});
+  ASSERT_TRUE(store->Write(std::move(b)).ok());
+
+  auto seqs = [&](const AuditQuery& q) {
+    auto r = store->QueryAudit(q);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<uint64_t> out;
+    if (r.ok()) {
+      for (const AuditRecord& a : *r) out.push_back(a.seq);
+    }
+    return out;
+  };
+  using V = std::vector<uint64_t>;
+  EXPECT_EQ(seqs({}), (V{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(seqs({.after_seq = 6}), (V{7, 8}));
+  EXPECT_EQ(seqs({.limit = 3}), (V{1, 2, 3}));
+  EXPECT_EQ(seqs({.since_ms = 3000, .until_ms = 6000}), (V{3, 4, 5}));
+  EXPECT_EQ(seqs({.actor = "alice"}), (V{1, 2, 7}));
+  EXPECT_EQ(seqs({.action = "job.cancel"}), (V{2, 5}));
+  // An object is its target exactly or a path under it: job/12 is not job/123.
+  EXPECT_EQ(seqs({.object = "job/12"}), (V{1, 2, 7}));
+  EXPECT_EQ(seqs({.object = "job/"}), (V{1, 2, 3, 5, 7}));
+  EXPECT_EQ(seqs({.object = "job"}), (V{1, 2, 3, 5, 7}));
+  EXPECT_EQ(seqs({.object = "config"}), (V{4}));
+  EXPECT_EQ(seqs({.tenant = "prod"}), (V{3, 5, 8}));
+  EXPECT_EQ(seqs({.tenant = ""}), (V{4}));
+  // Filters combine, and the cursor pages through what they select.
+  EXPECT_EQ(seqs({.after_seq = 1, .limit = 1, .actor = "alice", .object = "job/12"}), (V{2}));
+  EXPECT_EQ(seqs({.after_seq = 2,
+                  .since_ms = 1,
+                  .actor = "alice",
+                  .action = "job.hold",
+                  .object = "job/12",
+                  .tenant = "research"}),
+            (V{7}));
+  // A filter value is data, never SQL.
+  EXPECT_EQ(seqs({.actor = "alice' OR '1'='1"}), V{});
+
+  auto all = store->QueryAudit({.after_seq = 3, .limit = 1});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ(all->front().source, "::1");
+  EXPECT_EQ(all->front().tenant, "");
+  EXPECT_EQ(all->front().at_ms, 4000);
+}
+
+TEST(SqliteStore, AuditQueriesUseTheirIndexes) {
+  TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  { MustOpen(path)->Close(); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  auto plan = [&](const std::string& where) {
+    std::string out;
+    sqlite3_stmt* s = nullptr;
+    const std::string sql =
+        "EXPLAIN QUERY PLAN SELECT seq FROM audit WHERE " + where + " ORDER BY seq LIMIT 100";
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      out += reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+      out += "\n";
+    }
+    sqlite3_finalize(s);
+    return out;
+  };
+  EXPECT_NE(plan("seq > 0 AND actor = 'alice'").find("audit_by_actor"), std::string::npos);
+  EXPECT_NE(plan("seq > 0 AND action = 'job.cancel'").find("audit_by_action"), std::string::npos);
+  EXPECT_NE(plan("seq > 0 AND tenant = 'prod'").find("audit_by_tenant"), std::string::npos);
+  EXPECT_NE(plan("seq > 0 AND (target = 'job/1' OR (target >= 'job/1/' AND target < 'job/10'))")
+                .find("audit_by_target"),
+            std::string::npos);
+  sqlite3_close(db);
 }
 
 TEST(SqliteStore, HistoryIsAppendOnly) {

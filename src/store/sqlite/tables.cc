@@ -84,6 +84,7 @@ TokenRecord ReadToken(Row& r) {
   t.expires_at_ms = r.Int();
   t.revoked = r.Bool();
   t.node = r.Text();
+  t.scope = r.Text();
   return t;
 }
 
@@ -176,6 +177,8 @@ AuditRecord ReadAudit(Row& r) {
   a.result = r.Text();
   a.detail_json = r.Text();
   a.token_id = r.Text();
+  a.source = r.Text();
+  a.tenant = r.Text();
   return a;
 }
 

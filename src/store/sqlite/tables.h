@@ -27,9 +27,9 @@ inline constexpr std::array<std::string_view, 4> kQueueCols = {"name", "tenant",
                                                                "spec_json"};
 inline constexpr std::array<std::string_view, 4> kUserCols = {"name", "tenant", "role",
                                                               "created_at_ms"};
-inline constexpr std::array<std::string_view, 10> kTokenCols = {
-    "id",   "hash_hex",      "user",          "tenant",  "role",
-    "kind", "created_at_ms", "expires_at_ms", "revoked", "node"};
+inline constexpr std::array<std::string_view, 11> kTokenCols = {
+    "id",      "hash_hex", "user", "tenant", "role", "kind", "created_at_ms", "expires_at_ms",
+    "revoked", "node",     "scope"};
 inline constexpr std::array<std::string_view, 2> kPriorityClassCols = {"name", "spec_json"};
 inline constexpr std::array<std::string_view, 2> kGpuModelCols = {"name", "spec_json"};
 inline constexpr std::array<std::string_view, 4> kNodeCols = {"name", "spec_json", "state",
@@ -54,8 +54,9 @@ inline constexpr std::array<std::string_view, 7> kEventCols = {
 inline constexpr std::array<std::string_view, 13> kUsageCols = {
     "seq",       "job_id",    "task",           "tenant",   "queue",  "user",      "job_type",
     "gpu_model", "gpu_milli", "gpu_memory_mib", "start_ms", "end_ms", "cost_micro"};
-inline constexpr std::array<std::string_view, 8> kAuditCols = {
-    "seq", "at_ms", "actor", "action", "target", "result", "detail_json", "token_id"};
+inline constexpr std::array<std::string_view, 10> kAuditCols = {
+    "seq",    "at_ms",       "actor",    "action", "target",
+    "result", "detail_json", "token_id", "source", "tenant"};
 inline constexpr std::array<std::string_view, 3> kClusterSampleCols = {"at_ms", "interval_ms",
                                                                        "data_json"};
 inline constexpr std::array<std::string_view, 8> kGpuSampleCols = {
