@@ -476,14 +476,14 @@ TEST_F(ControlPlaneWebhooksTest, ApprovalTransitionsRaiseTheirEvents) {
              {"scope", "tenant"},
              {"events", {"job.awaiting_approval", "job.approved", "job.rejected"}}});
   ASSERT_TRUE(hook.ok()) << hook.status().ToString();
-  const uint64_t a = SubmitAs(ann_, {{"gpus", 8}, {"name", "big"}});
+  const uint64_t a = SubmitAs(ann_, {{"resources", {{"gpus", 8}}}, {"name", "big"}});
   EXPECT_EQ(Events(), (std::vector<std::string>{"job.awaiting_approval"}));
   ASSERT_TRUE(cp_->DecideApproval(tom_, a, true, "ok").ok());
   EXPECT_EQ(Events(), (std::vector<std::string>{"job.approved"}));
-  const uint64_t b = SubmitAs(ann_, {{"gpus", 8}});
+  const uint64_t b = SubmitAs(ann_, {{"resources", {{"gpus", 8}}}});
   ASSERT_TRUE(cp_->DecideApproval(tom_, b, false, "too big").ok());
   EXPECT_EQ(Events(), (std::vector<std::string>{"job.awaiting_approval", "job.rejected"}));
-  SubmitAs(ann_, {{"gpus", 1}});  // no rule: no event
+  SubmitAs(ann_, {{"resources", {{"gpus", 1}}}});  // no rule: no event
   EXPECT_TRUE(Events().empty());
 }
 
