@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 
@@ -343,6 +344,9 @@ size_t Webhooks::RunDue() {
     b.PruneWebhookDeliveries({start - policy_.retention_ms});
     WriteLocked(std::move(b));
   }
+  // In order of due time, then of the events (deliveries due together go in the order their
+  // events happened).
+  // (Ids begin with their creation time and a sequence number: see QueueLocked.)
   std::vector<std::pair<TimeMs, std::string>> due;
   for (const auto& [id, d] : pending_) {
     if (!d.in_flight && d.next_at <= start) due.emplace_back(d.next_at, id);
@@ -427,7 +431,10 @@ std::string Webhooks::QueueLocked(const Hook& h, std::string_view event, json pa
                                   store::WriteBatch* b) {
   const TimeMs now = now_();
   Delivery d;
-  d.id = "dlv_" + NewSecretHex(12);
+  // Unique and unguessable, and in the order the events happened (by time, then by a sequence
+  // of this process), so that deliveries due together are sent in that order.
+  static std::atomic<uint64_t> sequence{0};
+  d.id = fmt::format("dlv_{:011x}{:05x}{}", now, ++sequence & 0xfffff, NewSecretHex(6));
   d.hook_id = h.record.id;
   d.event = std::string(event);
   d.created_at = d.updated_at = d.next_at = now;

@@ -380,7 +380,8 @@ TEST_F(WebhooksTest, WhoMayCreateSeeAndDelete) {
       Create(tom_, {{"url", "http://lab/"}, {"events", {"job.failed"}}, {"scope", "tenant"}});
   auto ids = [&](const Principal& p) {
     std::vector<std::string> out;
-    for (const json& h : (*hooks_->List(p))["items"]) out.push_back(h["id"]);
+    const json listed = *hooks_->List(p);  // kept: a range over a temporary's member dangles
+    for (const json& h : listed["items"]) out.push_back(h["id"]);
     std::sort(out.begin(), out.end());
     return out;
   };
