@@ -67,6 +67,8 @@ void RegisterSinfoCommand(CLI::App& app, const ContextPtr& ctx);   // sinfo.cc
 void RegisterSacctCommand(CLI::App& app, const ContextPtr& ctx);   // sacct.cc
 // Online services: `services`, `service show|scale|traffic|rollback|delete` (services.cc).
 void RegisterServiceCommands(CLI::App& app, const ContextPtr& ctx);
+// Webhooks: `webhook create|list|delete|deliveries|test` (webhooks.cc).
+void RegisterWebhookCommands(CLI::App& app, const ContextPtr& ctx);
 // Creates or replaces the `kind: Service` documents of an `apply -f` file (services.cc); `lines`:
 // each document's first line in `file`, for messages.
 int ApplyServices(const ContextPtr& ctx, ApiClient& api,

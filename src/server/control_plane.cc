@@ -82,7 +82,14 @@ ControlPlane::ControlPlane(store::Store* store, NowFn now)
       now_(std::move(now)),
       routes_(std::make_unique<RoutesBoard>(static_cast<uint64_t>(std::max<TimeMs>(1, now_())))),
       serving_(store),
-      gateway_token_(fmt::format("arbgw_{}", NewSecretHex())) {}
+      gateway_token_(fmt::format("arbgw_{}", NewSecretHex())),
+      webhooks_(std::make_unique<Webhooks>(store, now_, &metrics_)) {
+  webhooks_->SetTenantCheck([this](const std::string& tenant) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::any_of(config_.tenants.begin(), config_.tenants.end(),
+                       [&](const api::TenantConfig& t) { return t.name == tenant; });
+  });
+}
 
 json ControlPlane::NodeJson(const Node& n) { return NodeToJson(n); }
 
@@ -197,6 +204,7 @@ Status ControlPlane::Load() {
   }
   jobs_.next_id = state->max_job_id + 1;
   LoadServicesLocked(state->services);
+  webhooks_->Load(*state);
   ARBITER_RETURN_IF_ERROR(CompileLocked());
   store::WriteBatch uids;
   AllocateTenantUidsLocked(&uids);  // tenants configured before tenants had their own uids
@@ -435,6 +443,21 @@ void ControlPlane::PushJobEventLocked(const JobEntry& j, std::string_view from, 
       .Field("to", to)
       .EndObject();
   events_.Push("job", j.spec.tenant, std::move(text));
+  if (const std::string_view hook_event = JobWebhookEvent(from, to); !hook_event.empty()) {
+    json job = {{"id", j.spec.id.value()},
+                {"name", j.spec.name},
+                {"state", to},
+                {"reason", reason},
+                {"tenant", j.spec.tenant},
+                {"queue", j.spec.queue},
+                {"user", j.spec.user},
+                {"attempt", j.attempt},
+                {"submitted_at", TimeJson(j.spec.submit_time)},
+                {"started_at", TimeJson(j.started_at)},
+                {"finished_at", TimeJson(j.finished_at)}};
+    if (j.exit_code) job["exit_code"] = *j.exit_code;
+    webhooks_->JobEvent(hook_event, j.spec.tenant, j.spec.user, std::move(job));
+  }
 }
 
 uint64_t ControlPlane::last_event_seq() const { return events_.last_seq(); }

@@ -66,6 +66,7 @@
 #include "server/service_table.h"
 #include "server/serving_stats.h"
 #include "server/token_registry.h"
+#include "server/webhooks.h"
 #include "store/store.h"
 
 namespace arbiter::server {
@@ -383,6 +384,9 @@ class ControlPlane : public node::ExecutionBackend {
   // Metrics (control_plane_metrics.cc): the counters and histograms the operations update, and
   // GET /metrics' text: those, the live state's gauges gathered under mu_, and the store's stats.
   ServerMetrics& metrics() { return metrics_; }
+  // Webhooks (webhooks.h): the API's hooks and their deliveries; job and budget events are
+  // raised from here. Its worker is started by the server (Start) and stopped with it.
+  Webhooks& webhooks() { return *webhooks_; }
   MetricsSnapshot GatherMetrics();
   std::string MetricsText();
 
@@ -599,6 +603,9 @@ class ControlPlane : public node::ExecutionBackend {
   TaskLimits task_limits_;  // set before serving; read without the lock
   Stats stats_;
   ServerMetrics metrics_;
+  // Its own lock, taken after mu_ (events are raised under mu_); destroyed first, so its worker
+  // stops before what it uses.
+  std::unique_ptr<Webhooks> webhooks_;
 };
 
 }  // namespace arbiter::server

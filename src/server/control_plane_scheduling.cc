@@ -682,6 +682,8 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
         for (int32_t m : p.gpu_milli) used += m * std::max<TimeMs>(0, now - since);
       }
     }
+    webhooks_->BudgetUse(t.name, t.budget->period, start, used,
+                         static_cast<double>(t.budget->gpu_hours));
     core::TenantUsage u;
     u.gpu_milli_ms = used;
     core::TenantBudget& b = out[id.value()];

@@ -150,6 +150,10 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
              "true: wait for the job to start, stream while it runs, into its next runs, "
              "until the job ends"}};
   }
+  if (key == "GET /api/v1/webhooks/{id}/deliveries") {
+    return {
+        {"limit", "integer", "at most this many deliveries, newest first (1-1000, default 50)"}};
+  }
   if (key == "GET /api/v1/services") {
     return {{"tenant", "string", "only this tenant's services"}};
   }
@@ -433,6 +437,7 @@ void HttpApi::Register() {
   RegisterLogRoutes(route);
   RegisterReportRoutes(route);
   RegisterServiceRoutes(route);
+  RegisterWebhookRoutes(route);
   RegisterConsoleRoutes(route);
 
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {

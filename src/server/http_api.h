@@ -115,6 +115,8 @@ class HttpApi {
   void RegisterReportRoutes(const RouteFn& route);
   // Services and the gateways' routes and stats (http_services_api.cc).
   void RegisterServiceRoutes(const RouteFn& route);
+  // Webhooks and their delivery logs (http_webhooks_api.cc).
+  void RegisterWebhookRoutes(const RouteFn& route);
 
   // The web console (http_console_api.cc): its pages and assets, and signing in and out.
   void RegisterConsoleRoutes(const RouteFn& route);

@@ -224,6 +224,12 @@ ServerMetrics::ServerMetrics()
                                  "Running jobs preempted, by the victim's queue and the reason")),
       wait_(HistogramFamily(registry_, "arbiter_job_wait_seconds",
                             "Time a job waited pending before each admission")),
+      webhook_attempts_(CounterFamily(registry_, "arbiter_webhook_attempts_total",
+                                      "Attempts to deliver a webhook event, by result (delivered, "
+                                      "http_error, connection_error)")),
+      webhook_deliveries_(CounterFamily(registry_, "arbiter_webhook_deliveries_total",
+                                        "Webhook deliveries that ended, by event and outcome "
+                                        "(delivered, failed: given up after retries)")),
       cycles_(CounterFamily(registry_, "arbiter_scheduling_cycles_total", "Scheduling cycles run")
                   .Add({})),
       cycle_seconds_(HistogramFamily(registry_, "arbiter_scheduling_cycle_duration_seconds",
@@ -266,6 +272,15 @@ void ServerMetrics::JobEnded(const std::string& tenant, const std::string& queue
 void ServerMetrics::JobPreempted(const std::string& tenant, const std::string& queue,
                                  std::string_view reason) {
   preemptions_.Add({{"tenant", tenant}, {"queue", queue}, {"reason", std::string(reason)}})
+      .Increment();
+}
+
+void ServerMetrics::WebhookAttempt(std::string_view result) {
+  webhook_attempts_.Add({{"result", std::string(result)}}).Increment();
+}
+
+void ServerMetrics::WebhookDeliveryEnded(std::string_view event, std::string_view outcome) {
+  webhook_deliveries_.Add({{"event", std::string(event)}, {"outcome", std::string(outcome)}})
       .Increment();
 }
 

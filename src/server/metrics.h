@@ -112,6 +112,12 @@ class ServerMetrics {
   // A running job chosen as a victim; `reason`: PreemptionReasonName ("priority", "reclaim", ...).
   void JobPreempted(const std::string& tenant, const std::string& queue, std::string_view reason);
 
+  // Webhooks (server/webhooks.h): one attempt to deliver an event, by `result` (delivered,
+  // http_error, connection_error); and a delivery that ended, by `outcome` (delivered, failed:
+  // given up), labelled by the event (job.succeeded, budget.80, ...: a fixed set).
+  void WebhookAttempt(std::string_view result);
+  void WebhookDeliveryEnded(std::string_view event, std::string_view outcome);
+
   void SchedulingCycle(double seconds);
   // `route`: the route's template (/api/v1/jobs/{id}), never the raw path.
   void HttpRequest(std::string_view method, const std::string& route, int status, double seconds);
@@ -151,6 +157,8 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& ends_;
   prometheus::Family<prometheus::Counter>& preemptions_;
   prometheus::Family<prometheus::Histogram>& wait_;
+  prometheus::Family<prometheus::Counter>& webhook_attempts_;
+  prometheus::Family<prometheus::Counter>& webhook_deliveries_;
   prometheus::Counter& cycles_;
   prometheus::Histogram& cycle_seconds_;
   prometheus::Family<prometheus::Histogram>& requests_;

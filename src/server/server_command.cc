@@ -408,6 +408,16 @@ int RunServer(const ServerOptions& o) {
   Sampler sampler(&cp, store->get(), sampler_options, WallClockMs);
   sampler.Start();
 
+  // Webhook deliveries: their own worker thread (docs/webhooks.md).
+  WebhookRetryPolicy webhook_policy;
+  webhook_policy.base_delay_ms = o.webhook_retry_base_ms;
+  webhook_policy.max_delay_ms = std::max(o.webhook_retry_max_ms, o.webhook_retry_base_ms);
+  webhook_policy.max_attempts = o.webhook_max_attempts;
+  webhook_policy.max_age_ms = o.webhook_max_age_ms;
+  webhook_policy.timeout_ms = o.webhook_timeout_ms;
+  cp.webhooks().SetPolicy(webhook_policy);
+  cp.webhooks().Start();
+
   SchedulerLoop loop(&cp, o);
   std::thread scheduler([&] { loop.Run(); });
   // Services: their replicas kept as specified, probed, rolled and routed (docs/services.md).
@@ -456,6 +466,7 @@ int RunServer(const ServerOptions& o) {
   scheduler.join();
   services.Stop();
   sampler.Stop();
+  cp.webhooks().Stop();
   if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
   // Wake the signal thread if Serve ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGTERM);

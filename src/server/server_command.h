@@ -70,6 +70,12 @@ struct ServerOptions {
   std::string service_ports = "10000-19999";
   // The built-in gateway's address ("": none); it routes /s/NAME/ to services' replicas.
   std::string gateway_listen;
+  // Webhook deliveries (docs/webhooks.md): retries, their backoff and how long they go on.
+  int64_t webhook_retry_base_ms = 10000;
+  int64_t webhook_retry_max_ms = 3600000;
+  int webhook_max_attempts = 20;
+  int64_t webhook_max_age_ms = 86400000;
+  int64_t webhook_timeout_ms = 10000;
 };
 
 // "LO-HI" with 1 <= LO <= HI <= 65535; false (and a message in `why`) otherwise.

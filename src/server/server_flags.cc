@@ -137,6 +137,27 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
   srv->add_option("--gateway-listen", server.gateway_listen,
                   "Also run the gateway of services on HOST:PORT (http://HOST:PORT/s/NAME/; "
                   "docs/services.md); default: none");
+  srv->add_option("--webhook-retry-base-ms", server.webhook_retry_base_ms,
+                  "Webhooks: the wait after a delivery's first failed attempt; each next wait "
+                  "doubles (jittered to 50-100%) up to --webhook-retry-max-ms")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))
+      ->capture_default_str();
+  srv->add_option("--webhook-retry-max-ms", server.webhook_retry_max_ms,
+                  "Webhooks: the longest wait between two attempts of a delivery")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}))
+      ->capture_default_str();
+  srv->add_option("--webhook-max-attempts", server.webhook_max_attempts,
+                  "Webhooks: a delivery fails after this many attempts")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  srv->add_option("--webhook-max-age-ms", server.webhook_max_age_ms,
+                  "Webhooks: no attempt starts later than this after the event")
+      ->check(CLI::Range(int64_t{1000}, int64_t{7} * 86400000))
+      ->capture_default_str();
+  srv->add_option("--webhook-timeout-ms", server.webhook_timeout_ms,
+                  "Webhooks: how long an attempt waits to connect, and then for the answer")
+      ->check(CLI::Range(int64_t{100}, int64_t{120000}))
+      ->capture_default_str();
   srv->callback([=] { *exit_code = arbiter::server::RunServer(server); });
 }
 

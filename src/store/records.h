@@ -222,6 +222,32 @@ struct ServingStatRecord {
   bool operator==(const ServingStatRecord&) const = default;
 };
 
+// A webhook (docs/webhooks.md): its owner, the server's JSON of its settings, and the key its
+// deliveries are signed with (kept because signing needs it; the API never returns it again).
+struct WebhookRecord {
+  std::string id{};
+  std::string tenant{};  // "" : a cluster-wide hook
+  std::string user{};    // the user a user-scoped hook belongs to; who made it otherwise
+  std::string spec_json{};
+  std::string secret{};
+  int64_t created_at_ms = 0;
+
+  bool operator==(const WebhookRecord&) const = default;
+};
+
+// One event for one webhook. `state`: pending, delivered or failed (given up). `data_json`: the
+// server's JSON of the event, its body and its attempts. A put replaces the row.
+struct WebhookDeliveryRecord {
+  std::string id{};
+  std::string webhook_id{};
+  std::string state{};
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+  std::string data_json{};
+
+  bool operator==(const WebhookDeliveryRecord&) const = default;
+};
+
 // The operations a WriteBatch holds. A Put* op is the record itself (insert or replace by key); a
 // Delete* op names the key. Deleting a key that is not there is not an error.
 namespace op {
@@ -265,6 +291,14 @@ struct CompactSamples {
   int64_t cluster_before_ms = 0;
   int64_t serving_before_ms = 0;  // serving stats with minute_ms below it are deleted
 };
+// Deletes a webhook and every delivery of it.
+struct DeleteWebhook {
+  std::string id;
+};
+// Deletes the finished (delivered or failed) webhook deliveries last updated before the bound.
+struct PruneWebhookDeliveries {
+  int64_t finished_before_ms = 0;
+};
 }  // namespace op
 
 using WriteOp =
@@ -273,7 +307,8 @@ using WriteOp =
                  op::DeletePriorityClass, GpuModelRecord, op::DeleteGpuModel, NodeRecord,
                  op::DeleteNode, JobRecord, op::DeleteJob, KvRecord, op::DeleteKv, JobEventRecord,
                  UsageRecord, AuditRecord, ClusterSampleRecord, GpuSampleRecord, op::CompactSamples,
-                 ServiceRecord, op::DeleteService, ServingStatRecord>;
+                 ServiceRecord, op::DeleteService, ServingStatRecord, WebhookRecord,
+                 op::DeleteWebhook, WebhookDeliveryRecord, op::PruneWebhookDeliveries>;
 
 // "PutJob", "DeleteTenant", "AppendAudit", ...
 std::string_view WriteOpName(const WriteOp& op);
@@ -313,6 +348,10 @@ class WriteBatch {
   void PutService(ServiceRecord r) { ops_.emplace_back(std::move(r)); }
   void DeleteService(std::string name) { ops_.emplace_back(op::DeleteService{std::move(name)}); }
   void PutServingStat(ServingStatRecord r) { ops_.emplace_back(std::move(r)); }
+  void PutWebhook(WebhookRecord r) { ops_.emplace_back(std::move(r)); }
+  void DeleteWebhook(std::string id) { ops_.emplace_back(op::DeleteWebhook{std::move(id)}); }
+  void PutWebhookDelivery(WebhookDeliveryRecord r) { ops_.emplace_back(std::move(r)); }
+  void PruneWebhookDeliveries(op::PruneWebhookDeliveries p) { ops_.emplace_back(p); }
 
   // Moves every op of `other` to the end of this batch.
   void Append(WriteBatch other);
@@ -340,6 +379,10 @@ struct StoreState {
   std::vector<JobRecord> jobs;
   std::vector<KvRecord> kv;
   std::vector<ServiceRecord> services;
+  std::vector<WebhookRecord> webhooks;
+  // The webhook deliveries still pending (by id); finished ones are read with
+  // Store::WebhookDeliveries.
+  std::vector<WebhookDeliveryRecord> pending_deliveries;
   // The highest job id ever written, deleted jobs included: ids are never reused.
   uint64_t max_job_id = 0;
   // The highest job event seq written.

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,10 @@ class Store {
 
   // Serving stats with from_ms <= minute_ms < to_ms, in (minute_ms, service, revision) order.
   virtual Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms) = 0;
+
+  // The newest `limit` deliveries of one webhook, newest first.
+  virtual Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(
+      const std::string& webhook_id, size_t limit) = 0;
 
   virtual StoreStats stats() const = 0;
 

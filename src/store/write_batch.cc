@@ -45,6 +45,10 @@ std::string_view WriteOpName(const WriteOp& op) {
                         [](const ServiceRecord&) { return "PutService"; },
                         [](const op::DeleteService&) { return "DeleteService"; },
                         [](const ServingStatRecord&) { return "PutServingStat"; },
+                        [](const WebhookRecord&) { return "PutWebhook"; },
+                        [](const op::DeleteWebhook&) { return "DeleteWebhook"; },
+                        [](const WebhookDeliveryRecord&) { return "PutWebhookDelivery"; },
+                        [](const op::PruneWebhookDeliveries&) { return "PruneWebhookDeliveries"; },
                     },
                     op);
 }
@@ -87,6 +91,14 @@ std::string DescribeWriteOp(const WriteOp& op) {
           [](const ServingStatRecord& r) {
             return fmt::format("service={}, revision={}, minute_ms={}", r.service, r.revision,
                                r.minute_ms);
+          },
+          [](const WebhookRecord& r) { return fmt::format("id={}", r.id); },
+          [](const op::DeleteWebhook& r) { return fmt::format("id={}", r.id); },
+          [](const WebhookDeliveryRecord& r) {
+            return fmt::format("id={}, webhook_id={}", r.id, r.webhook_id);
+          },
+          [](const op::PruneWebhookDeliveries& r) {
+            return fmt::format("finished_before_ms={}", r.finished_before_ms);
           },
       },
       op);

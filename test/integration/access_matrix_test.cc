@@ -162,6 +162,15 @@ const Row kMatrix[] = {
                                           {401,  200,  200,  200,  200,  403,  403,  403,  404}},
     {"POST /api/v1/services/{name}/rollback",
                                           {401,  400,  400,  400,  400,  403,  403,  403,  404}},
+    // Webhooks (docs/webhooks.md; {id}: a fresh user-scoped hook of bob's): anyone but viewers
+    // and nodes makes their own; a hook is managed by its owner, its tenant's admins and admins;
+    // anyone else finds it missing (a viewer may not change one at all: 403).
+    {"POST /api/v1/webhooks",             {401,  201,  201,  201,  201,  403,  403,  403,  201}},
+    {"GET /api/v1/webhooks",              {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"DELETE /api/v1/webhooks/{id}",      {401,  200,  200,  404,  200,  403,  403,  403,  404}},
+    {"GET /api/v1/webhooks/{id}/deliveries",
+                                          {401,  200,  200,  404,  200,  404,  403,  403,  404}},
+    {"POST /api/v1/webhooks/{id}/test",   {401,  202,  202,  404,  202,  403,  403,  403,  404}},
     // The gateways': admins and node (gateway) tokens.
     {"GET /api/v1/gateway/routes",        {401,  200,  403,  403,  403,  403,  200,  200,  403}},
     {"POST /api/v1/gateway/stats",        {401,  200,  403,  403,  403,  403,  200,  200,  403}},
@@ -234,6 +243,14 @@ class AccessMatrixTest : public ::testing::Test {
       const std::string id = json::parse(made->body).value("id", "");
       call.path.replace(id_at, 4, id);
       token_of_path_[call.path] = id;
+    } else if (id_at != std::string::npos && route.starts_with("/api/v1/webhooks/")) {
+      // A fresh webhook of bob's for each call (its URL is never listened on).
+      auto made = server_.As("bob")->Post("/api/v1/webhooks", WebhookBody(), "application/json");
+      EXPECT_TRUE(made && made->status == 201) << (made ? made->body : "no reply");
+      const std::string id = json::parse(made->body).value("id", "");
+      call.path.replace(id_at, 4, id);
+      webhook_of_path_[call.path] = id;
+      if (method == "POST") call.body = "{}";
     } else if (id_at != std::string::npos && route.ends_with("/logs")) {
       call.path.replace(id_at, 4, std::to_string(PlacedJob()));
     } else if (id_at != std::string::npos && route.starts_with("/api/v1/arrays/")) {
@@ -291,6 +308,7 @@ class AccessMatrixTest : public ::testing::Test {
       call.body = json{{"name", fmt::format("user-{}", ++users_)}, {"tenant", "vision"}}.dump();
     }
     if (method == "POST" && route == "/api/v1/tokens") call.body = json{{"user", "bob"}}.dump();
+    if (method == "POST" && route == "/api/v1/webhooks") call.body = WebhookBody();
     if (method == "POST" && route == "/api/v1/services") {
       call.body = ServiceBody(fmt::format("new-{}", ++services_));
     }
@@ -326,6 +344,11 @@ class AccessMatrixTest : public ::testing::Test {
       }
     }
     return call;
+  }
+
+  // A user-scoped webhook whose URL nothing listens on.
+  static std::string WebhookBody() {
+    return json{{"url", "http://127.0.0.1:9/matrix"}, {"events", {"job.failed"}}}.dump();
   }
 
   // A service of vision's queue without replicas.
@@ -390,6 +413,7 @@ class AccessMatrixTest : public ::testing::Test {
   std::map<std::string, uint64_t> job_of_path_;
   std::map<std::string, uint64_t> array_of_path_;
   std::map<std::string, std::string> token_of_path_;    // DELETE /tokens/ID -> ID
+  std::map<std::string, std::string> webhook_of_path_;  // /webhooks/ID... -> ID
   std::map<std::string, std::string> service_of_path_;  // /services/NAME... -> NAME
   int services_ = 0;
   uint64_t placed_job_ = 0;
@@ -460,6 +484,9 @@ TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
             if (method == "DELETE") verb = "delete";
             expected_denials.insert({"sam", fmt::format("service.{}", verb),
                                      fmt::format("service/{}", service_of_path_.at(call.path))});
+          } else if (webhook_of_path_.count(call.path)) {
+            expected_denials.insert({"sam", method == "DELETE" ? "webhook.delete" : "webhook.test",
+                                     fmt::format("webhook/{}", webhook_of_path_.at(call.path))});
           } else if (token_of_path_.count(call.path)) {
             expected_denials.insert(
                 {"sam", "token.revoke", fmt::format("token/{}", token_of_path_.at(call.path))});

@@ -101,7 +101,11 @@ TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
                 "audit.audit_by_tenant", "audit.audit_by_time", "job_events.job_events_by_job",
                 "jobs.jobs_by_idempotency_key", "queues.queues_by_tenant", "tokens.tokens_by_hash",
                 "tokens.tokens_by_user", "usage.usage_by_end", "usage.usage_by_start",
-                "usage.usage_by_tenant", "users.users_by_tenant"}));
+                "usage.usage_by_tenant", "users.users_by_tenant",
+                // Read by a hook's delivery log (and its deletion); by the pending ones' load at
+                // start.
+                "webhook_deliveries.webhook_deliveries_by_hook",
+                "webhook_deliveries.webhook_deliveries_by_state"}));
 }
 
 // A data dir written before tokens named their node (schema version 3) opens: its tokens load

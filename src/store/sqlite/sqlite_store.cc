@@ -80,6 +80,8 @@ class Writer {
   Statement put_cluster_sample_, put_gpu_sample_, roll_up_gpu_samples_, del_raw_gpu_samples_,
       del_hourly_gpu_samples_, del_cluster_samples_;
   Statement put_service_, del_service_, put_serving_stat_, del_serving_stats_;
+  Statement put_webhook_, del_webhook_, del_webhook_deliveries_, put_webhook_delivery_,
+      prune_webhook_deliveries_;
 };
 
 Result<std::unique_ptr<Writer>> Writer::Create(std::unique_ptr<Connection> conn) {
@@ -133,6 +135,12 @@ Status Writer::PrepareAll() {
        fmt::format("INSERT OR REPLACE INTO serving_stats ({}) VALUES ({})", Join(kServingStatCols),
                    Placeholders(kServingStatCols.size()))},
       {&del_serving_stats_, "DELETE FROM serving_stats WHERE minute_ms < ?1"},
+      {&put_webhook_, UpsertSql("webhooks", kWebhookCols)},
+      {&del_webhook_, DeleteSql("webhooks", kWebhookCols)},
+      {&del_webhook_deliveries_, "DELETE FROM webhook_deliveries WHERE webhook_id = ?1"},
+      {&put_webhook_delivery_, UpsertSql("webhook_deliveries", kWebhookDeliveryCols)},
+      {&prune_webhook_deliveries_,
+       "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND updated_at_ms < ?1"},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(c, *stmt, sql));
   return Status::Ok();
@@ -218,6 +226,22 @@ Status Writer::Apply(const WriteOp& op) {
           [&](const ServingStatRecord& r) {
             return c.Run(put_serving_stat_.get(), "", r.minute_ms, r.service, r.revision,
                          r.data_json);
+          },
+          [&](const WebhookRecord& r) {
+            return c.Run(put_webhook_.get(), "", r.id, r.tenant, r.user, r.spec_json, r.secret,
+                         r.created_at_ms);
+          },
+          [&](const op::DeleteWebhook& r) {
+            Status s = c.Run(del_webhook_deliveries_.get(), "", r.id);
+            if (s.ok()) s = c.Run(del_webhook_.get(), "", r.id);
+            return s;
+          },
+          [&](const WebhookDeliveryRecord& r) {
+            return c.Run(put_webhook_delivery_.get(), "", r.id, r.webhook_id, r.state,
+                         r.created_at_ms, r.updated_at_ms, r.data_json);
+          },
+          [&](const op::PruneWebhookDeliveries& r) {
+            return c.Run(prune_webhook_deliveries_.get(), "", r.finished_before_ms);
           },
       },
       op);
@@ -360,6 +384,8 @@ class Reader {
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms);
   Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms);
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms);
+  Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(const std::string& webhook_id,
+                                                               size_t limit);
 
  private:
   explicit Reader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
@@ -371,6 +397,7 @@ class Reader {
   Statement tenants_, queues_, users_, tokens_, priority_classes_, gpu_models_, nodes_, jobs_, kv_;
   Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
   Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
+  Statement webhooks_, pending_deliveries_, deliveries_of_hook_;
 };
 
 Result<std::unique_ptr<Reader>> Reader::Create(std::unique_ptr<Connection> conn) {
@@ -413,6 +440,12 @@ Status Reader::PrepareAll() {
       {&serving_stats_, SelectSql("serving_stats", kServingStatCols,
                                   "WHERE minute_ms >= ?1 AND minute_ms < ?2 "
                                   "ORDER BY minute_ms, service, revision")},
+      {&webhooks_, SelectSql("webhooks", kWebhookCols, "ORDER BY id")},
+      {&pending_deliveries_, SelectSql("webhook_deliveries", kWebhookDeliveryCols,
+                                       "WHERE state = 'pending' ORDER BY id")},
+      {&deliveries_of_hook_,
+       SelectSql("webhook_deliveries", kWebhookDeliveryCols,
+                 "WHERE webhook_id = ?1 ORDER BY created_at_ms DESC, id DESC LIMIT ?2")},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(*conn_, *stmt, sql));
   return Status::Ok();
@@ -432,6 +465,9 @@ Status Reader::LoadInto(StoreState& s) {
   ARBITER_RETURN_IF_ERROR(c.Query(jobs_.get(), what, s.jobs, ReadJob));
   ARBITER_RETURN_IF_ERROR(c.Query(kv_.get(), what, s.kv, ReadKv));
   ARBITER_RETURN_IF_ERROR(c.Query(services_.get(), what, s.services, ReadService));
+  ARBITER_RETURN_IF_ERROR(c.Query(webhooks_.get(), what, s.webhooks, ReadWebhook));
+  ARBITER_RETURN_IF_ERROR(
+      c.Query(pending_deliveries_.get(), what, s.pending_deliveries, ReadWebhookDelivery));
   std::vector<uint64_t> v;
   auto read_uint = [](Row& r) { return r.Uint(); };
   ARBITER_RETURN_IF_ERROR(c.Query(max_job_id_.get(), what, v, read_uint));
@@ -553,6 +589,14 @@ Result<std::vector<ServingStatRecord>> Reader::ServingStats(int64_t from_ms, int
   return out;
 }
 
+Result<std::vector<WebhookDeliveryRecord>> Reader::WebhookDeliveries(const std::string& webhook_id,
+                                                                     size_t limit) {
+  std::vector<WebhookDeliveryRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(deliveries_of_hook_.get(), "store: webhook deliveries", out,
+                                       ReadWebhookDelivery, webhook_id, ClampLimit(limit)));
+  return out;
+}
+
 // ---- The store: the queue, the writer thread, the read mutex. --------------------------------
 
 Status Closed() { return FailedPrecondition("store: closed"); }
@@ -575,6 +619,8 @@ class SqliteStore final : public Store {
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms) override;
+  Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(const std::string& webhook_id,
+                                                               size_t limit) override;
   StoreStats stats() const override;
   void Close() override;
 
@@ -713,6 +759,11 @@ Result<std::vector<GpuSampleRecord>> SqliteStore::GpuSamples(int64_t from_ms, in
 
 Result<std::vector<ServingStatRecord>> SqliteStore::ServingStats(int64_t from_ms, int64_t to_ms) {
   return Read([&](Reader& r) { return r.ServingStats(from_ms, to_ms); });
+}
+
+Result<std::vector<WebhookDeliveryRecord>> SqliteStore::WebhookDeliveries(
+    const std::string& webhook_id, size_t limit) {
+  return Read([&](Reader& r) { return r.WebhookDeliveries(webhook_id, limit); });
 }
 
 StoreStats SqliteStore::stats() const {

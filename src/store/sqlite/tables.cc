@@ -222,6 +222,28 @@ ServingStatRecord ReadServingStat(Row& r) {
   return s;
 }
 
+WebhookRecord ReadWebhook(Row& r) {
+  WebhookRecord w;
+  w.id = r.Text();
+  w.tenant = r.Text();
+  w.user = r.Text();
+  w.spec_json = r.Text();
+  w.secret = r.Text();
+  w.created_at_ms = r.Int();
+  return w;
+}
+
+WebhookDeliveryRecord ReadWebhookDelivery(Row& r) {
+  WebhookDeliveryRecord d;
+  d.id = r.Text();
+  d.webhook_id = r.Text();
+  d.state = r.Text();
+  d.created_at_ms = r.Int();
+  d.updated_at_ms = r.Int();
+  d.data_json = r.Text();
+  return d;
+}
+
 // Prepares `sql` into `out`, or returns why not.
 Status PrepareInto(Connection& conn, Statement& out, const std::string& sql) {
   Result<Statement> s = conn.Prepare(sql);

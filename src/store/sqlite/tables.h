@@ -66,6 +66,10 @@ inline constexpr std::array<std::string_view, 5> kServiceCols = {
     "name", "tenant", "spec_json", "secret_env_json", "updated_at_ms"};
 inline constexpr std::array<std::string_view, 4> kServingStatCols = {"minute_ms", "service",
                                                                      "revision", "data_json"};
+inline constexpr std::array<std::string_view, 6> kWebhookCols = {
+    "id", "tenant", "user", "spec_json", "secret", "created_at_ms"};
+inline constexpr std::array<std::string_view, 6> kWebhookDeliveryCols = {
+    "id", "webhook_id", "state", "created_at_ms", "updated_at_ms", "data_json"};
 
 // Rolls raw GPU samples older than ?1 up into hourly rows, adding to an hourly row already there.
 // (The WHERE clause before ON CONFLICT keeps SQLite's parser from reading it as a join.)
@@ -103,6 +107,8 @@ ClusterSampleRecord ReadClusterSample(Row& r);
 GpuSampleRecord ReadGpuSample(Row& r);
 ServiceRecord ReadService(Row& r);
 ServingStatRecord ReadServingStat(Row& r);
+WebhookRecord ReadWebhook(Row& r);
+WebhookDeliveryRecord ReadWebhookDelivery(Row& r);
 // Prepares `sql` into `out`, or returns why not.
 Status PrepareInto(Connection& conn, Statement& out, const std::string& sql);
 // A LIMIT for SQLite (int64).
