@@ -58,6 +58,7 @@ void RegisterUserCommands(CLI::App& app, int argc, char** argv, int* exit_code,
   RegisterSinfoCommand(app, ctx);
   RegisterSacctCommand(app, ctx);
   RegisterServiceCommands(app, ctx);
+  RegisterApprovalCommands(app, ctx);
 }
 
 const std::vector<std::string>& SlurmCommandNames() {
