@@ -154,7 +154,8 @@ Result<json> ControlPlane::CreateQuotaRequest(const Principal& p, QuotaRequestIn
                        .dump(),
                    p.token_id});
     out = QuotaRequestJsonLocked(r, p);
-    PushEventLocked("quota_request", {{"id", std::to_string(r.id)}, {"state", r.state}});
+    PushEventLocked("quota_request",
+                    {{"id", std::to_string(r.id)}, {"state", r.state}, {"tenant", r.tenant}});
     quota_requests_[r.id] = std::move(r);
     done = store_->WriteAsync(std::move(b));
   }
@@ -285,7 +286,8 @@ Result<json> ControlPlane::DecideQuotaRequest(const Principal& p, uint64_t id, b
                        .dump(),
                    p.token_id});
     out = QuotaRequestJsonLocked(r, p);
-    PushEventLocked("quota_request", {{"id", std::to_string(id)}, {"state", r.state}});
+    PushEventLocked("quota_request",
+                    {{"id", std::to_string(id)}, {"state", r.state}, {"tenant", r.tenant}});
     done = store_->WriteAsync(std::move(b));
   }
   ARBITER_RETURN_IF_ERROR(done.get());
@@ -377,7 +379,8 @@ Result<size_t> ControlPlane::ExpireQuotaRequests() {
                           {"kept", kept}}
                          .dump(),
                      ""});
-      PushEventLocked("quota_request", {{"id", std::to_string(id)}, {"state", r.state}});
+      PushEventLocked("quota_request",
+                      {{"id", std::to_string(id)}, {"state", r.state}, {"tenant", r.tenant}});
       done = store_->WriteAsync(std::move(b));
     }
     ++changed;

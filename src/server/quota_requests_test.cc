@@ -61,12 +61,15 @@ class QuotaRequestsTest : public ControlPlaneTest {
     }
     return -2;
   }
+  // The audit records of `action` that succeeded.
   json AuditOf(const std::string& action) {
     auto r = cp_->ListAudit(admin_, 0, 1000);
     EXPECT_TRUE(r.ok());
     json out = json::array();
     for (const json& a : (*r)["items"]) {
-      if (a["action"] == action) out.push_back(a);
+      if (a["action"] == action && a["result"].get<std::string>().starts_with("ok")) {
+        out.push_back(a);
+      }
     }
     return out;
   }
