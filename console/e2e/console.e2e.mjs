@@ -370,7 +370,12 @@ async function main() {
     await waitText(`job ${held}: approved.`);
     await page.waitForSelector('nav .badge[data-approvals="1"]', { timeout: 20_000 });
     const job = await call(admin, "GET", `/api/v1/jobs/${held}`);
-    check(job.state !== "awaiting_approval" && /approved by admin .*: budget checked/.test(job.reason), `job: ${job.state} ${job.reason}`);
+    check(!["awaiting_approval", "rejected"].includes(job.state), `job: ${job.state} ${job.reason}`);
+    const audit = (await call(admin, "GET", "/api/v1/audit?limit=1000")).items;
+    check(
+      audit.some((a) => a.action === "job.approve" && a.target === `job/${held}` && a.result === "ok" && a.detail.comment === "budget checked"),
+      "no job.approve record with the comment",
+    );
     await clickText(page, `tr[data-approval="quota/${quota.id}"] button`, "Approve");
     await waitText(`quota request ${quota.id}: approved.`);
     await page.waitForFunction(() => document.querySelector("nav .badge") === null, { timeout: 20_000 });
