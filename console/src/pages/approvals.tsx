@@ -61,7 +61,7 @@ function Decide(props: { path: string; label: string; onDone: (msg: string) => v
   return (
     <div class="decide">
       <label for={id}>Comment on {props.label}</label>
-      <input id={id} type="text" maxLength={1000} value={comment} onInput={(e) => setComment((e.target as HTMLInputElement).value)} />
+      <input id={id} type="text" placeholder="Comment (optional)" maxLength={1000} value={comment} onInput={(e) => setComment((e.target as HTMLInputElement).value)} />
       <button type="button" disabled={busy} onClick={() => decide("approve")}>
         Approve
       </button>
