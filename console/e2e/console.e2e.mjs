@@ -34,6 +34,10 @@ tenants:
 users:
   - {name: alice, tenant: vision, role: member}
   - {name: sam, tenant: speech, role: member}
+approvals:
+  - name: speech-big
+    when: {queue: speech, gpus_at_least: 2}
+    approvers: {role: tenant-admin}
 `;
 
 const h = new Harness("console-e2e", 300_000);
@@ -342,6 +346,43 @@ async function main() {
     check(csv.startsWith("period_start,"), `csv: ${csv.slice(0, 80)}`);
     await shot("reports");
     await axe("reports");
+  });
+
+  await step("Approvals: the badge counts what awaits the admin; approving from the page", async () => {
+    const body = JSON.stringify({ queue: "speech-train", command: ["true"], resources: { gpus: 2 } });
+    const held = (await call(sam, "POST", "/api/v1/jobs", body)).id;
+    const until = new Date(Date.now() + 86_400_000).toISOString();
+    const quota = await call(
+      sam,
+      "POST",
+      "/api/v1/quota-requests",
+      JSON.stringify({ queue: "speech-train", guaranteed: { gpu: 3 }, until, reason: "a deadline" }),
+    );
+    await page.goto(base + "/overview", { waitUntil: "load" });
+    await page.waitForSelector('nav .badge[data-approvals="2"]', { timeout: 20_000 });
+    await page.click('nav a[href="/approvals"]');
+    await page.waitForSelector(`tr[data-approval="job/${held}"]`);
+    await page.waitForSelector(`tr[data-approval="quota/${quota.id}"]`);
+    await shot("approvals");
+    await axe("approvals");
+    await page.type(`tr[data-approval="job/${held}"] input`, "budget checked");
+    await clickText(page, `tr[data-approval="job/${held}"] button`, "Approve");
+    await waitText(`job ${held}: approved.`);
+    await page.waitForSelector('nav .badge[data-approvals="1"]', { timeout: 20_000 });
+    const job = await call(admin, "GET", `/api/v1/jobs/${held}`);
+    check(!["awaiting_approval", "rejected"].includes(job.state), `job: ${job.state} ${job.reason}`);
+    const audit = (await call(admin, "GET", "/api/v1/audit?limit=1000")).items;
+    check(
+      audit.some((a) => a.action === "job.approve" && a.target === `job/${held}` && a.result === "ok" && a.detail.comment === "budget checked"),
+      "no job.approve record with the comment",
+    );
+    await clickText(page, `tr[data-approval="quota/${quota.id}"] button`, "Approve");
+    await waitText(`quota request ${quota.id}: approved.`);
+    await page.waitForFunction(() => document.querySelector("nav .badge") === null, { timeout: 20_000 });
+    const decided = await call(admin, "GET", `/api/v1/quota-requests/${quota.id}`);
+    check(decided.state === "approved" && decided.diff.after.gpu === 3, `quota request: ${JSON.stringify(decided)}`);
+    const queue = await call(admin, "GET", "/api/v1/queues/speech-train");
+    check(queue.guaranteed.gpu === 3, `speech-train guaranteed: ${JSON.stringify(queue.guaranteed)}`);
   });
 
   await step("sign out ends the session", async () => {

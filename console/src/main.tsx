@@ -9,6 +9,7 @@ import { JobPage, Jobs } from "./pages/jobs";
 import { Nodes, Queues, Services } from "./pages/cluster";
 import { Reports } from "./pages/reports";
 import { Admin } from "./pages/admin";
+import { Approvals, useApprovalCount } from "./pages/approvals";
 
 export interface Session {
   user: string;
@@ -23,6 +24,7 @@ const kPages = [
   { path: "/nodes", name: "Nodes" },
   { path: "/services", name: "Services" },
   { path: "/reports", name: "Reports" },
+  { path: "/approvals", name: "Approvals" },
   { path: "/admin", name: "Admin", admin: true },
 ];
 
@@ -47,10 +49,25 @@ function Page(props: { path: string; session: Session }) {
   if (p === "/services" || p.startsWith("/services/")) return <Services />;
   if (p === "/reports") return <Reports />;
   if (p === "/admin") return <Admin session={props.session} />;
+  if (p === "/approvals") return <Approvals session={props.session} />;
   return (
     <>
       <h1>Not found</h1>
       <p>No page at {p}.</p>
+    </>
+  );
+}
+
+// The number of approvals the signed-in user may decide, beside the Approvals link.
+function ApprovalBadge(props: { session: Session }) {
+  const n = useApprovalCount(props.session);
+  if (n === 0) return null;
+  return (
+    <>
+      <span class="badge" data-approvals={n} aria-hidden="true">
+        {n}
+      </span>
+      <span class="visually-hidden">{` (${n} awaiting your decision)`}</span>
     </>
   );
 }
@@ -115,6 +132,7 @@ function App() {
                 <li>
                   <Link href={p.path} current={path.startsWith(p.path) || (p.path === "/overview" && path === "/")}>
                     {p.name}
+                    {p.path === "/approvals" && <ApprovalBadge session={session} />}
                   </Link>
                 </li>
               ))}

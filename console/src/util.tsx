@@ -42,6 +42,11 @@ function notify() {
     listeners.forEach((l) => l());
   }, 250);
 }
+// After a change the event stream may not report (an approval of a service or a quota request):
+// the pages that listen load their data again.
+export function notifyChange() {
+  notify();
+}
 function open() {
   if (source || !wanted) return;
   source = new EventSource("/api/v1/events");

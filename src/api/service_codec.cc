@@ -437,6 +437,20 @@ json ServiceSpecToJson(const ServiceSpec& s) {
   return SpecFields(s, TemplateFields(s.tmpl, false));
 }
 
+namespace {
+
+json ApprovalToJson(const ServiceApproval& a) {
+  return {{"state", a.state},
+          {"rule", a.rule},
+          {"requested_ms", a.requested_ms},
+          {"decided_by", a.decided_by},
+          {"decided_ms", a.decided_ms},
+          {"comment", a.comment},
+          {"reason", a.reason}};
+}
+
+}  // namespace
+
 json ServiceToJson(const Service& s) {
   json j = SpecFields(s.spec, TemplateToJson(s.spec.tmpl));
   j["tenant"] = s.spec.tenant;
@@ -454,6 +468,7 @@ json ServiceToJson(const Service& s) {
   j["traffic"] = TrafficToJson(s.traffic);
   j["created_ms"] = s.created_ms;
   j["updated_ms"] = s.updated_ms;
+  if (!s.approval.state.empty()) j["approval"] = ApprovalToJson(s.approval);
   return j;
 }
 
@@ -472,6 +487,7 @@ std::string ServiceStoredJson(const Service& s) {
             {"traffic", TrafficToJson(s.traffic)},
             {"created_ms", s.created_ms},
             {"updated_ms", s.updated_ms}};
+  if (!s.approval.state.empty()) j["approval"] = ApprovalToJson(s.approval);
   return j.dump();
 }
 
@@ -510,6 +526,15 @@ Result<Service> ParseStoredService(std::string_view spec_json, std::string_view 
     }
     for (const json& t : j.at("traffic")) {
       s.traffic.push_back({t.at("revision").get<int64_t>(), t.at("percent").get<int32_t>()});
+    }
+    if (const auto a = j.find("approval"); a != j.end() && a->is_object()) {
+      s.approval.state = a->value("state", "");
+      s.approval.rule = a->value("rule", "");
+      s.approval.requested_ms = a->value("requested_ms", int64_t{0});
+      s.approval.decided_by = a->value("decided_by", "");
+      s.approval.decided_ms = a->value("decided_ms", int64_t{0});
+      s.approval.comment = a->value("comment", "");
+      s.approval.reason = a->value("reason", "");
     }
   } catch (const std::exception& e) {
     return Status(StatusCode::kInternal, fmt::format("stored service unreadable: {}", e.what()));

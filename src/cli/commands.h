@@ -61,6 +61,8 @@ void RegisterCompletionCommand(CLI::App& app, const ContextPtr& ctx);  // comple
 void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx);      // report.cc
 void RegisterScancelCommand(CLI::App& app, const ContextPtr& ctx);     // scancel.cc
 void RegisterArrayCommands(CLI::App& app, const ContextPtr& ctx);      // arrays.cc
+// approvals, approve, reject, request quota, quota-requests (approvals.cc).
+void RegisterApprovalCommands(CLI::App& app, const ContextPtr& ctx);
 // Slurm's views, with Slurm's flags, columns and formats.
 void RegisterSqueueCommand(CLI::App& app, const ContextPtr& ctx);  // squeue.cc
 void RegisterSinfoCommand(CLI::App& app, const ContextPtr& ctx);   // sinfo.cc

@@ -139,8 +139,23 @@ struct ServiceRevision {
 };
 
 // A service as the server keeps it.
+// A service an approval rule matched at its creation (docs/approvals.md, "Services"): no replica
+// starts until one of the rule's approvers approves it. The decision covers the service: later
+// revisions and scaling do not ask again.
+struct ServiceApproval {
+  std::string state;  // "" : none needed; awaiting | approved | rejected
+  std::string rule;   // the rule that matched
+  TimeMs requested_ms = 0;
+  std::string decided_by;  // "arbiter" for an expiry
+  TimeMs decided_ms = 0;
+  std::string comment;
+  std::string reason;  // what the service's status says
+  bool operator==(const ServiceApproval&) const = default;
+};
+
 struct Service {
-  ServiceSpec spec;                        // the latest one given (its traffic as given)
+  ServiceSpec spec;  // the latest one given (its traffic as given)
+  ServiceApproval approval;
   std::string user;                        // who created it: its replicas run as this user
   int64_t revision = 0;                    // the latest revision
   std::vector<ServiceRevision> revisions;  // ascending

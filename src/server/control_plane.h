@@ -60,6 +60,7 @@
 #include "server/lifecycle.h"
 #include "server/metrics.h"
 #include "server/node_registry.h"
+#include "server/quota_requests.h"
 #include "server/reports.h"
 #include "server/service_prober.h"
 #include "server/service_routes.h"
@@ -142,8 +143,11 @@ class ControlPlane : public node::ExecutionBackend {
   // Configuration (admin): the diff; applied unless dry_run. A configuration that deletes a
   // tenant, queue, priority class or configured node that live jobs use is refused (409, field
   // "prune") unless `prune`, which cancels those jobs; a dry run lists them either way.
+  // `expected`: when given, the change is made only if the configuration is still this one
+  // (409 otherwise: it changed meanwhile).
   Result<ConfigApplied> ApplyConfig(const Principal& p, const api::ClusterConfig& c, bool dry_run,
-                                    bool prune = false);
+                                    bool prune = false,
+                                    const api::ClusterConfig* expected = nullptr);
   std::string ConfigYaml() const;
   // Whether any configuration was ever applied (GPU models, priority classes, tenants, users or
   // nodes); false on an empty data dir.
@@ -356,8 +360,27 @@ class ControlPlane : public node::ExecutionBackend {
   // callers the rule does not name (admins may decide on any job but their own).
   Result<nlohmann::json> DecideApproval(const Principal& p, uint64_t id, bool approve,
                                         const std::string& comment);
-  // {"items": [...]}: the jobs awaiting approval that `p` may decide, by id.
+  // {"items": [...]}: the jobs (by id) and then the services (by name) awaiting approval that `p`
+  // may decide; each item's `kind` says which (job | service) and `id` names it.
   Result<nlohmann::json> ListApprovals(const Principal& p);
+  // Approves (its replicas may start) or rejects (it starts nothing) a service awaiting approval:
+  // the same rules and answers as DecideApproval, its creator in place of the submitter.
+  Result<nlohmann::json> DecideServiceApproval(const Principal& p, const std::string& name,
+                                               bool approve, const std::string& comment);
+
+  // Quota requests (control_plane_quota_requests.cc, docs/approvals.md): a temporary change of a
+  // queue's guaranteed amounts, asked for by a member or tenant admin of its tenant and decided by
+  // an admin (never the requester); approved, it is applied as a configuration change and undone
+  // at its `until`.
+  Result<nlohmann::json> CreateQuotaRequest(const Principal& p, QuotaRequestInput in);
+  // {"items": [...]}: the caller's tenant's requests (admins: all), newest first.
+  Result<nlohmann::json> ListQuotaRequests(const Principal& p);
+  Result<nlohmann::json> GetQuotaRequest(const Principal& p, uint64_t id);
+  Result<nlohmann::json> DecideQuotaRequest(const Principal& p, uint64_t id, bool approve,
+                                            const std::string& comment);
+  // Undoes the approved requests whose `until` has passed and expires the undecided ones (called
+  // by the scheduling cycle); how many it changed.
+  Result<size_t> ExpireQuotaRequests();
 
   // One scheduling cycle: inputs copied under the lock, the core run without it, decisions applied
   // and persisted. Returns the number of admissions.
@@ -419,6 +442,22 @@ class ControlPlane : public node::ExecutionBackend {
   // Rejects `j` when its approval request has expired by the clock; true when it did.
   bool ExpireApprovalLocked(JobEntry& j, store::WriteBatch* b);
   void ExpireApprovalsLocked(store::WriteBatch* b);
+  // Services (control_plane_approvals.cc): the first rule that matches a new service (max
+  // replicas x GPUs per replica, no walltime), or null; whether `p` may decide on it; and, for
+  // the service controller, whether its replicas are held (awaiting approval, its request expiring
+  // by the clock, or rejected).
+  const api::ApprovalRuleConfig* ServiceApprovalRuleLocked(const ServiceSpec& s) const;
+  bool MayDecideServiceLocked(const Principal& p, const ServiceEntry& e) const;
+  bool ServiceHeldLocked(ServiceEntry& e, TimeMs now, store::WriteBatch* b);
+  // Puts a new service in awaiting approval under `r` (its approval's reason names the rule and
+  // who may approve).
+  void AwaitServiceApprovalLocked(Service& s, const api::ApprovalRuleConfig& r);
+  // Whether `p` may decide on a request of `owner` in `tenant` under the rule named `rule`.
+  bool MayDecideForLocked(const Principal& p, const std::string& owner, const std::string& tenant,
+                          const std::string& rule) const;
+  // Quota requests (control_plane_quota_requests.cc).
+  void LoadQuotaRequestLocked(const std::string& key, const std::string& value);
+  nlohmann::json QuotaRequestJsonLocked(const QuotaRequest& r, const Principal& p) const;
   void RecordTransitionLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b,
                               std::string detail_json = "{}");
   // Counts a transition in metrics_; `since`: when the job entered `from`.
@@ -591,7 +630,10 @@ class ControlPlane : public node::ExecutionBackend {
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;
 
-  ServiceTable services_;  // service_table.h; guarded by mu_
+  ServiceTable services_;                            // service_table.h; guarded by mu_
+  std::map<uint64_t, QuotaRequest> quota_requests_;  // quota_requests.h; by id; guarded by mu_
+  uint64_t next_quota_request_id_ = 1;
+  std::mutex quota_mu_;  // one quota decision or revert at a time; taken before mu_
   int32_t service_port_lo_ = 10000;
   int32_t service_port_hi_ = 19999;
   int32_t service_port_next_ = 0;        // where the search for a free port starts (round robin)

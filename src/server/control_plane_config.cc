@@ -66,7 +66,8 @@ std::vector<ControlPlane::AffectedJob> ControlPlane::AffectedJobsLocked(
 
 Result<ControlPlane::ConfigApplied> ControlPlane::ApplyConfig(const Principal& p,
                                                               const api::ClusterConfig& c,
-                                                              bool dry_run, bool prune) {
+                                                              bool dry_run, bool prune,
+                                                              const api::ClusterConfig* expected) {
   if (p.role != Role::kAdmin) return Forbidden("only admins may change the configuration");
   std::shared_future<Status> done;
   // Checked here, not by the parser: a data dir from before the names were reserved still loads.
@@ -81,6 +82,10 @@ Result<ControlPlane::ConfigApplied> ControlPlane::ApplyConfig(const Principal& p
   std::vector<uint64_t> stops;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (expected != nullptr && !api::DiffConfig(config_, *expected).empty()) {
+      return Status(StatusCode::kConflict,
+                    "the configuration changed meanwhile; nothing was changed: try again");
+    }
     out.changes = api::DiffConfig(config_, c);
     std::vector<AffectedJob> affected = AffectedJobsLocked(c);
     out.affected_total = affected.size();

@@ -143,6 +143,8 @@ void ControlPlane::MarkDecisionsDurable(const core::CycleResult& result) {
 
 Result<size_t> ControlPlane::RunSchedulingCycle() {
   const auto t0 = std::chrono::steady_clock::now();
+  // Quota requests whose `until` has passed are undone first (docs/approvals.md).
+  ARBITER_RETURN_IF_ERROR(ExpireQuotaRequests().status());
   core::CycleInput in;
   std::vector<core::PendingJob> pending;
   std::vector<uint64_t> pending_ids;

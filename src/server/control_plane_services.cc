@@ -336,9 +336,15 @@ Result<json> ControlPlane::CreateService(const Principal& p, ServiceSpec spec) {
     s.created_ms = now;
     s.updated_ms = now;
     ARBITER_RETURN_IF_ERROR(CheckTrafficLocked(s, s.traffic));
+    // An approval rule that matches holds every replica until someone decides (docs/approvals.md).
+    if (const api::ApprovalRuleConfig* r = ServiceApprovalRuleLocked(s.spec)) {
+      AwaitServiceApprovalLocked(s, *r);
+      e.blocked = s.approval.reason;
+    }
     ServiceEntry& entry = services_.all.emplace(s.spec.name, std::move(e)).first->second;
     ServiceEventLocked(
         entry, fmt::format("created by {} with {} replicas", p.user, entry.service.spec.replicas));
+    if (!entry.blocked.empty()) ServiceEventLocked(entry, entry.blocked);
     store::WriteBatch b;
     auto r = CommitServiceLocked(p, entry, "create", &b, &done);
     if (!r.ok()) return r.status();
@@ -690,6 +696,8 @@ void ControlPlane::ReconcileServiceLocked(ServiceEntry& e,
                                           const std::map<uint64_t, ProbeStatus>& probes, TimeMs now,
                                           store::WriteBatch* b, std::vector<uint64_t>* stops) {
   Service& s = e.service;
+  // Awaiting approval, or rejected: no replica starts (docs/approvals.md, "Services").
+  if (ServiceHeldLocked(e, now, b)) return;
   // 1. Observe each replica: its job's state and what its probes found.
   std::vector<ReplicaView> views;
   for (auto it = e.replicas.begin(); it != e.replicas.end();) {

@@ -14,6 +14,7 @@
 #include "model/job_array.h"
 #include "net/http_params.h"
 #include "server/http_api.h"
+#include "server/quota_requests.h"
 
 namespace arbiter::server {
 
@@ -217,10 +218,61 @@ void HttpApi::RegisterJobRoutes(const RouteFn& route) {
           });
   }
   route("GET", "/api/v1/approvals", "/api/v1/approvals",
-        "The jobs awaiting approval that the caller may approve or reject",
+        "The jobs and services awaiting approval that the caller may approve or reject (each "
+        "item's kind: job or service)",
         [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
           Reply(res, cp_->ListApprovals(p));
         });
+  for (const char* action : {"approve", "reject"}) {
+    route("POST", fmt::format("/api/v1/services/{{name}}/{}", action),
+          fmt::format(R"(/api/v1/services/([A-Za-z0-9._-]+)/{})", action),
+          fmt::format("{} a service awaiting approval, with an optional {{\"comment\": \"...\"}} "
+                      "(its rule's approvers or admins; never its own creator)",
+                      action),
+          [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+            auto comment = ParseDecisionBody(req.body);
+            if (!comment.ok()) return SendError(res, comment.status());
+            Reply(res, cp_->DecideServiceApproval(p, req.matches[1],
+                                                  std::string_view(action) == "approve", *comment));
+          });
+  }
+
+  // Quota requests (docs/approvals.md): a temporary rise of a queue's guaranteed amounts.
+  route("POST", "/api/v1/quota-requests", "/api/v1/quota-requests",
+        "Ask for more guaranteed capacity for a queue of the caller's tenant until a time: "
+        "{queue, guaranteed: {gpu: 16}, until, reason}; admins decide",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto in = ParseQuotaRequestBody(req.body, cp_->Now());
+          if (!in.ok()) return SendError(res, in.status());
+          Reply(res, cp_->CreateQuotaRequest(p, std::move(in).value()), 201);
+        });
+  route("GET", "/api/v1/quota-requests", "/api/v1/quota-requests",
+        "The quota requests of the caller's tenant (admins: all), newest first",
+        [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
+          Reply(res, cp_->ListQuotaRequests(p));
+        });
+  route("GET", "/api/v1/quota-requests/{id}", R"(/api/v1/quota-requests/(\d+))",
+        "One quota request: its state, the configuration diff it made, its revert",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1], "id");
+          if (!id.ok()) return SendError(res, id.status());
+          Reply(res, cp_->GetQuotaRequest(p, *id));
+        });
+  for (const char* action : {"approve", "reject"}) {
+    route("POST", fmt::format("/api/v1/quota-requests/{{id}}/{}", action),
+          fmt::format(R"(/api/v1/quota-requests/(\d+)/{})", action),
+          fmt::format("{} a pending quota request, with an optional {{\"comment\": \"...\"}} "
+                      "(admins; never its requester)",
+                      action),
+          [this, action](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+            auto id = ParseId(req.matches[1], "id");
+            if (!id.ok()) return SendError(res, id.status());
+            auto comment = ParseDecisionBody(req.body);
+            if (!comment.ok()) return SendError(res, comment.status());
+            Reply(res,
+                  cp_->DecideQuotaRequest(p, *id, std::string_view(action) == "approve", *comment));
+          });
+  }
 
   // Job arrays: their id is their first element's.
   route("GET", "/api/v1/arrays/{id}", R"(/api/v1/arrays/(\d+))",
