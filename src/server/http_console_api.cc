@@ -80,9 +80,21 @@ void HttpApi::RegisterConsoleRoutes(const RouteFn& route) {
     ServeAsset(*a, req, res);
   });
 
+  // How to sign in (docs/identity.md): needs no token, since its reader has none yet.
+  route_info_.push_back({"GET",
+                         "/api/v1/auth/config",
+                         "How clients sign in: the OIDC issuer, client id and endpoints (null "
+                         "when OIDC is not configured), and whether LDAP is",
+                         {},
+                         true});
+  http_->Get("/api/v1/auth/config", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    SendJson(res, 200, cp_->AuthConfig());
+  });
+
   route_info_.push_back({"POST",
                          "/api/v1/session",
-                         "Sign in to the console: {\"token\": API token} in, an HttpOnly session "
+                         "Sign in to the console: {\"token\": API token or OIDC JWT} in, an HttpOnly session "
                          "cookie and {\"csrf_token\"} out (node tokens are refused)",
                          {},
                          true});
@@ -150,7 +162,7 @@ void HttpApi::SignIn(const httplib::Request& req, httplib::Response& res) {
   }
   if (!body->is_object() || !body->contains("token") || !(*body)["token"].is_string() ||
       (*body)["token"].get<std::string>().empty()) {
-    SendError(res, InvalidArgument("token", "must be an API token (arb_...)"));
+    SendError(res, InvalidArgument("token", "must be an API token (arb_...) or an OIDC ID token"));
     return observe();
   }
   std::string token = (*body)["token"].get<std::string>();
