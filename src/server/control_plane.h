@@ -129,6 +129,8 @@ class ControlPlane : public node::ExecutionBackend {
   // whether an LDAP directory is configured). Fetches the issuer's discovery document when it is
   // not cached, without holding mu_.
   nlohmann::json AuthConfig();
+  // The identity provider's origins the console may call (OidcVerifier::ConsoleOrigins).
+  std::vector<std::string> ConsoleOrigins() const { return oidc_.ConsoleOrigins(); }
 
   // A live job (not finished, or still stopping) that a configuration would leave without its
   // tenant, queue, priority class or configured node.

@@ -127,9 +127,14 @@ Result<std::shared_ptr<const OidcVerifier::Keys>> OidcVerifier::FetchKeys(const 
   return std::shared_ptr<const Keys>(std::move(k));
 }
 
-std::shared_ptr<const OidcVerifier::Keys> OidcVerifier::Refresh(const Settings& s,
-                                                                int64_t min_age) {
-  std::lock_guard<std::mutex> fetching(fetch_mu_);
+std::shared_ptr<const OidcVerifier::Keys> OidcVerifier::Refresh(const Settings& s, int64_t min_age,
+                                                                bool wait) {
+  std::unique_lock<std::mutex> fetching(fetch_mu_, std::defer_lock);
+  if (wait) {
+    fetching.lock();
+  } else if (!fetching.try_lock()) {
+    return keys();  // another request is refreshing: the cached keys serve meanwhile
+  }
   std::shared_ptr<const Keys> old = keys();
   // Another thread may have fetched while this one waited for fetch_mu_.
   if (old->tried_at > 0 && Now() - old->tried_at < min_age) return old;
@@ -168,8 +173,10 @@ Result<Principal> OidcVerifier::Authenticate(std::string_view token) {
   }
 
   std::shared_ptr<const Keys> k = keys();
-  if (k->fetched_at == 0 || Now() - k->fetched_at >= kRefreshSeconds) {
-    k = Refresh(*s, k->fetched_at == 0 ? 1 : kUnknownKidRefreshSeconds);
+  if (k->fetched_at == 0) {
+    k = Refresh(*s, 1, /*wait=*/true);
+  } else if (Now() - k->fetched_at >= kRefreshSeconds) {
+    k = Refresh(*s, kUnknownKidRefreshSeconds, /*wait=*/false);
   }
   auto find = [&](const Keys& ks) -> const jwt::Key* {
     for (const jwt::Key& key : ks.keys) {
@@ -179,7 +186,7 @@ Result<Principal> OidcVerifier::Authenticate(std::string_view token) {
   };
   const jwt::Key* key = find(*k);
   if (key == nullptr) {
-    k = Refresh(*s, kUnknownKidRefreshSeconds);  // a rotated key: fetch the set again
+    k = Refresh(*s, kUnknownKidRefreshSeconds, /*wait=*/true);  // a rotated key: fetch again
     key = find(*k);
   }
   if (key == nullptr) {
@@ -203,6 +210,15 @@ Result<Principal> OidcVerifier::Authenticate(std::string_view token) {
     return Unauthenticated(
         fmt::format("the token has no \"{}\" claim (identity.oidc.username_claim) naming the user",
                     s->oidc.username_claim));
+  }
+  // The reserved names (docs/security.md): nobody the provider vouches for passes for the
+  // bootstrap admin, or for a call without a user, in the audit log.
+  if (user == "admin" || user == "anonymous") {
+    return Status(StatusCode::kPermissionDenied,
+                  fmt::format("the user name {} is reserved in Arbiter; the identity provider's "
+                              "{} claim must name someone else",
+                              user, s->oidc.username_claim),
+                  "Authorization");
   }
   std::vector<std::string> groups;
   if (auto it = t->claims.find(s->oidc.groups_claim); it != t->claims.end()) {
@@ -238,8 +254,10 @@ json OidcVerifier::ClientConfig() {
   json out = {{"oidc", nullptr}};
   if (s->oidc.issuer.empty()) return out;
   std::shared_ptr<const Keys> k = keys();
-  if (k->discovery.is_null() || Now() - k->fetched_at >= kRefreshSeconds) {
-    k = Refresh(*s, kUnknownKidRefreshSeconds);
+  if (k->discovery.is_null()) {
+    k = Refresh(*s, 1, /*wait=*/true);
+  } else if (Now() - k->fetched_at >= kRefreshSeconds) {
+    k = Refresh(*s, kUnknownKidRefreshSeconds, /*wait=*/false);
   }
   json o = {
       {"issuer", s->oidc.issuer}, {"client_id", s->oidc.client_id}, {"audience", s->oidc.audience}};

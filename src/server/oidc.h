@@ -78,9 +78,10 @@ class OidcVerifier {
   int64_t Now() const;
   std::shared_ptr<const Settings> settings() const;
   std::shared_ptr<const Keys> keys() const;
-  // Fetches discovery and JWKS for `s` unless another thread just did or `min_age` seconds have
-  // not passed since the last attempt; returns the keys as they are then.
-  std::shared_ptr<const Keys> Refresh(const Settings& s, int64_t min_age);
+  // Fetches discovery and JWKS for `s` unless `min_age` seconds have not passed since the last
+  // attempt (another thread's included); returns the keys as they are then. `wait`: wait for a
+  // fetch in progress (the caller needs its result), else return the cached keys at once.
+  std::shared_ptr<const Keys> Refresh(const Settings& s, int64_t min_age, bool wait);
   Result<std::shared_ptr<const Keys>> FetchKeys(const Settings& s, const Keys& old);
 
   Fetch fetch_;

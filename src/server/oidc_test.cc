@@ -148,7 +148,9 @@ TEST(Jwt, SignsAndVerifiesBothAlgorithms) {
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     EXPECT_EQ(t->alg, alg);
     EXPECT_EQ(t->kid, "k");
-    if (std::string(alg) == "ES256") EXPECT_EQ(t->signature.size(), 64u);  // raw r||s
+    if (std::string(alg) == "ES256") {
+      EXPECT_EQ(t->signature.size(), 64u);  // raw r||s
+    }
     // Through the public JWK, as a verifier gets it.
     auto jwk = jwt::PublicJwk(key, "k", alg);
     ASSERT_TRUE(jwk.ok());
@@ -265,6 +267,17 @@ TEST_F(OidcVerifierTest, UnmappedUserIsForbidden) {
   EXPECT_EQ(p.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(p.status().message().find("not mapped to any tenant/role"), std::string::npos);
   EXPECT_NE(p.status().message().find("sales"), std::string::npos);
+}
+
+TEST_F(OidcVerifierTest, ReservedNamesAreRefused) {
+  for (const char* name : {"admin", "anonymous"}) {
+    json c = Claims();
+    c["preferred_username"] = name;
+    auto p = verifier_.Authenticate(SignedBy(rsa_.get(), "RS256", "r1", c));
+    ASSERT_FALSE(p.ok()) << name;
+    EXPECT_EQ(p.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(p.status().message().find("reserved"), std::string::npos);
+  }
 }
 
 TEST_F(OidcVerifierTest, EveryFailureSaysWhat) {

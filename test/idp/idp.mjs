@@ -90,7 +90,7 @@ function newProvider(issuer) {
       };
     },
     scopes: ['openid', 'offline_access', 'profile', 'groups'],
-    claims: { openid: ['sub'], profile: ['preferred_username', 'name'], groups: ['groups'] },
+    claims: { openid: ['sub'], profile: ['preferred_username', 'name', 'groups'], groups: ['groups'] },
     // The user's claims in the ID token itself, as Arbiter reads them (not only at userinfo).
     conformIdTokenClaims: false,
     enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'] },

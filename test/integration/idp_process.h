@@ -35,7 +35,8 @@ class IdpProcess {
       close(out[1]);
       close(in[0]);
       close(in[1]);
-      std::vector<std::string> argv_s = {"node", std::string(ARBITER_SOURCE_DIR) + "/test/idp/idp.mjs"};
+      std::vector<std::string> argv_s = {"node",
+                                         std::string(ARBITER_SOURCE_DIR) + "/test/idp/idp.mjs"};
       for (auto& a : args) argv_s.push_back(a);
       std::vector<char*> argv;
       for (auto& a : argv_s) argv.push_back(a.data());

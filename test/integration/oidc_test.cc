@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "idp_process.h"
+#include "server_process.h"
 #include "tenant_server.h"
 
 namespace arbiter::testing {
@@ -108,7 +109,8 @@ TEST_F(OidcTest, AnOidcUserSubmitsAndOwnsJobsInItsTenant) {
   ASSERT_TRUE(other);
   EXPECT_GE(other->status, 400) << other->body;
   // She owns her job: she may cancel it.
-  auto cancel = With(alice)->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
+  auto cancel =
+      With(alice)->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
   ASSERT_TRUE(cancel);
   EXPECT_EQ(cancel->status, 200) << cancel->body;
   // The audit log names her.
@@ -207,6 +209,84 @@ TEST_F(OidcTest, AuthConfigNamesTheEndpoints) {
   EXPECT_EQ(c["oidc"]["token_endpoint"], idp_.issuer() + "/token");
   EXPECT_EQ(c["oidc"]["authorization_endpoint"], idp_.issuer() + "/auth");
   EXPECT_EQ(c["ldap"], false);
+}
+
+// `arbiter login --oidc`: the device flow, approved at the provider as a person would, saves the
+// ID token and the refresh token; later commands use them, and an expired token is renewed.
+TEST_F(OidcTest, CliDeviceLogin) {
+  TempDir home;
+  const std::string config = home.path() + "/config.yaml";
+  const std::string server = fmt::format("http://127.0.0.1:{}", server_.port());
+  int err[2];
+  ASSERT_EQ(pipe(err), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(err[1], STDERR_FILENO);
+    dup2(err[1], STDOUT_FILENO);
+    close(err[0]);
+    close(err[1]);
+    setenv("ARBITER_CONFIG", config.c_str(), 1);
+    execl(ARBITER_BINARY, ARBITER_BINARY, "login", "--oidc", "--server", server.c_str(), "--scope",
+          "openid profile groups offline_access", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(err[1]);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string code;
+  bool approved = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{err[0], POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    char c[512];
+    const ssize_t n = read(err[0], c, sizeof(c));
+    if (n <= 0) break;
+    out.append(c, static_cast<size_t>(n));
+    const size_t at = out.find("enter the code ");
+    if (!approved && at != std::string::npos && out.find('\n', at) != std::string::npos) {
+      code = out.substr(at + 15, out.find('\n', at) - at - 15);
+      approved = idp_.ApproveDevice(code, "carol");
+      EXPECT_TRUE(approved) << code;
+    }
+  }
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("logged in to " + server + " as carol (tenant vision, role tenant-admin)"),
+            std::string::npos)
+      << out;
+  std::ifstream in(config);
+  const std::string saved((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(saved.find("token: \"ey"), std::string::npos) << saved;
+  EXPECT_NE(saved.find("refresh_token:"), std::string::npos) << saved;
+  EXPECT_NE(saved.find("oidc_token_endpoint: \"" + idp_.issuer() + "/token\""), std::string::npos)
+      << saved;
+
+  // Later commands use the saved token.
+  std::string who;
+  EXPECT_EQ(Shell(fmt::format("ARBITER_CONFIG={} {} whoami -o json", config, ARBITER_BINARY), &who),
+            0)
+      << who;
+  EXPECT_NE(who.find("\"carol\""), std::string::npos) << who;
+
+  // An expired token is renewed with the refresh token before the call.
+  const json fresh = idp_.Tokens("carol", "arbiter", 1);
+  ASSERT_TRUE(fresh.is_object());
+  std::ofstream(config) << fmt::format(
+      "server: \"{}\"\ntoken: \"{}\"\nrefresh_token: \"{}\"\noidc_token_endpoint: "
+      "\"{}/token\"\noidc_client_id: \"arbiter\"\n",
+      server, fresh["id_token"].get<std::string>(), fresh["refresh_token"].get<std::string>(),
+      idp_.issuer());
+  EXPECT_EQ(Shell(fmt::format("ARBITER_CONFIG={} {} whoami -o json", config, ARBITER_BINARY), &who),
+            0)
+      << who;
+  EXPECT_NE(who.find("\"carol\""), std::string::npos) << who;
+  std::ifstream again(config);
+  const std::string renewed((std::istreambuf_iterator<char>(again)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_EQ(renewed.find(fresh["id_token"].get<std::string>()), std::string::npos)
+      << "the expiring token was not replaced";
 }
 
 }  // namespace
