@@ -239,7 +239,8 @@ Result<Principal> OidcVerifier::Authenticate(std::string_view token) {
         fmt::format("{} signed in, but is not mapped to any tenant/role: no mapping of "
                     "identity.mappings matches the user or its groups ({}); ask an "
                     "admin to add one",
-                    user, groups.empty() ? "none" : fmt::format("{}", fmt::join(groups, ", "))));
+                    user, groups.empty() ? "none" : fmt::format("{}", fmt::join(groups, ", "))),
+        "Authorization");
   }
   Principal p;
   p.user = user;

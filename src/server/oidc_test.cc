@@ -267,6 +267,7 @@ TEST_F(OidcVerifierTest, UnmappedUserIsForbidden) {
   EXPECT_EQ(p.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(p.status().message().find("not mapped to any tenant/role"), std::string::npos);
   EXPECT_NE(p.status().message().find("sales"), std::string::npos);
+  EXPECT_EQ(p.status().field(), "Authorization");
 }
 
 TEST_F(OidcVerifierTest, ReservedNamesAreRefused) {
