@@ -5,7 +5,7 @@
 // Usage: node console.e2e.mjs ARBITER_BINARY OUT_DIR
 // Screenshots go to OUT_DIR. Every wait is bounded; the server, its tasks and the browser are
 // gone when it exits, pass or fail.
-import { mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { check, chromiumPath, Harness } from "./harness.mjs";
@@ -406,6 +406,48 @@ async function main() {
     check(!(await text()).includes("speech-train"), "alice sees speech's queue");
     await clickButton("Sign out");
     await page.waitForSelector("#token");
+  });
+
+  await step("Sign in with SSO: through the identity provider and back, as a mapped user", async () => {
+    // The test provider (test/idp, oidc-provider); its packages come with the build's
+    // integration tests (ninja test_idp_npm).
+    const idpDir = new URL("../../test/idp/", import.meta.url).pathname;
+    check(existsSync(join(idpDir, "node_modules")), `no ${idpDir}node_modules: run ninja -C BUILD test_idp_npm`);
+    const issuer = await h.startProcess(process.execPath, [join(idpDir, "idp.mjs")], /"issuer":"([^"]+)"/);
+    await call(
+      admin,
+      "PUT",
+      "/api/v1/config",
+      kConfig +
+        `identity:
+  oidc: {issuer: "${issuer}", audience: arbiter, client_id: arbiter}
+  mappings:
+    - {group: vision-leads, tenant: vision, role: tenant-admin}
+`,
+      "application/yaml",
+    );
+    // A fresh browser context, under the console's own Content-Security-Policy.
+    const context = await browser.createBrowserContext();
+    const sso = await context.newPage();
+    sso.setDefaultTimeout(20_000);
+    const errors = [];
+    sso.on("pageerror", (e) => errors.push(`${sso.url()}: ${e.message}`));
+    await sso.goto(base + "/sign-in", { waitUntil: "load" });
+    await sso.waitForSelector("#sso");
+    await Promise.all([sso.waitForNavigation({ waitUntil: "load" }), sso.click("#sso")]);
+    check(sso.url().startsWith(issuer), `not at the provider: ${sso.url()}`);
+    await sso.waitForSelector("#login");
+    await sso.type("#login", "carol");
+    await sso.click("#submit");
+    await sso.waitForSelector("nav a");
+    const who = await sso.$eval(".who", (e) => e.textContent);
+    check(who.includes("carol") && who.includes("vision") && who.includes("tenant-admin"), `signed in as ${who}`);
+    check(!sso.url().includes("code="), `the callback's code stays in the URL: ${sso.url()}`);
+    const status = await sso.evaluate(async () => (await fetch("/api/v1/jobs")).status);
+    check(status === 200, `the session's API call: ${status}`);
+    await sso.screenshot({ path: join(outDir, "sso.png"), fullPage: true });
+    check(errors.length === 0, errors.join("\n"));
+    await context.close();
   });
 
   await step("no console errors on any page", async () => {

@@ -21,6 +21,7 @@ export class Harness {
     this.dir = mkdtempSync(join(tmpdir(), `arbiter-${name}-`));
     chmodSync(this.dir, 0o711); // tasks run as their own users and must reach their folders
     this.server = null;
+    this.others = [];
     this.browser = null;
     this.passed = 0;
     this.failed = 0;
@@ -60,6 +61,28 @@ export class Harness {
     this.base = `http://127.0.0.1:${port}`;
     this.admin = readFileSync(join(this.dir, "data", "admin.token"), "utf8").trim();
     return this.base;
+  }
+
+  // Starts another process for the test (killed at cleanup); resolves to the first match of
+  // `ready` (its first group) in its output.
+  async startProcess(command, args, ready) {
+    const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
+    this.others.push(child);
+    let out = "";
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`${args.join(" ")} did not start: ${out}`)), 30_000);
+      const on = (d) => {
+        out += d;
+        const m = out.match(ready);
+        if (m) {
+          clearTimeout(t);
+          resolve(m[1]);
+        }
+      };
+      child.stdout.on("data", on);
+      child.stderr.on("data", on);
+      child.on("exit", (code) => reject(new Error(`${args.join(" ")} exited (${code}): ${out}`)));
+    });
   }
 
   // A call to the API with a bearer token; the parsed JSON answer, or an error naming the status.
@@ -123,6 +146,8 @@ export class Harness {
     this.browser = null;
     if (this.server) this.server.kill("SIGKILL");
     this.server = null;
+    for (const p of this.others) p.kill("SIGKILL");
+    this.others = [];
     this.killTasks();
     rmSync(this.dir, { recursive: true, force: true });
   }

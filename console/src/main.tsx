@@ -42,7 +42,7 @@ function Page(props: { path: string; session: Session }) {
   const p = props.path;
   const job = p.match(/^\/jobs\/(\d+)$/);
   if (job) return <JobPage id={job[1]} session={props.session} />;
-  if (p === "/" || p === "/overview" || p === "/sign-in") return <Overview session={props.session} />;
+  if (p === "/" || p === "/overview" || p.startsWith("/sign-in")) return <Overview session={props.session} />;
   if (p === "/jobs") return <Jobs session={props.session} />;
   if (p === "/queues") return <Queues session={props.session} />;
   if (p === "/nodes") return <Nodes session={props.session} />;
@@ -100,10 +100,15 @@ function App() {
   if (session === null) {
     return (
       <SignIn
-        onSignedIn={(s: Json) => {
+        onSignedIn={(s: Json, returnTo?: string) => {
           setCsrfToken(s.csrf_token);
           setSession(s);
-          if (location.pathname === "/sign-in") navigate("/overview");
+          if (returnTo) {
+            // The callback's URL (a used code) leaves the history.
+            history.replaceState(null, "", returnTo);
+            dispatchEvent(new PopStateEvent("popstate"));
+          }
+          else if (location.pathname.startsWith("/sign-in")) navigate("/overview");
         }}
       />
     );

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "api/errors.h"
 #include "cli/commands.h"
+#include "cli/oidc_login.h"
 
 namespace arbiter::cli {
 
@@ -94,9 +96,14 @@ Result<ClientConfig> ReadConfigFile(const std::string& path) {
         c.token = value;
       } else if (key == "queue") {
         c.queue = value;
+      } else if (key == "refresh_token" || key == "oidc_token_endpoint" ||
+                 key == "oidc_client_id") {
+        // An OIDC sign-in's renewal: read by cli/oidc_login.h (ReadOidcRenewal).
       } else {
         return InvalidArgument(
-            "", fmt::format("{}: unknown key '{}' (allowed: server, token, queue)", path, key));
+            "", fmt::format("{}: unknown key '{}' (allowed: server, token, queue, refresh_token, "
+                            "oidc_token_endpoint, oidc_client_id)",
+                            path, key));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -179,7 +186,14 @@ Result<Connection> ResolveConnection(const ClientFlags& flags) {
   }
   c.token = flags.token;
   if (c.token.empty()) c.token = Env("ARBITER_TOKEN");
-  if (c.token.empty() && same_server) c.token = cfg->token;
+  if (c.token.empty() && same_server) {
+    // An expired OIDC sign-in is renewed with its refresh token first (cli/oidc_login.h).
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    ARBITER_RETURN_IF_ERROR(RefreshOidcToken(&*cfg, ConfigPath(), now));
+    c.token = cfg->token;
+  }
   c.queue = Env("ARBITER_QUEUE");
   if (c.queue.empty() && same_server) c.queue = cfg->queue;
   return c;
@@ -381,7 +395,8 @@ Result<json> ApiClient::ListAll(const std::string& path_with_query) {
 
 namespace {
 
-int Login(const ContextPtr& ctx, const std::string& queue, bool no_check) {
+int Login(const ContextPtr& ctx, const std::string& queue, bool no_check, bool oidc,
+          const std::string& scope) {
   auto cfg = ReadConfigFile(ConfigPath());
   if (!cfg.ok()) return Fail(cfg.status(), kExitUsage);
   std::string server = ctx->client.server;
@@ -390,6 +405,15 @@ int Login(const ContextPtr& ctx, const std::string& queue, bool no_check) {
   if (server.empty()) server = kDefaultServer;
   auto url = NormaliseServerUrl(server);
   if (!url.ok()) return Fail(url.status(), kExitUsage);
+  if (oidc) {
+    if (!ctx->client.token.empty()) {
+      return Fail(InvalidArgument("--token",
+                                  "--oidc signs in through the identity provider: "
+                                  "give no token"),
+                  kExitUsage);
+    }
+    return OidcLogin(*url, queue, scope, ctx->format());
+  }
   std::string token = ctx->client.token;
   if (token.empty() && isatty(STDIN_FILENO) == 0) std::getline(std::cin, token);
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
@@ -441,7 +465,7 @@ int Logout() {
     std::printf("not logged in (%s has no token)\n", path.c_str());
     return kExitOk;
   }
-  cfg->token.clear();
+  cfg->token.clear();  // an OIDC sign-in's refresh token goes with it (not written back)
   Status st = WriteConfigFile(path, *cfg);
   if (!st.ok()) return Fail(st, kExitFailed);
   std::printf("removed the token for %s from %s\n", cfg->server.c_str(), path.c_str());
@@ -479,6 +503,15 @@ void RegisterLoginCommands(CLI::App& app, const ContextPtr& ctx) {
   AddOutputFlag(login, ctx, false);
   login->add_option("--queue", *queue, "Default queue for `arbiter submit`");
   login->add_flag("--no-check", *no_check, "Save without asking the server");
+  auto oidc = std::make_shared<bool>(false);
+  auto scope = std::make_shared<std::string>();
+  login->add_flag("--oidc", *oidc,
+                  "Sign in through the server's identity provider (OAuth device flow): open the "
+                  "URL it prints, enter the code");
+  login->add_option("--scope", *scope,
+                    "With --oidc: the scopes to ask for (default \"openid profile "
+                    "offline_access\"; add the one that puts groups in the ID token, if your "
+                    "provider has one)");
   login->footer(fmt::format(
       "The settings go to $ARBITER_CONFIG, else $XDG_CONFIG_HOME/arbiter/config.yaml, else\n"
       "~/.config/arbiter/config.yaml (mode 0600). Flags and ARBITER_SERVER/ARBITER_TOKEN\n"
@@ -486,10 +519,12 @@ void RegisterLoginCommands(CLI::App& app, const ContextPtr& ctx) {
       "Examples:\n"
       "  arbiter login --server http://gpu-head:8080 --token 3f1c...\n"
       "  cat data/admin.token | arbiter login --server {}\n"
-      "  arbiter login --server https://arbiter.example.com --token $T --queue vision-train",
+      "  arbiter login --server https://arbiter.example.com --token $T --queue vision-train\n"
+      "  arbiter login --server https://arbiter.example.com --oidc",
       kDefaultServer));
-  login->callback(
-      [ctx, queue, no_check] { ctx->Run([&] { return Login(ctx, *queue, *no_check); }); });
+  login->callback([ctx, queue, no_check, oidc, scope] {
+    ctx->Run([&] { return Login(ctx, *queue, *no_check, *oidc, *scope); });
+  });
 
   auto* logout = app.add_subcommand("logout", "Remove the saved token");
   SetExamples(logout, {"arbiter logout"});

@@ -61,6 +61,7 @@
 #include "server/metrics.h"
 #include "server/node_registry.h"
 #include "server/quota_requests.h"
+#include "server/oidc.h"
 #include "server/reports.h"
 #include "server/service_prober.h"
 #include "server/service_routes.h"
@@ -123,8 +124,15 @@ class ControlPlane : public node::ExecutionBackend {
   // Creates the first admin token when none exists; returns it (plain) or "" when one exists.
   Result<std::string> BootstrapAdmin();
 
-  // Authenticates a bearer token.
+  // Authenticates a bearer token: an Arbiter token (arb_...), or a JWT of the configured OIDC
+  // issuer (oidc.h; verified without taking mu_: a key fetch never holds up the control plane).
   Result<Principal> Authenticate(std::string_view bearer);
+  // GET /api/v1/auth/config: how clients sign in (the OIDC issuer, client id and endpoints;
+  // whether an LDAP directory is configured). Fetches the issuer's discovery document when it is
+  // not cached, without holding mu_.
+  nlohmann::json AuthConfig();
+  // The identity provider's origins the console may call (OidcVerifier::ConsoleOrigins).
+  std::vector<std::string> ConsoleOrigins() const { return oidc_.ConsoleOrigins(); }
 
   // A live job (not finished, or still stopping) that a configuration would leave without its
   // tenant, queue, priority class or configured node.
@@ -615,6 +623,10 @@ class ControlPlane : public node::ExecutionBackend {
   // Tokens and each configured user's tenant and role (its own lock, taken after mu_; users set
   // from config_.users under mu_ by RefreshUserIndexLocked whenever users change).
   TokenRegistry tokens_;
+  // The OIDC issuer's tokens: its own locks (leaves); configured from config_.identity under mu_
+  // by RefreshUserIndexLocked, used without mu_.
+  OidcVerifier oidc_;
+  bool ldap_configured_ = false;  // guarded by mu_
   std::vector<core::Nomination> nominations_;
   // Budgets: GPU time (milli-GPU x ms) of closed usage records per tenant since the start of the
   // tenant's current period, and that period's start.

@@ -27,7 +27,19 @@ Result<Principal> ControlPlane::Authenticate(std::string_view bearer) {
   if (bearer.size() == gateway_token_.size() && SecureEquals(bearer, gateway_token_)) {
     return Principal{"gateway", "", Role::kNode, "gateway", ""};
   }
+  if (jwt::LooksLikeJwt(bearer)) return oidc_.Authenticate(bearer);
   return tokens_.Authenticate(bearer, now_());
+}
+
+json ControlPlane::AuthConfig() {
+  bool ldap = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ldap = ldap_configured_;
+  }
+  json out = oidc_.ClientConfig();  // may fetch the discovery document: outside mu_
+  out["ldap"] = ldap;
+  return out;
 }
 
 void ControlPlane::RefreshUserIndexLocked() {
@@ -37,6 +49,9 @@ void ControlPlane::RefreshUserIndexLocked() {
     users.push_back({u.name, u.tenant, ParseRole(u.role).value_or(Role::kViewer)});
   }
   tokens_.SetUsers(users);
+  // The identity section changes with the configuration, as users do.
+  oidc_.Configure(config_.identity);
+  ldap_configured_ = config_.identity.ldap.has_value();
 }
 
 bool ControlPlane::CanReadTenantLocked(const Principal& p, const std::string& tenant) const {
@@ -302,6 +317,15 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
     std::lock_guard<std::mutex> lock(mu_);
     const api::UserConfig* u = FindUserLocked(user);
     const bool self = user == p.user;
+    // A person the identity provider vouches for (docs/identity.md) is no configured user: a
+    // token of theirs would outlive what the provider says of them. Tokens are for configured
+    // users (service accounts) and nodes.
+    if (u == nullptr && self && p.token_id.rfind("oidc:", 0) == 0) {
+      return Forbidden(fmt::format(
+          "{} signs in through the identity provider (arbiter login --oidc) and has no Arbiter "
+          "tokens; tokens are for configured users (service accounts) and nodes",
+          user));
+    }
     if (u == nullptr && !(self && p.role == Role::kAdmin)) {
       return NotFoundError(fmt::format("user {} not found", user));
     }

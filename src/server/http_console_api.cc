@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "net/http_server.h"
 #include "server/console_assets.h"
@@ -18,18 +19,25 @@ namespace {
 
 // The pages are the console's own script's work: nothing but this origin is loaded, no frame may
 // hold them, and no inline script runs.
-void SetPageHeaders(httplib::Response& res) {
+// `connect` adds origins the script may call: the identity provider's token endpoint, for the
+// console's SSO sign-in (docs/identity.md).
+void SetPageHeaders(httplib::Response& res, const std::vector<std::string>& connect = {}) {
+  std::string connect_src = "'self'";
+  for (const std::string& o : connect) connect_src += " " + o;
   res.set_header("Content-Security-Policy",
-                 "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                 "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+                 fmt::format("default-src 'self'; script-src 'self'; style-src 'self'; img-src "
+                             "'self' data:; connect-src {}; base-uri 'none'; form-action 'self'; "
+                             "frame-ancestors 'none'",
+                             connect_src));
   res.set_header("X-Content-Type-Options", "nosniff");
   res.set_header("X-Frame-Options", "DENY");
   res.set_header("Referrer-Policy", "no-referrer");
   res.set_header("Cache-Control", "no-cache");
 }
 
-void ServeAsset(const ConsoleAsset& a, const httplib::Request& req, httplib::Response& res) {
-  SetPageHeaders(res);
+void ServeAsset(const ConsoleAsset& a, const httplib::Request& req, httplib::Response& res,
+                const std::vector<std::string>& connect = {}) {
+  SetPageHeaders(res, connect);
   res.set_header("ETag", std::string(a.etag));
   if (req.get_header_value("If-None-Match") == a.etag) {
     res.status = 304;
@@ -63,13 +71,13 @@ void HttpApi::RegisterConsoleRoutes(const RouteFn& route) {
                          "/nodes, /services, /reports, /admin serve the same page)",
                          {},
                          true});
-  const auto page = [](const httplib::Request& req, httplib::Response& res) {
+  const auto page = [this](const httplib::Request& req, httplib::Response& res) {
     const ConsoleAsset* index = FindConsoleAsset("/index.html");
     if (index == nullptr) {
       SendError(res, Status(StatusCode::kNotFound, "this binary was built without the console"));
       return;
     }
-    ServeAsset(*index, req, res);
+    ServeAsset(*index, req, res, cp_->ConsoleOrigins());
   };
   http_->Get("/", page);
   http_->Get(R"(/(overview|jobs|queues|nodes|services|reports|admin|sign-in)(/[A-Za-z0-9._-]+)?)",
@@ -83,12 +91,25 @@ void HttpApi::RegisterConsoleRoutes(const RouteFn& route) {
     ServeAsset(*a, req, res);
   });
 
-  route_info_.push_back({"POST",
-                         "/api/v1/session",
-                         "Sign in to the console: {\"token\": API token} in, an HttpOnly session "
-                         "cookie and {\"csrf_token\"} out (node tokens are refused)",
+  // How to sign in (docs/identity.md): needs no token, since its reader has none yet.
+  route_info_.push_back({"GET",
+                         "/api/v1/auth/config",
+                         "How clients sign in: the OIDC issuer, client id and endpoints (null "
+                         "when OIDC is not configured), and whether LDAP is",
                          {},
                          true});
+  http_->Get("/api/v1/auth/config", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    SendJson(res, 200, cp_->AuthConfig());
+  });
+
+  route_info_.push_back(
+      {"POST",
+       "/api/v1/session",
+       "Sign in to the console: {\"token\": API token or OIDC JWT} in, an HttpOnly session "
+       "cookie and {\"csrf_token\"} out (node tokens are refused)",
+       {},
+       true});
   http_->Post("/api/v1/session",
               [this](const httplib::Request& req, httplib::Response& res) { SignIn(req, res); });
 
@@ -153,7 +174,7 @@ void HttpApi::SignIn(const httplib::Request& req, httplib::Response& res) {
   }
   if (!body->is_object() || !body->contains("token") || !(*body)["token"].is_string() ||
       (*body)["token"].get<std::string>().empty()) {
-    SendError(res, InvalidArgument("token", "must be an API token (arb_...)"));
+    SendError(res, InvalidArgument("token", "must be an API token (arb_...) or an OIDC ID token"));
     return observe();
   }
   std::string token = (*body)["token"].get<std::string>();

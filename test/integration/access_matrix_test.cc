@@ -82,6 +82,8 @@ const Row kMatrix[] = {
     // body (none: 400); node tokens speak for a node, not a person (403).
     {"GET /",                             {200,  200,  200,  200,  200,  200,  200,  200,  200}},
     {"POST /api/v1/session",              {400,  201,  201,  201,  201,  201,  403,  403,  201}},
+    // How to sign in (docs/identity.md): open, as the sign-in page needs it before any token.
+    {"GET /api/v1/auth/config",           {200,  200,  200,  200,  200,  200,  200,  200,  200}},
     {"GET /api/v1/session",               {401,  200,  200,  200,  200,  200,  200,  200,  200}},
     {"DELETE /api/v1/session",            {401,  200,  200,  200,  200,  200,  200,  200,  200}},
     // A foreign queue is "not found" like a missing one; the queue is a body field, hence 400.
