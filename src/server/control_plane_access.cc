@@ -36,6 +36,10 @@ void ControlPlane::RefreshUserIndexLocked() {
     users.push_back({u.name, u.tenant, ParseRole(u.role).value_or(Role::kViewer)});
   }
   tokens_.SetUsers(users);
+  std::vector<std::string> tenants;
+  tenants.reserve(config_.tenants.size());
+  for (const api::TenantConfig& t : config_.tenants) tenants.push_back(t.name);
+  tokens_.SetTenants(tenants);
 }
 
 bool ControlPlane::CanReadTenantLocked(const Principal& p, const std::string& tenant) const {

@@ -415,6 +415,7 @@ void HttpApi::Register() {
   RegisterReportRoutes(route);
   RegisterServiceRoutes(route);
   RegisterConsoleRoutes(route);
+  RegisterLoginRoutes();
 
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
