@@ -281,6 +281,15 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
     std::lock_guard<std::mutex> lock(mu_);
     const api::UserConfig* u = FindUserLocked(user);
     const bool self = user == p.user;
+    // Someone signed in through a directory is no configured user: a token made for it here would
+    // follow no one (and answer 401 at once). Its tokens come from signing in.
+    if (u == nullptr && self && p.user != "admin") {
+      return Status(StatusCode::kFailedPrecondition,
+                    fmt::format("{} signed in through an identity provider or directory and is "
+                                "not a configured user: sign in again for another token",
+                                user),
+                    "user");
+    }
     if (u == nullptr && !(self && p.role == Role::kAdmin)) {
       return NotFoundError(fmt::format("user {} not found", user));
     }
