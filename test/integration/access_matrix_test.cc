@@ -464,6 +464,8 @@ TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
           } else if (token_of_path_.count(call.path)) {
             expected_denials.insert(
                 {"sam", "token.revoke", fmt::format("token/{}", token_of_path_.at(call.path))});
+          } else if (route == "/api/v1/login/ldap") {
+            // Not configured on this server: nobody's object, nothing to audit.
           } else {
             ADD_FAILURE() << "no audit expectation for " << key << " as foreign";
           }

@@ -231,13 +231,14 @@ TEST_F(LdapLoginTest, WrongPasswordAndUnknownUserGetOneAnswer) {
   EXPECT_EQ(audit->body.find("not-the-password"), std::string::npos);
   EXPECT_EQ(audit->body.find("wonderland"), std::string::npos);
   int denied = 0;
-  for (const json& rec : BodyOf(audit)["items"]) {
+  const json records = BodyOf(audit);
+  for (const json& rec : records["items"]) {
     if (rec["action"] != "login.ldap") continue;
     EXPECT_EQ(rec["result"], "denied: invalid user name or password");
     EXPECT_TRUE(rec["actor"] == "alice" || rec["actor"] == "mallory") << rec.dump();
     ++denied;
   }
-  EXPECT_EQ(denied, 2);
+  EXPECT_EQ(denied, 2) << audit->body;
 }
 
 TEST_F(LdapLoginTest, UnmappedUserIsForbidden) {
