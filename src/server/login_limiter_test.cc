@@ -1,5 +1,6 @@
 #include "server/login_limiter.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,7 +36,7 @@ TEST(LoginLimiter, UserBucketBurstThenRefill) {
 TEST(LoginLimiter, AddressBucketAcrossNames) {
   LoginLimiter l(Small());
   for (int i = 0; i < 5; ++i) {
-    EXPECT_TRUE(l.Allow("10.0.0.9", "user" + std::to_string(i), 0).allowed) << i;
+    EXPECT_TRUE(l.Allow("10.0.0.9", fmt::format("user{}", i), 0).allowed) << i;
   }
   const auto refused = l.Allow("10.0.0.9", "fresh", 0);
   EXPECT_FALSE(refused.allowed);
@@ -67,14 +68,14 @@ TEST(LoginLimiter, MemoryIsBounded) {
   LoginLimiter l(o);
   // Each try from a new address for a new name adds two buckets.
   for (int i = 0; i < 1000; ++i) {
-    EXPECT_TRUE(l.Allow("addr" + std::to_string(i), "name" + std::to_string(i), i).allowed) << i;
+    EXPECT_TRUE(l.Allow(fmt::format("addr{}", i), fmt::format("name{}", i), i).allowed) << i;
     EXPECT_LE(l.size(), 100u) << i;
   }
   // A name under attack keeps its empty bucket while others are dropped, as long as it was used
   // recently.
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(l.Allow("x", "victim", 2000).allowed);
   for (int i = 0; i < 20; ++i) {
-    l.Allow("y" + std::to_string(i), "n" + std::to_string(i), 2000);
+    l.Allow(fmt::format("y{}", i), fmt::format("n{}", i), 2000);
   }
   EXPECT_FALSE(l.Allow("z", "victim", 2001).allowed);
 }
