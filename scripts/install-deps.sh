@@ -12,6 +12,7 @@ PACKAGES=(
   prometheus-cpp-dev  # GET /metrics: registry, metric families, text serializer
   libgoogle-perftools-dev  # tcmalloc (minimal), the server binary's allocator
   libboost-dev  # Boost.Asio and Boost.Beast (header-only): the gateway, arbiter-echo-server
+  libldap-dev  # OpenLDAP's client library: signing in with a directory (arbiter login --ldap)
 )
 # What the tests, benchmarks and checks add (`make test`, the default).
 TEST_PACKAGES=(
@@ -21,6 +22,7 @@ TEST_PACKAGES=(
   chromium  # headless, for the test that loads the simulator's HTML report
   procps util-linux  # pgrep, prlimit, setpriv in the confinement tests
   nginx  # the reverse proxy `arbiter bench gateway` compares the gateway with
+  slapd ldap-utils  # a throw-away OpenLDAP server (and ldapsearch) for the directory sign-in tests
 )
 
 case "${1:-}" in

@@ -512,6 +512,15 @@ void RegisterLoginCommands(CLI::App& app, const ContextPtr& ctx) {
                     "With --oidc: the scopes to ask for (default \"openid profile "
                     "offline_access\"; add the one that puts groups in the ID token, if your "
                     "provider has one)");
+  auto ldap = std::make_shared<bool>(false);
+  auto ldap_user = std::make_shared<std::string>();
+  auto password_stdin = std::make_shared<bool>(false);
+  login->add_flag("--ldap", *ldap,
+                  "Sign in with a directory (LDAP) user's password instead of a token");
+  login->add_option("--user", *ldap_user, "With --ldap: the directory user name");
+  login->add_flag("--password-stdin", *password_stdin,
+                  "With --ldap: read the password from stdin's first line (the default when "
+                  "stdin is not a terminal; else it is asked for without echo)");
   login->footer(fmt::format(
       "The settings go to $ARBITER_CONFIG, else $XDG_CONFIG_HOME/arbiter/config.yaml, else\n"
       "~/.config/arbiter/config.yaml (mode 0600). Flags and ARBITER_SERVER/ARBITER_TOKEN\n"
@@ -520,10 +529,22 @@ void RegisterLoginCommands(CLI::App& app, const ContextPtr& ctx) {
       "  arbiter login --server http://gpu-head:8080 --token 3f1c...\n"
       "  cat data/admin.token | arbiter login --server {}\n"
       "  arbiter login --server https://arbiter.example.com --token $T --queue vision-train\n"
-      "  arbiter login --server https://arbiter.example.com --oidc",
+      "  arbiter login --server https://arbiter.example.com --oidc\n"
+      "  arbiter login --server https://arbiter.example.com --ldap --user alice",
       kDefaultServer));
-  login->callback([ctx, queue, no_check, oidc, scope] {
-    ctx->Run([&] { return Login(ctx, *queue, *no_check, *oidc, *scope); });
+  login->callback([ctx, queue, no_check, oidc, scope, ldap, ldap_user, password_stdin] {
+    ctx->Run([&] {
+      if (*ldap && *oidc) {
+        return Fail(InvalidArgument("ldap", "--ldap and --oidc are two ways to sign in: pick one"),
+                    kExitUsage);
+      }
+      if (*ldap) return LoginLdap(ctx, *ldap_user, *password_stdin, *queue);
+      if (!ldap_user->empty() || *password_stdin) {
+        return Fail(InvalidArgument("user", "--user and --password-stdin go with --ldap"),
+                    kExitUsage);
+      }
+      return Login(ctx, *queue, *no_check, *oidc, *scope);
+    });
   });
 
   auto* logout = app.add_subcommand("logout", "Remove the saved token");

@@ -77,6 +77,11 @@ int ApplyServices(const ContextPtr& ctx, ApiClient& api,
                   const std::vector<nlohmann::json>& services, const std::vector<int>& lines,
                   const std::string& file, bool dry_run);
 
+// `arbiter login --ldap --user NAME` (login_ldap.cc): a directory user's password, from the
+// terminal without echo or from stdin, for a token that is saved as `arbiter login` saves one.
+int LoginLdap(const ContextPtr& ctx, const std::string& user, bool password_stdin,
+              const std::string& queue);
+
 // The Slurm commands `arbiter` answers to under their own names (a link named squeue runs
 // `arbiter squeue`; `make install` makes the links): squeue, sbatch, scancel, sinfo, sacct.
 const std::vector<std::string>& SlurmCommandNames();

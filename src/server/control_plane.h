@@ -345,6 +345,20 @@ class ControlPlane : public node::ExecutionBackend {
   // server: it reads the routes and sends stats, nothing else a node token could not.
   const std::string& InProcessGatewayToken() const { return gateway_token_; }
 
+  // Directory sign-in (control_plane_directory.cc, docs/identity.md "LDAP"). The directory's
+  // settings now (identity.ldap), or nullopt when none are configured: the caller binds to the
+  // directory with them without holding any of the control plane's locks.
+  std::optional<api::LdapConfig> LdapSettings() const;
+  // A token for `user`, whom the directory has just authenticated as a member of `groups`: the
+  // first identity mapping that matches (api::MapIdentity, with the mappings as they are now)
+  // gives its tenant and role; it is of kind `kind` and expires after `ttl_seconds`. Audited as
+  // action `audit_action`. PermissionDenied when no mapping matches (audited too). Answers
+  // {token, id, user, tenant, role, expires_at}.
+  Result<nlohmann::json> IssueDirectoryToken(const std::string& user,
+                                             const std::vector<std::string>& groups,
+                                             const std::string& kind, int64_t ttl_seconds,
+                                             const std::string& audit_action);
+
   // Records a mutating call in the audit log (also for denied ones).
   void Audit(const Principal& p, std::string action, std::string target, std::string result);
   // The audit log (admins): at most `limit` records with seq > `after`, oldest first, and

@@ -52,6 +52,10 @@ void ControlPlane::RefreshUserIndexLocked() {
   // The identity section changes with the configuration, as users do.
   oidc_.Configure(config_.identity);
   ldap_configured_ = config_.identity.ldap.has_value();
+  std::vector<std::string> tenants;
+  tenants.reserve(config_.tenants.size());
+  for (const api::TenantConfig& t : config_.tenants) tenants.push_back(t.name);
+  tokens_.SetTenants(tenants);
 }
 
 bool ControlPlane::CanReadTenantLocked(const Principal& p, const std::string& tenant) const {
@@ -325,6 +329,15 @@ Result<json> ControlPlane::CreateToken(const Principal& p, const TokenRequest& r
           "{} signs in through the identity provider (arbiter login --oidc) and has no Arbiter "
           "tokens; tokens are for configured users (service accounts) and nodes",
           user));
+    }
+    // Someone signed in through a directory is no configured user: a token made for it here would
+    // follow no one (and answer 401 at once). Its tokens come from signing in.
+    if (u == nullptr && self && p.user != "admin") {
+      return Status(StatusCode::kFailedPrecondition,
+                    fmt::format("{} signed in through an identity provider or directory and is "
+                                "not a configured user: sign in again for another token",
+                                user),
+                    "user");
     }
     if (u == nullptr && !(self && p.role == Role::kAdmin)) {
       return NotFoundError(fmt::format("user {} not found", user));

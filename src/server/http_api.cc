@@ -439,6 +439,7 @@ void HttpApi::Register() {
   RegisterServiceRoutes(route);
   RegisterWebhookRoutes(route);
   RegisterConsoleRoutes(route);
+  RegisterLoginRoutes();
 
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

@@ -20,6 +20,7 @@
 #include "common/result.h"
 #include "server/console_sessions.h"
 #include "server/control_plane.h"
+#include "server/login_limiter.h"
 
 namespace httplib {
 class Server;
@@ -122,6 +123,10 @@ class HttpApi {
   void RegisterConsoleRoutes(const RouteFn& route);
   // POST /api/v1/session: an API token in, a session cookie and a CSRF token out.
   void SignIn(const httplib::Request& req, httplib::Response& res);
+  // POST /api/v1/login/ldap (http_login_api.cc): a directory user's name and password in, an
+  // API token out.
+  void RegisterLoginRoutes();
+  void LoginLdap(const httplib::Request& req, httplib::Response& res);
 
   // Who calls: the bearer token of the Authorization header, else the console session of the
   // cookie, whose CSRF token must come in X-CSRF-Token on anything but a GET.
@@ -155,6 +160,7 @@ class HttpApi {
     int64_t last_ns = 0;
   };
   ConsoleSessions sessions_;
+  LoginLimiter login_limiter_;  // directory sign-ins: against guessing passwords
   std::mutex rate_mu_;
   std::unordered_map<std::string, Bucket> buckets_;
 };

@@ -19,6 +19,12 @@ void TokenRegistry::SetUsers(const std::vector<User>& users) {
   users_ = std::move(index);
 }
 
+void TokenRegistry::SetTenants(const std::vector<std::string>& tenants) {
+  std::unordered_set<std::string> index(tenants.begin(), tenants.end());
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  tenants_ = std::move(index);
+}
+
 Result<Principal> TokenRegistry::Authenticate(std::string_view bearer, TimeMs now) const {
   std::string id;
   std::string secret;
@@ -39,7 +45,14 @@ Result<Principal> TokenRegistry::Authenticate(std::string_view bearer, TimeMs no
   p.token_id = id;
   p.node = it->second.node;
   p.read_only = it->second.scope == "read-only";
-  if (it->second.kind != "node" && p.user != "admin") {
+  if (CarriesIdentity(it->second.kind)) {
+    // A directory sign-in's token: its mapping's tenant and role at sign-in (the directory is not
+    // asked again), as long as that tenant exists.
+    if (!p.tenant.empty() && !tenants_.count(p.tenant)) {
+      return Status(StatusCode::kUnauthenticated,
+                    fmt::format("the tenant {} of this token no longer exists", p.tenant));
+    }
+  } else if (it->second.kind != "node" && p.user != "admin") {
     // A user's token speaks for the user as the user is now: deleted, it stops working; moved to
     // another tenant or given another role, it follows (never above the role it was made with).
     auto u = users_.find(p.user);
@@ -55,7 +68,7 @@ Result<Principal> TokenRegistry::Authenticate(std::string_view bearer, TimeMs no
 }
 
 std::string TokenRegistry::TenantOfLocked(const store::TokenRecord& r) const {
-  if (r.kind == "node") return r.tenant;
+  if (r.kind == "node" || CarriesIdentity(r.kind)) return r.tenant;
   auto u = users_.find(r.user);
   return u != users_.end() ? u->second.first : r.tenant;
 }
