@@ -1,6 +1,6 @@
-#include "server/token_registry.h"
-
 #include <gtest/gtest.h>
+
+#include "server/token_registry.h"
 
 namespace arbiter::server {
 namespace {
