@@ -328,10 +328,6 @@ Result<json> ControlPlane::DecideServiceApproval(const Principal& p, const std::
       Audit(p, action, target, "denied: own service");
       return Forbidden(
           fmt::format("{} created service {}: nobody decides on their own service", p.user, name));
-    } else if (a.state != "awaiting") {
-      return Status(StatusCode::kConflict,
-                    fmt::format("service {} is not awaiting approval{}", name,
-                                a.state.empty() ? "" : " (it was " + a.state + ")"));
     } else if (!MayDecideServiceLocked(p, *e)) {
       Audit(p, action, target, "denied: not an approver");
       const api::ApprovalRuleConfig* r = RuleNamed(config_, a.rule);
@@ -339,6 +335,10 @@ Result<json> ControlPlane::DecideServiceApproval(const Principal& p, const std::
                                    r == nullptr
                                        ? std::string("admins")
                                        : ApproversText(*r, e->service.spec.tenant) + ", admins"));
+    } else if (a.state != "awaiting") {
+      return Status(StatusCode::kConflict,
+                    fmt::format("service {} is not awaiting approval{}", name,
+                                a.state.empty() ? "" : " (it was " + a.state + ")"));
     } else {
       const TimeMs now = now_();
       a.state = approve ? "approved" : "rejected";

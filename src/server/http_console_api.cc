@@ -98,7 +98,12 @@ void HttpApi::RegisterConsoleRoutes(const RouteFn& route) {
                          "when OIDC is not configured), and whether LDAP is",
                          {},
                          true});
-  http_->Get("/api/v1/auth/config", [this](const httplib::Request&, httplib::Response& res) {
+  http_->Get("/api/v1/auth/config", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!req.params.empty()) {
+      return SendError(res, InvalidArgument(req.params.begin()->first,
+                                            "unknown query parameter; GET /api/v1/auth/config "
+                                            "takes none"));
+    }
     res.set_header("Cache-Control", "no-store");
     SendJson(res, 200, cp_->AuthConfig());
   });

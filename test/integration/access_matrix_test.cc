@@ -166,6 +166,22 @@ const Row kMatrix[] = {
                                           {401,  200,  200,  200,  200,  403,  403,  403,  404}},
     {"POST /api/v1/services/{name}/rollback",
                                           {401,  400,  400,  400,  400,  403,  403,  403,  404}},
+    // Approvals of a service (a fresh one of bob's that no rule holds): as for jobs, only admins
+    // may decide (409 past the checks: it is not awaiting approval).
+    {"POST /api/v1/services/{name}/approve",
+                                          {401,  409,  403,  403,  403,  403,  403,  403,  404}},
+    {"POST /api/v1/services/{name}/reject",
+                                          {401,  409,  403,  403,  403,  403,  403,  403,  404}},
+    // Quota requests ({id}: a fresh one of bob's for vision-train): members and tenant admins of
+    // the queue's tenant ask (the foreign member's queue is a body field: 400 as for jobs), they
+    // and admins read, only admins decide and never on their own.
+    {"POST /api/v1/quota-requests",       {401,  201,  201,  201,  201,  403,  403,  403,  400}},
+    {"GET /api/v1/quota-requests",        {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/quota-requests/{id}",   {401,  200,  200,  200,  200,  200,  403,  403,  404}},
+    {"POST /api/v1/quota-requests/{id}/approve",
+                                          {401,  200,  403,  403,  403,  403,  403,  403,  404}},
+    {"POST /api/v1/quota-requests/{id}/reject",
+                                          {401,  200,  403,  403,  403,  403,  403,  403,  404}},
     // Webhooks (docs/webhooks.md; {id}: a fresh user-scoped hook of bob's): anyone but viewers
     // and nodes makes their own; a hook is managed by its owner, its tenant's admins and admins;
     // anyone else finds it missing (a viewer may not change one at all: 403).
@@ -255,6 +271,15 @@ class AccessMatrixTest : public ::testing::Test {
       call.path.replace(id_at, 4, id);
       webhook_of_path_[call.path] = id;
       if (method == "POST") call.body = "{}";
+    } else if (id_at != std::string::npos && route.starts_with("/api/v1/quota-requests/")) {
+      // A fresh quota request of bob's for each call.
+      auto made =
+          server_.As("bob")->Post("/api/v1/quota-requests", QuotaRequestBody(), "application/json");
+      EXPECT_TRUE(made && made->status == 201) << (made ? made->body : "no reply");
+      const std::string id = json::parse(made->body).value("id", "");
+      call.path.replace(id_at, 4, id);
+      quota_request_of_path_[call.path] = id;
+      if (method == "POST") call.body = "{}";
     } else if (id_at != std::string::npos && route.ends_with("/logs")) {
       call.path.replace(id_at, 4, std::to_string(PlacedJob()));
     } else if (id_at != std::string::npos && route.starts_with("/api/v1/arrays/")) {
@@ -313,6 +338,7 @@ class AccessMatrixTest : public ::testing::Test {
     }
     if (method == "POST" && route == "/api/v1/tokens") call.body = json{{"user", "bob"}}.dump();
     if (method == "POST" && route == "/api/v1/webhooks") call.body = WebhookBody();
+    if (method == "POST" && route == "/api/v1/quota-requests") call.body = QuotaRequestBody();
     if (method == "POST" && route == "/api/v1/services") {
       call.body = ServiceBody(fmt::format("new-{}", ++services_));
     }
@@ -348,6 +374,18 @@ class AccessMatrixTest : public ::testing::Test {
       }
     }
     return call;
+  }
+
+  // One more guaranteed GPU for vision-train for 30 days.
+  static std::string QuotaRequestBody() {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    return json{{"queue", "vision-train"},
+                {"guaranteed", {{"gpu", 1}}},
+                {"until", now_ms + int64_t{30} * 86'400'000},
+                {"reason", "matrix"}}
+        .dump();
   }
 
   // A user-scoped webhook whose URL nothing listens on.
@@ -416,9 +454,10 @@ class AccessMatrixTest : public ::testing::Test {
   TenantServer server_;
   std::map<std::string, uint64_t> job_of_path_;
   std::map<std::string, uint64_t> array_of_path_;
-  std::map<std::string, std::string> token_of_path_;    // DELETE /tokens/ID -> ID
-  std::map<std::string, std::string> webhook_of_path_;  // /webhooks/ID... -> ID
-  std::map<std::string, std::string> service_of_path_;  // /services/NAME... -> NAME
+  std::map<std::string, std::string> token_of_path_;          // DELETE /tokens/ID -> ID
+  std::map<std::string, std::string> webhook_of_path_;        // /webhooks/ID... -> ID
+  std::map<std::string, std::string> quota_request_of_path_;  // /quota-requests/ID... -> ID
+  std::map<std::string, std::string> service_of_path_;        // /services/NAME... -> NAME
   int services_ = 0;
   uint64_t placed_job_ = 0;
   int users_ = 0;
@@ -494,6 +533,11 @@ TEST_F(AccessMatrixTest, EveryRouteForEveryCaller) {
           } else if (token_of_path_.count(call.path)) {
             expected_denials.insert(
                 {"sam", "token.revoke", fmt::format("token/{}", token_of_path_.at(call.path))});
+          } else if (quota_request_of_path_.count(call.path)) {
+            const std::string verb = call.path.substr(call.path.rfind('/') + 1);
+            expected_denials.insert(
+                {"sam", fmt::format("quota_request.{}", verb),
+                 fmt::format("quota_request/{}", quota_request_of_path_.at(call.path))});
           } else if (route == "/api/v1/login/ldap") {
             // Not configured on this server: nobody's object, nothing to audit.
           } else {
