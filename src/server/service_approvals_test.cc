@@ -125,7 +125,10 @@ TEST_F(ServiceApprovalsTest, ABigServiceStartsNoReplicaUntilATenantAdminApproves
             StatusCode::kNotFound);
   EXPECT_EQ(cp_->DecideServiceApproval(tom_, "chat", true, std::string(1001, 'x')).status().field(),
             "comment");
+  // A service no rule holds is the admins' to decide, as a job is; for them it is not waiting.
   EXPECT_EQ(cp_->DecideServiceApproval(tom_, "small", true, "").status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(cp_->DecideServiceApproval(admin_, "small", true, "").status().code(),
             StatusCode::kConflict);
 
   auto ok = cp_->DecideServiceApproval(tom_, "chat", true, "capacity checked");
