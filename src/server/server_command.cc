@@ -27,7 +27,7 @@
 #include "server/http_api.h"
 #include "server/sampler.h"
 #include "server/service_controller.h"
-#include "store/sqlite/sqlite_store.h"
+#include "store/open_store.h"
 
 namespace arbiter::server {
 
@@ -308,6 +308,33 @@ bool ParsePortRange(const std::string& text, int32_t* lo, int32_t* hi, std::stri
   return true;
 }
 
+namespace {
+
+// The store the flags name: --store, the URL in --store-url-file, or SQLite in the data dir.
+Result<store::StoreUrl> ResolveStoreUrl(const ServerOptions& o) {
+  if (!o.store_url_file.empty()) {
+    std::ifstream in(o.store_url_file);
+    std::string url;
+    if (!in || !std::getline(in, url)) {
+      return InvalidArgument("--store-url-file",
+                             fmt::format("cannot read a URL from {}", o.store_url_file));
+    }
+    while (!url.empty() && (url.back() == '\r' || url.back() == ' ')) url.pop_back();
+    return store::ParseStoreUrl(url, "--store-url-file");
+  }
+  if (!o.store_url.empty()) return store::ParseStoreUrl(o.store_url, "--store");
+  store::StoreUrl url;
+  url.sqlite_dir = o.data_dir;
+  return url;
+}
+
+std::string StoreDescription(const ServerOptions& o, const store::StoreUrl& url) {
+  if (url.kind == store::StoreUrl::Kind::kSqlite) return "in " + url.sqlite_dir;
+  return store::RedactStoreUrl(o.store_url_file.empty() ? o.store_url : url.postgres_uri);
+}
+
+}  // namespace
+
 int RunServer(const ServerOptions& o) {
   if (o.log_format != "text" && o.log_format != "json") {
     std::fprintf(stderr, "arbiter server: --log-format must be text or json, got '%s'\n",
@@ -336,9 +363,15 @@ int RunServer(const ServerOptions& o) {
   sigaddset(&signals, SIGHUP);  // reopens the audit exports (--audit-file after log rotation)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto store = store::OpenSqliteStore(o.data_dir + "/arbiter.db");
+  auto store_url = ResolveStoreUrl(o);
+  if (!store_url.ok()) {
+    spdlog::error("{}", store_url.status().ToString());
+    return 2;
+  }
+  auto store = store::OpenStore(*store_url);
   if (!store.ok()) {
-    spdlog::error("cannot open the store in {}: {}", o.data_dir, store.status().ToString());
+    spdlog::error("cannot open the store {}: {}", StoreDescription(o, *store_url),
+                  store.status().ToString());
     return 1;
   }
   ControlPlane cp(store->get(), WallClockMs);

@@ -7,6 +7,10 @@ namespace arbiter::server {
 
 struct ServerOptions {
   std::string data_dir = "data";
+  // The store (docs/store.md): a URL, or a file holding it (for a URL with a password); empty:
+  // SQLite in data_dir.
+  std::string store_url;
+  std::string store_url_file;
   std::string listen = "127.0.0.1:8080";
   std::string config_file;          // applied at every start when given
   std::string initial_config_file;  // applied only when the store holds no configuration yet

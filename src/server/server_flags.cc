@@ -13,6 +13,13 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
                                  "Example: arbiter server --data-dir /var/lib/arbiter --listen "
                                  "0.0.0.0:8080 --config cluster.yaml");
   srv->add_option("--data-dir", server.data_dir, "Folder of the store and admin.token");
+  srv->add_option("--store", server.store_url,
+                  "Where the state is kept: sqlite:DIR (default: SQLite in --data-dir) or "
+                  "postgres://USER@HOST[:PORT]/DB (a libpq URI; docs/store.md)");
+  srv->add_option("--store-url-file", server.store_url_file,
+                  "A file holding the --store URL (for a URL with a password; mode 0600)")
+      ->excludes("--store")
+      ->check(CLI::ExistingFile);
   srv->add_option("--listen", server.listen, "HOST:PORT to serve the API on (port 0: any free)");
   srv->add_option("--config", server.config_file,
                   "YAML configuration applied at every start (deletions of objects with live "

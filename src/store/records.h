@@ -160,6 +160,31 @@ struct AuditQuery {
   std::optional<std::string> tenant{};  // exactly (a tenant admin's view)
 };
 
+// The leadership lease of the servers sharing one store (docs/operations.md): one row. `term` is
+// the fencing epoch: it grows by one every time the lease is taken (never on a renewal), so a
+// deposed leader's term is always below the store's. Times are the store's clock.
+struct LeaseRecord {
+  std::string holder{};      // the server id holding (or last holding) the lease; "" = never held
+  std::string holder_url{};  // its API URL, where followers and clients find the leader
+  uint64_t term = 0;         // 0 = never held
+  int64_t expires_at_ms = 0;
+  int64_t now_ms = 0;  // the store's clock when the row was read (not stored)
+
+  bool operator==(const LeaseRecord&) const = default;
+};
+
+// One server of those sharing a store, as it last reported itself (docs/operations.md).
+struct ServerRecord {
+  std::string id{};    // unique per process: host, pid and start time
+  std::string url{};   // its API URL
+  std::string role{};  // "leader", "follower" or "stopped"
+  uint64_t term = 0;   // the term it leads, or the newest it has seen
+  int64_t started_at_ms = 0;
+  int64_t last_seen_ms = 0;  // the store's clock at its last report
+
+  bool operator==(const ServerRecord&) const = default;
+};
+
 // What the cluster looked like at one instant, written by the server's sampler every interval; the
 // sample stands for [at_ms, at_ms + interval_ms). `data_json` holds the figures (docs/reports.md).
 // Keyed by at_ms: a second sample at the same instant replaces the first. Pruned by age.

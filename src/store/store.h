@@ -2,8 +2,9 @@
 //
 // The server keeps all live state in memory; the store is what survives a restart. The server loads
 // everything with Load() at start and writes every mutation with Write()/WriteAsync() before it
-// acknowledges it. SQLite (sqlite/sqlite_store.h) is the embedded implementation; a PostgreSQL
-// implementation can follow behind the same interface (docs/store.md).
+// acknowledges it. SQLite (sqlite/sqlite_store.h) is the embedded implementation; PostgreSQL
+// (postgres/postgres_store.h) serves a company's installation, and several servers over it
+// (docs/store.md, docs/operations.md). OpenStore (open_store.h) opens either from a URL.
 //
 // Contract:
 //   - A batch is atomic: all of its ops commit, or none of them.
@@ -30,6 +31,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,6 +57,12 @@ struct StoreStats {
                                                               10000, 30000, 100000};
   std::array<uint64_t, kCommitUsBounds.size() + 1> commit_us_histogram{};
 };
+
+// How a fenced batch's message starts (see Store::SetFence).
+inline constexpr std::string_view kFencedPrefix = "store: fenced:";
+inline bool IsFenced(const Status& st) {
+  return st.code() == StatusCode::kUnavailable && st.message().starts_with(kFencedPrefix);
+}
 
 class Store {
  public:
@@ -95,6 +103,36 @@ class Store {
   // The newest `limit` deliveries of one webhook, newest first.
   virtual Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(
       const std::string& webhook_id, size_t limit) = 0;
+
+  // ---- Leadership: several servers over one store (docs/operations.md) ----
+  //
+  // Takes or renews the lease for `holder`, judged by the store's clock:
+  //  - held by `holder` with `term` and not expired: renewed, to expire `lease_ms` from now, with
+  //    the same term;
+  //  - expired (whoever held it) or never held: taken by `holder` with term + 1;
+  //  - otherwise: left as it is.
+  // Returns the lease as it is after the call (with now_ms): the caller leads for `term` iff
+  // holder == `holder` and expires_at_ms > now_ms. Atomic against every other server's call and
+  // against fenced batches: a lease taken over waits for a fenced transaction in flight, which
+  // then fails.
+  virtual Result<LeaseRecord> AcquireLease(const std::string& holder, const std::string& holder_url,
+                                           uint64_t term, int64_t lease_ms) = 0;
+  // The lease as it is, with the store's clock.
+  virtual Result<LeaseRecord> ReadLease() = 0;
+  // Ends the lease now if `holder` holds it with `term` (a leader stepping down or stopping), so
+  // a follower takes over without waiting for the expiry. The term stays: the next holder's is
+  // term + 1.
+  virtual Status ReleaseLease(const std::string& holder, uint64_t term) = 0;
+  // Fencing. With a fence set, every transaction that commits batches first checks, inside that
+  // transaction, that the lease's term is still `term`; if it is not, every batch of it fails with
+  // kUnavailable and a message that starts with kFencedPrefix, and nothing of them commits.
+  // 0 (the default) checks nothing: a server alone on its store.
+  virtual void SetFence(uint64_t term) = 0;
+  // Puts one server's row (replacing the row with its id); last_seen_ms is set to the store's
+  // clock.
+  virtual Status PutServer(const ServerRecord& r) = 0;
+  // Every server row, by id.
+  virtual Result<std::vector<ServerRecord>> Servers() = 0;
 
   virtual StoreStats stats() const = 0;
 

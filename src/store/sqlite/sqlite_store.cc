@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -56,6 +57,9 @@ class Writer {
   // Commits the batches of one group in one transaction (see sqlite_store.h).
   GroupOutcome CommitGroup(std::span<const WriteBatch* const> batches);
 
+  // Store::SetFence: read by the writer thread at every transaction.
+  void SetFence(uint64_t term) { fence_.store(term, std::memory_order_release); }
+
  private:
   explicit Writer(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
   Status PrepareAll();
@@ -70,9 +74,14 @@ class Writer {
   Status CommitAlone(const WriteBatch& batch, std::vector<uint64_t>& commit_us, bool& begin_failed);
   Status Commit(std::chrono::steady_clock::time_point start, std::vector<uint64_t>& commit_us);
   void RollbackIfOpen();
+  // BEGIN IMMEDIATE, then the fence: fails (with the transaction rolled back) when a fence is set
+  // and the lease's term is no longer it.
+  Status Begin();
+
+  std::atomic<uint64_t> fence_{0};
 
   std::unique_ptr<Connection> conn_;
-  Statement begin_, commit_, rollback_, savepoint_, release_, rollback_to_;
+  Statement begin_, commit_, rollback_, savepoint_, release_, rollback_to_, lease_term_;
   Statement put_tenant_, del_tenant_, put_queue_, del_queue_, put_user_, del_user_;
   Statement put_token_, del_token_, put_priority_class_, del_priority_class_;
   Statement put_gpu_model_, del_gpu_model_, put_node_, del_node_, put_job_, del_job_;
@@ -99,6 +108,7 @@ Status Writer::PrepareAll() {
       {&savepoint_, "SAVEPOINT batch"},
       {&release_, "RELEASE batch"},
       {&rollback_to_, "ROLLBACK TO batch"},
+      {&lease_term_, "SELECT term FROM leader_lease WHERE id = 1"},
       {&put_tenant_, UpsertSql("tenants", kTenantCols)},
       {&del_tenant_, DeleteSql("tenants", kTenantCols)},
       {&put_queue_, UpsertSql("queues", kQueueCols)},
@@ -268,6 +278,22 @@ Status Writer::ApplyInSavepoint(const WriteBatch& batch) {
   return st;
 }
 
+Status Writer::Begin() {
+  ARBITER_RETURN_IF_ERROR(conn_->Run(begin_.get(), "store: begin"));
+  const uint64_t fence = fence_.load(std::memory_order_acquire);
+  if (fence == 0) return Status::Ok();
+  std::vector<uint64_t> term;
+  Status st = conn_->Query(lease_term_.get(), "store: read the lease", term,
+                           [](Row& row) { return row.Uint(); });
+  if (st.ok() && (term.size() != 1 || term[0] != fence)) {
+    st = Status(StatusCode::kUnavailable,
+                fmt::format("{} the leadership term {} is over (the lease is at term {})",
+                            kFencedPrefix, fence, term.empty() ? 0 : term[0]));
+  }
+  if (!st.ok()) RollbackIfOpen();
+  return st;
+}
+
 void Writer::RollbackIfOpen() {
   if (conn_->InTransaction()) (void)conn_->Run(rollback_.get(), "store: rollback");
 }
@@ -289,7 +315,7 @@ Status Writer::CommitAlone(const WriteBatch& batch, std::vector<uint64_t>& commi
                            bool& begin_failed) {
   if (batch.empty()) return Status::Ok();
   auto start = std::chrono::steady_clock::now();
-  if (Status begin = conn_->Run(begin_.get(), "store: begin"); !begin.ok()) {
+  if (Status begin = Begin(); !begin.ok()) {
     begin_failed = true;
     return begin;
   }
@@ -320,7 +346,7 @@ GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
     return out;
   }
   auto start = std::chrono::steady_clock::now();
-  if (Status begin = conn_->Run(begin_.get(), "store: begin"); !begin.ok()) {
+  if (Status begin = Begin(); !begin.ok()) {
     for (auto& st : out.statuses) st = begin;
     return out;
   }
@@ -340,7 +366,7 @@ GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
   } else if (lost.ok()) {
     // Step 4: undo everything, then one savepoint per batch.
     RollbackIfOpen();
-    if (Status begin = conn_->Run(begin_.get(), "store: begin"); !begin.ok()) {
+    if (Status begin = Begin(); !begin.ok()) {
       for (auto& st : out.statuses) st = begin;
       return out;
     }
@@ -597,14 +623,137 @@ Result<std::vector<WebhookDeliveryRecord>> Reader::WebhookDeliveries(const std::
   return out;
 }
 
+// ---- Leadership: the lease row and the servers table, on a connection of their own. ---------
+
+class Leases {
+ public:
+  static Result<std::unique_ptr<Leases>> Create(std::unique_ptr<Connection> conn) {
+    auto l = std::unique_ptr<Leases>(new Leases(std::move(conn)));
+    const std::pair<Statement*, std::string> all[] = {
+        {&l->begin_, "BEGIN IMMEDIATE"},
+        {&l->commit_, "COMMIT"},
+        {&l->rollback_, "ROLLBACK"},
+        {&l->read_,
+         "SELECT holder, holder_url, term, expires_at_ms FROM leader_lease WHERE id = 1"},
+        {&l->write_,
+         "UPDATE leader_lease SET holder = ?1, holder_url = ?2, term = ?3, expires_at_ms = ?4 "
+         "WHERE id = 1"},
+        {&l->put_server_,
+         "INSERT OR REPLACE INTO servers (id, url, role, term, started_at_ms, last_seen_ms) "
+         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+        {&l->servers_,
+         "SELECT id, url, role, term, started_at_ms, last_seen_ms FROM servers ORDER BY id"},
+    };
+    for (const auto& [stmt, sql] : all) {
+      auto prepared = l->conn_->Prepare(sql);
+      if (!prepared.ok()) return prepared.status();
+      *stmt = std::move(prepared).value();
+    }
+    return l;
+  }
+
+  // Store::AcquireLease, in one IMMEDIATE transaction: SQLite has one writer at a time, so the
+  // lease changes between two transactions of the store's writer, never during one.
+  Result<LeaseRecord> Acquire(const std::string& holder, const std::string& url, uint64_t term,
+                              int64_t lease_ms) {
+    ARBITER_RETURN_IF_ERROR(conn_->Run(begin_.get(), "store: begin (lease)"));
+    auto lease = ReadLocked();
+    if (!lease.ok()) return Abort(lease.status());
+    LeaseRecord l = *lease;
+    const bool held_by_caller = l.holder == holder && l.term == term && term != 0;
+    const bool expired = l.expires_at_ms <= l.now_ms;
+    if ((held_by_caller && !expired) || expired) {
+      if (!(held_by_caller && !expired)) ++l.term;  // taken: a new term
+      l.holder = holder;
+      l.holder_url = url;
+      l.expires_at_ms = l.now_ms + lease_ms;
+      if (Status st = conn_->Run(write_.get(), "store: write the lease", l.holder, l.holder_url,
+                                 l.term, l.expires_at_ms);
+          !st.ok()) {
+        return Abort(st);
+      }
+    }
+    if (Status st = conn_->Run(commit_.get(), "store: commit (lease)"); !st.ok()) return Abort(st);
+    return l;
+  }
+
+  Result<LeaseRecord> Read() { return ReadLocked(); }
+
+  Status Release(const std::string& holder, uint64_t term) {
+    ARBITER_RETURN_IF_ERROR(conn_->Run(begin_.get(), "store: begin (lease)"));
+    auto lease = ReadLocked();
+    if (!lease.ok()) return Abort(lease.status());
+    if (lease->holder == holder && lease->term == term && lease->expires_at_ms > lease->now_ms) {
+      if (Status st = conn_->Run(write_.get(), "store: release the lease", lease->holder,
+                                 lease->holder_url, lease->term, lease->now_ms);
+          !st.ok()) {
+        return Abort(st);
+      }
+    }
+    if (Status st = conn_->Run(commit_.get(), "store: commit (lease)"); !st.ok()) return Abort(st);
+    return Status::Ok();
+  }
+
+  Status PutServer(const ServerRecord& r) {
+    return conn_->Run(put_server_.get(), fmt::format("store: PutServer(id={})", r.id), r.id, r.url,
+                      r.role, r.term, r.started_at_ms, WallMs());
+  }
+
+  Result<std::vector<ServerRecord>> Servers() {
+    std::vector<ServerRecord> out;
+    ARBITER_RETURN_IF_ERROR(conn_->Query(servers_.get(), "store: read servers", out, [](Row& row) {
+      ServerRecord r;
+      r.id = row.Text();
+      r.url = row.Text();
+      r.role = row.Text();
+      r.term = row.Uint();
+      r.started_at_ms = row.Int();
+      r.last_seen_ms = row.Int();
+      return r;
+    }));
+    return out;
+  }
+
+ private:
+  explicit Leases(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
+
+  // The store's clock is this machine's: every server sharing a SQLite file runs on it.
+  Result<LeaseRecord> ReadLocked() {
+    std::vector<LeaseRecord> rows;
+    ARBITER_RETURN_IF_ERROR(conn_->Query(read_.get(), "store: read the lease", rows, [](Row& row) {
+      LeaseRecord l;
+      l.holder = row.Text();
+      l.holder_url = row.Text();
+      l.term = row.Uint();
+      l.expires_at_ms = row.Int();
+      return l;
+    }));
+    if (rows.size() != 1) return Internal("store: the leader_lease row is missing");
+    rows[0].now_ms = WallMs();
+    return rows[0];
+  }
+
+  Status Abort(Status st) {
+    if (conn_->InTransaction()) (void)conn_->Run(rollback_.get(), "store: rollback (lease)");
+    return st;
+  }
+
+  std::unique_ptr<Connection> conn_;
+  Statement begin_, commit_, rollback_, read_, write_, put_server_, servers_;
+};
+
 // ---- The store: the queue, the writer thread, the read mutex. --------------------------------
 
 Status Closed() { return FailedPrecondition("store: closed"); }
 
 class SqliteStore final : public Store {
  public:
-  SqliteStore(std::unique_ptr<Writer> writer, std::unique_ptr<Reader> reader, SqliteOptions options)
-      : options_(options), writer_(std::move(writer)), reader_(std::move(reader)) {
+  SqliteStore(std::unique_ptr<Writer> writer, std::unique_ptr<Reader> reader,
+              std::unique_ptr<Leases> leases, SqliteOptions options)
+      : options_(options),
+        writer_(std::move(writer)),
+        reader_(std::move(reader)),
+        leases_(std::move(leases)) {
     thread_ = std::thread([this] { WriterLoop(); });
   }
   ~SqliteStore() override { Close(); }
@@ -621,6 +770,16 @@ class SqliteStore final : public Store {
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(const std::string& webhook_id,
                                                                size_t limit) override;
+  Result<LeaseRecord> AcquireLease(const std::string& holder, const std::string& holder_url,
+                                   uint64_t term, int64_t lease_ms) override;
+  Result<LeaseRecord> ReadLease() override;
+  Status ReleaseLease(const std::string& holder, uint64_t term) override;
+  void SetFence(uint64_t term) override {
+    std::lock_guard lock(close_mu_);
+    if (writer_ != nullptr) writer_->SetFence(term);
+  }
+  Status PutServer(const ServerRecord& r) override;
+  Result<std::vector<ServerRecord>> Servers() override;
   StoreStats stats() const override;
   void Close() override;
 
@@ -646,6 +805,9 @@ class SqliteStore final : public Store {
 
   std::mutex read_mu_;
   std::unique_ptr<Reader> reader_;  // guarded by read_mu_; null once closed
+
+  std::mutex lease_mu_;
+  std::unique_ptr<Leases> leases_;  // guarded by lease_mu_; null once closed
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -766,6 +928,40 @@ Result<std::vector<WebhookDeliveryRecord>> SqliteStore::WebhookDeliveries(
   return Read([&](Reader& r) { return r.WebhookDeliveries(webhook_id, limit); });
 }
 
+template <typename Fn>
+auto WithLeases(std::mutex& mu, std::unique_ptr<Leases>& leases, Fn fn)
+    -> decltype(fn(std::declval<Leases&>())) {
+  std::lock_guard lock(mu);
+  if (leases == nullptr) return Closed();
+  return fn(*leases);
+}
+
+Result<LeaseRecord> SqliteStore::AcquireLease(const std::string& holder,
+                                              const std::string& holder_url, uint64_t term,
+                                              int64_t lease_ms) {
+  if (holder.empty()) return InvalidArgument("holder", "must not be empty");
+  if (lease_ms <= 0) return InvalidArgument("lease_ms", "must be > 0");
+  return WithLeases(lease_mu_, leases_,
+                    [&](Leases& l) { return l.Acquire(holder, holder_url, term, lease_ms); });
+}
+
+Result<LeaseRecord> SqliteStore::ReadLease() {
+  return WithLeases(lease_mu_, leases_, [](Leases& l) { return l.Read(); });
+}
+
+Status SqliteStore::ReleaseLease(const std::string& holder, uint64_t term) {
+  return WithLeases(lease_mu_, leases_, [&](Leases& l) { return l.Release(holder, term); });
+}
+
+Status SqliteStore::PutServer(const ServerRecord& r) {
+  if (r.id.empty()) return InvalidArgument("id", "must not be empty");
+  return WithLeases(lease_mu_, leases_, [&](Leases& l) { return l.PutServer(r); });
+}
+
+Result<std::vector<ServerRecord>> SqliteStore::Servers() {
+  return WithLeases(lease_mu_, leases_, [](Leases& l) { return l.Servers(); });
+}
+
 StoreStats SqliteStore::stats() const {
   StoreStats s;
   {
@@ -788,6 +984,10 @@ void SqliteStore::Close() {
   {
     std::lock_guard lock(read_mu_);
     reader_.reset();
+  }
+  {
+    std::lock_guard lock(lease_mu_);
+    leases_.reset();
   }
   // The write connection closes last: as the last connection, it checkpoints the WAL into the
   // main file and removes it.
@@ -829,12 +1029,17 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOp
   if (!read_conn.ok()) return read_conn.status();
   ARBITER_RETURN_IF_ERROR((*read_conn)->Exec("PRAGMA query_only = 1", "store: query_only"));
 
+  auto lease_conn = Connection::Open(path, /*create=*/false, options.busy_timeout_ms);
+  if (!lease_conn.ok()) return lease_conn.status();
+
   auto writer = Writer::Create(std::move(write_conn).value());
   if (!writer.ok()) return writer.status();
   auto reader = Reader::Create(std::move(read_conn).value());
   if (!reader.ok()) return reader.status();
-  return std::unique_ptr<Store>(
-      new SqliteStore(std::move(writer).value(), std::move(reader).value(), options));
+  auto leases = Leases::Create(std::move(lease_conn).value());
+  if (!leases.ok()) return leases.status();
+  return std::unique_ptr<Store>(new SqliteStore(
+      std::move(writer).value(), std::move(reader).value(), std::move(leases).value(), options));
 }
 
 }  // namespace arbiter::store

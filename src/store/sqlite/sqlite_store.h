@@ -12,7 +12,9 @@
 // error, commit failure), the batches are retried one by one so each gets its own status. Reads use
 // a second connection and see only committed data. See docs/store.md.
 //
-// Only one process may use a file at a time (the server owns DATA_DIR); this is not enforced.
+// One server owns a file (its DATA_DIR). Several servers of one machine may share a file under
+// the leadership lease (Store::AcquireLease, SetFence; docs/operations.md): the lease and the
+// servers table use a third connection, and the store's clock is this machine's.
 #pragma once
 
 #include <cstddef>
