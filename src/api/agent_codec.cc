@@ -269,6 +269,20 @@ Result<AgentHeartbeat> ParseAgentHeartbeat(const json& j) {
   });
 }
 
+namespace {
+
+json MountsToJson(const std::vector<Mount>& mounts) {
+  json out = json::array();
+  for (const Mount& m : mounts) {
+    out.push_back({{"path", m.path},
+                   {"target", m.target.empty() ? m.path : m.target},
+                   {"read_only", m.read_only}});
+  }
+  return out;
+}
+
+}  // namespace
+
 json TaskAssignmentToJson(const TaskAssignment& a) {
   return {{"job", a.job},
           {"task", a.task},
@@ -288,6 +302,7 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
           {"env", a.spec.env},
           {"secret_env", a.spec.secret_env},
           {"workdir", a.spec.workdir},
+          {"mounts", MountsToJson(a.spec.mounts)},
           {"cpu_milli", a.spec.resources.cpu_milli},
           {"memory_mib", a.spec.resources.memory_mib},
           {"walltime_seconds", a.spec.walltime_seconds},
@@ -356,6 +371,22 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
     a.spec.env = StrMap(j, p, "env");
     a.spec.secret_env = StrMap(j, p, "secret_env");
     a.spec.workdir = Str(j, p, "workdir", false);
+    const json& mounts = Array(j, p, "mounts", kMaxJobMounts, none);
+    for (size_t i = 0; i < mounts.size(); ++i) {
+      const std::string mp = fmt::format("{}[{}]", Join(p, "mounts"), i);
+      ExpectObject(mounts[i], mp);
+      Mount m;
+      m.path = Str(mounts[i], mp, "path", true, kMaxMountPathBytes);
+      m.target = Str(mounts[i], mp, "target", false, kMaxMountPathBytes);
+      m.read_only = Bool(mounts[i], mp, "read_only", true);
+      for (const std::string* path : {&m.path, &m.target}) {
+        if (path->empty()) continue;
+        if (std::string why = MountPathProblem(*path); !why.empty()) {
+          throw FieldError{Join(mp, path == &m.path ? "path" : "target"), why};
+        }
+      }
+      a.spec.mounts.push_back(std::move(m));
+    }
     a.spec.resources.cpu_milli = Int(j, p, "cpu_milli", false, 0, int64_t{1} << 40);
     a.spec.resources.memory_mib = Int(j, p, "memory_mib", false, 0, int64_t{1} << 40);
     a.spec.walltime_seconds = Int(j, p, "walltime_seconds", false, 0, int64_t{1} << 40);

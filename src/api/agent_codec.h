@@ -42,7 +42,8 @@ nlohmann::json GpuTelemetryToJson(const GpuTelemetry& g);
 nlohmann::json AgentHeartbeatToJson(const AgentHeartbeat& hb);
 Result<AgentHeartbeat> ParseAgentHeartbeat(const nlohmann::json& j);
 
-// Only what a node needs of the job's spec travels: tasks, command, env, workdir, and the
+// Only what a node needs of the job's spec travels: tasks, command, env, workdir, mounts
+// ({"path", "target", "read_only"}: host path, path in the container; target filled in), and the
 // per-task CPU and memory (for limits).
 nlohmann::json TaskAssignmentToJson(const TaskAssignment& a);
 Result<TaskAssignment> ParseTaskAssignment(const nlohmann::json& j, const std::string& field);

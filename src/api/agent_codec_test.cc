@@ -82,6 +82,27 @@ TEST(AgentCodec, AssignmentRoundTrips) {
   EXPECT_EQ(*back->spec.service, (ServiceLink{"chat", 3, 20001}));
 }
 
+TEST(AgentCodec, MountsTravelWithTheirTargetFilledIn) {
+  TaskAssignment a;
+  a.job = 7;
+  a.spec.command = {"python"};
+  a.spec.container_image = "registry.example.com/vision/train:1";
+  a.spec.mounts = {{"/data/imagenet", "/data", true}, {"/checkpoints/vision", "", false}};
+  const nlohmann::json j = TaskAssignmentToJson(a);
+  EXPECT_EQ(j["mounts"][1]["target"], "/checkpoints/vision");
+  EXPECT_EQ(j["mounts"][1]["read_only"], false);
+  auto back = ParseTaskAssignment(j, "a");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->spec.mounts,
+            (std::vector<Mount>{{"/data/imagenet", "/data", true},
+                                {"/checkpoints/vision", "/checkpoints/vision", false}}));
+  nlohmann::json bad = j;
+  bad["mounts"][0]["path"] = "/data/../etc";
+  auto refused = ParseTaskAssignment(bad, "a");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().field(), "a.mounts[0].path");
+}
+
 // Errors name the field.
 TEST(AgentCodec, ErrorsNameTheField) {
   struct Case {

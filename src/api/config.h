@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/gpu_model.h"
+#include "model/mounts.h"
 #include "model/node.h"
 #include "model/priority.h"
 #include "model/queue.h"
@@ -44,6 +45,10 @@ struct TenantConfig {
   // The queue a member's submission without one goes to (a leaf queue of this tenant); empty:
   // a queue is required.
   std::string default_queue;
+  // Where its jobs' and services' images may come from (registries unset: anywhere) and which
+  // host paths they may mount (none: no mounts): model/mounts.h, docs/config.md.
+  ImagePolicy images;
+  std::vector<MountRule> mounts;
   // The tenant itself first (is_tenant = true, no parent), then every queue under it, parents
   // before their children, each naming its parent: the form QuotaTree::Build takes.
   std::vector<QueueSpec> queues;

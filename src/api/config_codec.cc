@@ -27,6 +27,8 @@ constexpr int64_t kMaxWeightMilli = int64_t{1000} * 1000 * 1000;        // weigh
 constexpr int64_t kMaxSeconds = int64_t{366} * 86400;
 constexpr int64_t kMaxGpuHours = int64_t{1} << 40;
 constexpr int64_t kMaxUnixId = 4294967294;  // uid_t and gid_t, (uid_t)-1 excluded
+constexpr size_t kMaxRegistries = 64;
+constexpr size_t kMaxMountRules = 64;
 
 constexpr std::string_view kLimitKinds[] = {"guaranteed", "max", "lending_limit"};
 
@@ -349,6 +351,80 @@ class ConfigParser {
     return Status::Ok();
   }
 
+  // images: {registries: ["registry.example.com/vision/"], insecure: ["localhost:5000"]}.
+  static Status Images(const Value& v, const std::string& path, ImagePolicy* out) {
+    MappingReader m(v, path);
+    ARBITER_RETURN_IF_ERROR(m.Check({"registries", "insecure"}));
+    auto list = [&](const char* key, std::vector<std::string>* items) -> Status {
+      const Value* l = m.Get(key);
+      const std::string lp = m.PathOf(key);
+      ARBITER_RETURN_IF_ERROR(ExpectSequence(*l, lp, kMaxRegistries));
+      for (size_t i = 0; i < l->items.size(); ++i) {
+        const std::string ip = IndexPath(lp, i);
+        std::string item;
+        ARBITER_RETURN_IF_ERROR(ReadString(l->items[i], ip, 255, &item));
+        if (item.empty() || !IsImageText(item)) {
+          return ErrorAt(l->items[i], ip,
+                         fmt::format("{} is not a registry prefix: use a host[:port] and "
+                                     "optionally a path, without spaces",
+                                     Quote(item)));
+        }
+        if (std::find(items->begin(), items->end(), item) != items->end()) {
+          return ErrorAt(l->items[i], ip, fmt::format("duplicate {}", Quote(item)));
+        }
+        items->push_back(std::move(item));
+      }
+      return Status::Ok();
+    };
+    if (m.Get("registries") != nullptr && !m.Get("registries")->is_null()) {
+      out->registries.emplace();
+      ARBITER_RETURN_IF_ERROR(list("registries", &*out->registries));
+    }
+    if (m.Get("insecure") != nullptr && !m.Get("insecure")->is_null()) {
+      ARBITER_RETURN_IF_ERROR(list("insecure", &out->insecure));
+      for (size_t i = 0; i < out->insecure.size(); ++i) {
+        if (out->insecure[i].find('/') != std::string::npos) {
+          return ErrorAt(m.Get("insecure")->items[i], IndexPath(m.PathOf("insecure"), i),
+                         "an insecure registry is a host[:port], without a path");
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  static bool IsImageText(const std::string& s) {
+    for (char c : s) {
+      if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+    }
+    return s.front() != '/';
+  }
+
+  // mounts: [{path: /data/imagenet, mode: ro}, {path: /checkpoints/vision, mode: rw}].
+  static Status MountRules(const Value& v, const std::string& path, std::vector<MountRule>* out) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxMountRules));
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      MappingReader m(v.items[i], IndexPath(path, i));
+      ARBITER_RETURN_IF_ERROR(m.Check({"path", "mode"}));
+      ARBITER_RETURN_IF_ERROR(m.Require("path"));
+      MountRule r;
+      ARBITER_RETURN_IF_ERROR(m.String("path", kMaxMountPathBytes, &r.path));
+      if (std::string why = MountPathProblem(r.path); !why.empty()) {
+        return ErrorAt(*m.Get("path"), m.PathOf("path"), fmt::format("{}: {}", r.path, why));
+      }
+      std::string mode = "ro";
+      ARBITER_RETURN_IF_ERROR(ReadChoice(m, "mode", {"ro", "rw"}, &mode));
+      r.read_only = mode != "rw";
+      for (const MountRule& earlier : *out) {
+        if (earlier.path == r.path) {
+          return ErrorAt(*m.Get("path"), m.PathOf("path"),
+                         fmt::format("duplicate path {}", Quote(r.path)));
+        }
+      }
+      out->push_back(std::move(r));
+    }
+    return Status::Ok();
+  }
+
   // POSIX portable user names, as useradd takes them.
   static bool IsValidUnixUserName(const std::string& s) {
     if (s.empty() || s.size() > 32 || s[0] == '-') return false;
@@ -483,7 +559,7 @@ class ConfigParser {
       ARBITER_RETURN_IF_ERROR(
           m.Check({"name", "budget", "guaranteed", "max", "lending_limit", "weight",
                    "default_walltime_seconds", "allowed_types", "fair_share", "queues", "run_as",
-                   "allow_root", "default_queue"}));
+                   "allow_root", "default_queue", "images", "mounts"}));
     } else {
       ARBITER_RETURN_IF_ERROR(m.Check({"name", "guaranteed", "max", "lending_limit", "weight",
                                        "default_walltime_seconds", "allowed_types", "fair_share",
@@ -511,6 +587,12 @@ class ConfigParser {
       }
       tenant_allow_root_[s.name] = t->allow_root;
       ARBITER_RETURN_IF_ERROR(m.String("default_queue", 63, &t->default_queue));
+      if (const Value* im = m.Get("images")) {
+        ARBITER_RETURN_IF_ERROR(Images(*im, m.PathOf("images"), &t->images));
+      }
+      if (const Value* mo = m.Get("mounts")) {
+        ARBITER_RETURN_IF_ERROR(MountRules(*mo, m.PathOf("mounts"), &t->mounts));
+      }
     } else if (const Value* a = m.Get("aliases")) {
       ARBITER_RETURN_IF_ERROR(Aliases(*a, m.PathOf("aliases"), &s));
     }

@@ -607,6 +607,79 @@ users:
   }
 }
 
+TEST(TenantBoundariesConfig, ImagesAndMountsParseDumpAndDiff) {
+  Result<ClusterConfig> r = ParseConfigYaml(R"(
+tenants:
+  - name: vision
+    images: {registries: ["registry.example.com/vision/"], insecure: ["localhost:5000"]}
+    mounts: [{path: /data/imagenet, mode: ro}, {path: /checkpoints/vision, mode: rw}, {path: /x}]
+  - name: nlp
+    images: {registries: []}
+  - name: open
+)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TenantConfig& vision = r->tenants[0];
+  ASSERT_TRUE(vision.images.registries.has_value());
+  EXPECT_EQ(*vision.images.registries, std::vector<std::string>{"registry.example.com/vision/"});
+  EXPECT_EQ(vision.images.insecure, std::vector<std::string>{"localhost:5000"});
+  EXPECT_EQ(vision.mounts,
+            (std::vector<MountRule>{
+                {"/data/imagenet", true}, {"/checkpoints/vision", false}, {"/x", true}}));
+  ASSERT_TRUE(r->tenants[1].images.registries.has_value());  // no registry at all
+  EXPECT_TRUE(r->tenants[1].images.registries->empty());
+  EXPECT_FALSE(r->tenants[2].images.registries.has_value());  // any registry
+  EXPECT_TRUE(r->tenants[2].mounts.empty());
+
+  const std::string dumped = DumpConfigYaml(*r);
+  EXPECT_NE(dumped.find("/checkpoints/vision"), std::string::npos) << dumped;
+  Result<ClusterConfig> back = ParseConfigYaml(dumped);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << dumped;
+  EXPECT_TRUE(DiffConfig(*r, *back).empty()) << dumped;
+  EXPECT_EQ(DumpConfigYaml(*back), dumped);
+
+  ClusterConfig changed = *r;
+  changed.tenants[0].mounts[0].read_only = false;
+  changed.tenants[2].images.registries = std::vector<std::string>{"docker.io/library/"};
+  const std::vector<ConfigChange> changes = DiffConfig(*r, changed);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].name, "open");
+  EXPECT_NE(changes[0].detail.find("images.registries: (none) -> [docker.io/library/]"),
+            std::string::npos)
+      << changes[0].detail;
+  EXPECT_EQ(changes[1].name, "vision");
+  EXPECT_NE(changes[1].detail.find("mounts"), std::string::npos) << changes[1].detail;
+
+  struct Bad {
+    const char* yaml;
+    const char* field;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"tenants: [{name: t, mounts: [{path: data}]}]", "tenants[0].mounts[0].path",
+            "absolute"},
+           {"tenants: [{name: t, mounts: [{path: /data/../etc}]}]", "tenants[0].mounts[0].path",
+            "'..'"},
+           {"tenants: [{name: t, mounts: [{path: /d, mode: rx}]}]", "tenants[0].mounts[0].mode",
+            "must be one of ro, rw"},
+           {"tenants: [{name: t, mounts: [{path: /d}, {path: /d, mode: rw}]}]",
+            "tenants[0].mounts[1].path", "duplicate path"},
+           {"tenants: [{name: t, mounts: [{mode: ro}]}]", "tenants[0].mounts[0].path", "required"},
+           {"tenants: [{name: t, images: {registries: [\"a b\"]}}]",
+            "tenants[0].images.registries[0]", "not a registry prefix"},
+           {"tenants: [{name: t, images: {insecure: [reg.io/x]}}]", "tenants[0].images.insecure[0]",
+            "without a path"},
+           {"tenants: [{name: t, images: {mirrors: []}}]", "tenants[0].images.mirrors",
+            "unknown field"},
+           {"tenants: [{name: t, queues: [{name: q, mounts: []}]}]", "tenants[0].queues[0].mounts",
+            "unknown field"},
+       }) {
+    Result<ClusterConfig> c = ParseConfigYaml(b.yaml);
+    ASSERT_FALSE(c.ok()) << b.yaml;
+    EXPECT_EQ(c.status().field(), b.field) << c.status().ToString();
+    EXPECT_NE(c.status().message().find(b.message), std::string::npos) << c.status().ToString();
+  }
+}
+
 TEST(QueueNamesConfig, DefaultQueueAndAliasesParseDumpAndDiff) {
   Result<ClusterConfig> r = ParseConfigYaml(R"(
 tenants:

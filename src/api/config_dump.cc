@@ -269,6 +269,25 @@ Value TenantValue(const TenantConfig& t) {
   if (t.allow_root) v.Set("allow_root", Bool(true));
   if (t.run_as) v.Set("run_as", RunAsValue(*t.run_as));
   if (!t.default_queue.empty()) v.Set("default_queue", Value::String(t.default_queue));
+  if (t.images.registries || !t.images.insecure.empty()) {
+    Value& im = v.Set("images", Value::Mapping());
+    if (t.images.registries) {
+      Value& regs = im.Set("registries", Value::Sequence());
+      for (const std::string& r : *t.images.registries) regs.Add(Value::String(r));
+    }
+    if (!t.images.insecure.empty()) {
+      Value& ins = im.Set("insecure", Value::Sequence());
+      for (const std::string& r : t.images.insecure) ins.Add(Value::String(r));
+    }
+  }
+  if (!t.mounts.empty()) {
+    Value& mounts = v.Set("mounts", Value::Sequence());
+    for (const MountRule& r : t.mounts) {
+      Value& m = mounts.Add(Value::Mapping());
+      m.Set("path", Value::String(r.path));
+      m.Set("mode", Value::String(std::string(MountModeName(r.read_only))));
+    }
+  }
   if (!t.queues.empty() && t.queues.front().is_tenant) AddQueueFields(t.queues.front(), &v);
   return v;
 }

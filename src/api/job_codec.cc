@@ -254,6 +254,29 @@ Status ParseGpuModels(const Value& v, const std::string& path, std::vector<std::
   return Status::Ok();
 }
 
+// "mounts": [{"path": "/data/imagenet", "target": "/data", "mode": "ro"}]; mode defaults to
+// "ro", target to the path. ValidateJobSpec checks the paths.
+Status ParseMounts(const Value& v, const std::string& path, std::vector<Mount>* out) {
+  ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxJobMounts));
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    MappingReader m(v.items[i], IndexPath(path, i));
+    ARBITER_RETURN_IF_ERROR(m.Check({"path", "target", "mode"}));
+    Mount mount;
+    ARBITER_RETURN_IF_ERROR(m.Require("path"));
+    ARBITER_RETURN_IF_ERROR(m.String("path", kMaxMountPathBytes, &mount.path));
+    ARBITER_RETURN_IF_ERROR(m.String("target", kMaxMountPathBytes, &mount.target));
+    std::string mode = "ro";
+    ARBITER_RETURN_IF_ERROR(m.String("mode", 63, &mode));
+    if (mode != "ro" && mode != "rw") {
+      return ErrorAt(*m.Get("mode"), m.PathOf("mode"),
+                     fmt::format("must be ro or rw, got {}", Quote(mode)));
+    }
+    mount.read_only = mode == "ro";
+    out->push_back(std::move(mount));
+  }
+  return Status::Ok();
+}
+
 // Strings at the top level: names, paths, the image.
 Status ParseStrings(const MappingReader& m, JobSpec* job) {
   // Absent or empty: the tenant's default_queue (the server resolves it, and aliases).
@@ -362,6 +385,7 @@ Status ParseBody(const Value& root, ArrayForm form, JobSpec* job,
                                    "grace_period_seconds",
                                    "tolerations",
                                    "container_image",
+                                   "mounts",
                                    "secret_env",
                                    "depends_on",
                                    "exclusive",
@@ -389,6 +413,9 @@ Status ParseBody(const Value& root, ArrayForm form, JobSpec* job,
     ARBITER_RETURN_IF_ERROR(ParseNodeNames(*v, "exclude_nodes", &job->exclude_nodes));
   }
   if (const Value* v = m.Get("mail")) ARBITER_RETURN_IF_ERROR(ParseMail(*v, "mail", &job->mail));
+  if (const Value* v = m.Get("mounts")) {
+    ARBITER_RETURN_IF_ERROR(ParseMounts(*v, "mounts", &job->mounts));
+  }
   if (const Value* v = m.Get("resources")) {
     ARBITER_RETURN_IF_ERROR(ParseResources(*v, "resources", &job->resources));
   }
@@ -433,9 +460,9 @@ Status UnderField(const Status& st, const std::string& prefix) {
 
 Status ParseJobTemplate(const Value& v, const std::string& path, JobSpec* job) {
   MappingReader m(v, path);
-  ARBITER_RETURN_IF_ERROR(
-      m.Check({"command", "env", "secret_env", "workdir", "resources", "gpu_models",
-               "node_selector", "tolerations", "container_image", "grace_period_seconds"}));
+  ARBITER_RETURN_IF_ERROR(m.Check({"command", "env", "secret_env", "workdir", "resources",
+                                   "gpu_models", "node_selector", "tolerations", "container_image",
+                                   "mounts", "grace_period_seconds"}));
   ARBITER_RETURN_IF_ERROR(m.Require("command"));
   ARBITER_RETURN_IF_ERROR(ParseCommand(*m.Get("command"), m.PathOf("command"), &job->command));
   if (const Value* e = m.Get("env"))
@@ -454,6 +481,9 @@ Status ParseJobTemplate(const Value& v, const std::string& path, JobSpec* job) {
       return InvalidArgument(m.PathOf("container_image"),
                              "must not contain spaces or control characters");
     }
+  }
+  if (const Value* mo = m.Get("mounts")) {
+    ARBITER_RETURN_IF_ERROR(ParseMounts(*mo, m.PathOf("mounts"), &job->mounts));
   }
   if (const Value* r = m.Get("resources")) {
     ARBITER_RETURN_IF_ERROR(ParseResources(*r, m.PathOf("resources"), &job->resources));
@@ -624,6 +654,15 @@ std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
   if (job.mail) {
     w.Key("mail").BeginObject().Field("types", job.mail->types).Field("user", job.mail->user);
     w.EndObject();
+  }
+  if (!job.mounts.empty()) {
+    w.Key("mounts").BeginArray();
+    for (const Mount& m : job.mounts) {
+      w.BeginObject().Field("mode", MountModeName(m.read_only)).Field("path", m.path);
+      if (!m.target.empty()) w.Field("target", m.target);
+      w.EndObject();
+    }
+    w.EndArray();
   }
   if (!job.name.empty()) w.Field("name", job.name);
   w.Key("node_selector").BeginObject();

@@ -57,6 +57,42 @@ TEST(ParseJobSubmission, ReadsEveryField) {
   EXPECT_TRUE(j.user.empty());
 }
 
+TEST(ParseJobSubmission, MountsParseAndRoundTrip) {
+  auto job = ParseJobSubmission(Body(
+      R"("container_image": "busybox", "mounts": [{"path": "/data/imagenet", "target": "/data",
+      "mode": "ro"}, {"path": "/checkpoints/vision", "mode": "rw"}, {"path": "/x"}])"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->mounts, (std::vector<Mount>{{"/data/imagenet", "/data", true},
+                                             {"/checkpoints/vision", "", false},
+                                             {"/x", "", true}}));
+  const std::string text = JobSpecJsonText(*job);
+  EXPECT_NE(text.find(R"("mounts":[{"mode":"ro","path":"/data/imagenet","target":"/data"},)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(nlohmann::json::parse(text), JobSpecToJson(*job));
+  auto back = ParseStoredJob(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->mounts, job->mounts);
+
+  struct Bad {
+    const char* extra;
+    const char* field;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {R"("mounts": [{"path": "/d"}])", "mounts"},  // no image
+           {R"("container_image": "x", "mounts": [{"path": "/d", "mode": "rx"}])",
+            "mounts[0].mode"},
+           {R"("container_image": "x", "mounts": [{"target": "/d"}])", "mounts[0].path"},
+           {R"("container_image": "x", "mounts": [{"path": "/d", "size": 1}])", "mounts[0].size"},
+           {R"("container_image": "x", "mounts": [{"path": "/a/../b"}])", "mounts[0].path"},
+           {R"("container_image": "x", "mounts": {"path": "/d"})", "mounts"},
+       }) {
+    auto r = ParseJobSubmission(Body(b.extra));
+    ASSERT_FALSE(r.ok()) << b.extra;
+    EXPECT_EQ(r.status().field(), b.field) << r.status().ToString();
+  }
+}
+
 TEST(ParseJobSubmission, Defaults) {
   Result<JobSpec> r = ParseJobSubmission(Body(""));
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -325,6 +325,11 @@ json TemplateFields(const JobSpec& t, bool secrets) {
   }
   if (!t.workdir.empty()) j["workdir"] = t.workdir;
   if (!t.container_image.empty()) j["container_image"] = t.container_image;
+  for (const Mount& m : t.mounts) {
+    json mj = {{"path", m.path}, {"mode", MountModeName(m.read_only)}};
+    if (!m.target.empty()) mj["target"] = m.target;
+    j["mounts"].push_back(std::move(mj));
+  }
   if (t.grace_period_seconds) j["grace_period_seconds"] = *t.grace_period_seconds;
   if (secrets && !t.secret_env.empty()) j["secret_env"] = t.secret_env;
   return j;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "api/job_codec.h"
 #include "cli/commands.h"
 #include "cli/service_args.h"
 #include "cli/views.h"
@@ -167,6 +168,42 @@ int NodeAction(const ContextPtr& ctx, const std::string& action, const std::stri
 int ApplyConfig(const ContextPtr& ctx, ApiClient& api, const std::string& text,
                 const std::string& file, bool dry_run, bool prune);
 
+// The jobs of an `apply -f` file's Kubernetes Jobs and PyTorchJobs: each submitted (a new job
+// every time: a job, unlike a service, is not replaced), or with `dry_run` checked only.
+int SubmitManifestJobs(const ContextPtr& ctx, ApiClient& api, const std::vector<json>& jobs,
+                       const std::vector<int>& lines, const std::string& file, bool dry_run) {
+  Table t({"ACTION", "KIND", "NAME", "DETAIL"});
+  json results = json::array();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto where = [&](const Status& st) {
+      return Status(st.code(),
+                    fmt::format("{} (the manifest at line {}): {}", file, lines[i], Describe(st)),
+                    st.field());
+    };
+    const std::string name = jobs[i].value("name", std::string());
+    if (dry_run) {
+      auto checked = api::ParseJobSubmission(jobs[i].dump());
+      if (!checked.ok()) return Fail(where(checked.status()), kExitUsage);
+      t.AddRow({Cell("submit", Color::kGreen), "job", OrDash(name), "a new job"});
+      results.push_back(jobs[i]);
+      continue;
+    }
+    auto r = api.Post("/api/v1/jobs", jobs[i]);
+    if (!r.ok()) return Fail(where(r.status()));
+    results.push_back(*r);
+    t.AddRow({Cell("submit", Color::kGreen), "job", OrDash(name),
+              fmt::format("job {}", r->value("id", uint64_t{0}))});
+  }
+  if (IsStructured(ctx->format())) {
+    PrintStructured(json{{"jobs", results}}, ctx->format());
+    return kExitOk;
+  }
+  t.Print(stdout, StdoutColors());
+  std::printf("%s%zu job%s %s\n", dry_run ? "dry run: " : "", jobs.size(),
+              jobs.size() == 1 ? "" : "s", dry_run ? "would be submitted" : "submitted");
+  return kExitOk;
+}
+
 int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run, bool prune) {
   std::string text;
   if (file == "-") {
@@ -186,10 +223,11 @@ int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run, bool pru
     return Fail(Status(docs.status().code(), fmt::format("{}: {}", file, Describe(docs.status()))),
                 kExitUsage);
   }
+  for (const std::string& w : docs->warnings) Warn(fmt::format("{}: {}", file, w));
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
-  if (!docs->services.empty()) {
+  if (!docs->services.empty() || !docs->jobs.empty()) {
     if (!docs->config_yaml.empty()) {
       // The configuration first (a service may name a queue it creates), with its lines where
       // they are in the file so that the server's messages point at them.
@@ -199,7 +237,12 @@ int Apply(const ContextPtr& ctx, const std::string& file, bool dry_run, bool pru
       if (code != kExitOk) return code;
       std::printf("\n");
     }
-    return ApplyServices(ctx, api, docs->services, docs->service_lines, file, dry_run);
+    if (!docs->services.empty()) {
+      const int code = ApplyServices(ctx, api, docs->services, docs->service_lines, file, dry_run);
+      if (code != kExitOk || docs->jobs.empty()) return code;
+      std::printf("\n");
+    }
+    return SubmitManifestJobs(ctx, api, docs->jobs, docs->job_lines, file, dry_run);
   }
   return ApplyConfig(ctx, api, text, file, dry_run, prune);
 }
@@ -506,7 +549,8 @@ void RegisterConfigCommands(CLI::App& app, const ContextPtr& ctx) {
   auto* apply = app.add_subcommand(
       "apply",
       "Make the server's configuration (tenants, queues, classes, users, nodes) and its "
-      "services (kind: Service documents) match a YAML file");
+      "services (kind: Service documents) match a YAML file; Kubernetes Deployments become "
+      "services, Jobs and PyTorchJobs are submitted (docs/kubernetes.md)");
   apply->add_option("-f,--file", *file, "Configuration file (YAML; '-': stdin)")->required();
   apply->add_flag("--dry-run", *dry, "Show the changes (and the live jobs they affect) only");
   auto prune = std::make_shared<bool>(false);

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <set>
 
+#include "api/k8s_manifest.h"
+#include "cli/client.h"
 #include "cli/output.h"
 #include "common/status.h"
 
@@ -158,6 +160,34 @@ Result<ApplyDocuments> SplitApplyFile(std::string_view text) {
       }
       kind = k.Scalar();
     }
+    if (node.IsMap() && node["apiVersion"]) {
+      const YAML::Node av = node["apiVersion"];
+      if (av.IsScalar() && av.Scalar() == "v1" && kind == "Service") {
+        out.warnings.push_back(
+            fmt::format("the v1 Service at line {} is skipped: the gateway "
+                        "routes to a service's replicas (docs/services.md)",
+                        d.first_line));
+        continue;
+      }
+      auto t = api::TranslateK8sManifest(d.text);
+      if (!t.ok()) {
+        return Status(
+            t.status().code(),
+            fmt::format("the document at line {}: {}", d.first_line, Describe(t.status())),
+            t.status().field());
+      }
+      if (!t->ignored.empty()) {
+        out.warnings.push_back(fmt::format("line {}: {}", d.first_line, t->Warning()));
+      }
+      if (t->is_service) {
+        out.services.push_back(std::move(t->body));
+        out.service_lines.push_back(d.first_line);
+      } else {
+        out.jobs.push_back(std::move(t->body));
+        out.job_lines.push_back(d.first_line);
+      }
+      continue;
+    }
     if (kind == "Service" || kind == "service") {
       json svc = YamlToJson(node);
       svc.erase("kind");
@@ -167,8 +197,10 @@ Result<ApplyDocuments> SplitApplyFile(std::string_view text) {
     }
     if (!kind.empty() && kind != "Cluster" && kind != "cluster") {
       return InvalidArgument(
-          "kind", fmt::format("the document at line {}: unknown kind '{}' (Service or Cluster)",
-                              d.first_line, kind));
+          "kind",
+          fmt::format("the document at line {}: unknown kind '{}' (Service or Cluster; or a "
+                      "Kubernetes Job, PyTorchJob or Deployment with its apiVersion)",
+                      d.first_line, kind));
     }
     if (!out.config_yaml.empty()) {
       return InvalidArgument(

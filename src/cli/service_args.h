@@ -30,13 +30,20 @@ std::vector<YamlDocument> SplitYamlDocuments(std::string_view text);
 
 // An `apply -f` file split by kind: every `kind: Service` document as the JSON object the
 // services API takes (without `kind`), and the rest (at most one document: the cluster
-// configuration, `kind: Cluster` or no kind) as YAML text. A `kind` other than Service or Cluster
-// and a second configuration document are errors naming the document's line.
+// configuration, `kind: Cluster` or no kind) as YAML text. Kubernetes manifests (documents with
+// `apiVersion`, api/k8s_manifest.h) are translated: a Deployment joins the services, a Job or a
+// PyTorchJob goes to `jobs` (the body of POST /api/v1/jobs); a `v1` Service is skipped (the
+// gateway routes to a service's replicas). Each manifest's ignored fields make one warning. A
+// `kind` other than these and a second configuration document are errors naming the document's
+// line.
 struct ApplyDocuments {
-  std::string config_yaml;  // "" when the file holds only services
+  std::string config_yaml;  // "" when the file holds only services and jobs
   int config_line = 0;
   std::vector<nlohmann::json> services;
   std::vector<int> service_lines;
+  std::vector<nlohmann::json> jobs;
+  std::vector<int> job_lines;
+  std::vector<std::string> warnings;
 };
 Result<ApplyDocuments> SplitApplyFile(std::string_view text);
 

@@ -107,6 +107,48 @@ TEST(SplitApplyFileTest, RefusesUnknownKindsAndTwoConfigurations) {
   EXPECT_FALSE(bad.ok());
 }
 
+TEST(SplitApplyFileTest, KubernetesManifestsAreTranslated) {
+  const std::string text =
+      "apiVersion: apps/v1\n"
+      "kind: Deployment\n"
+      "metadata: {name: chat, namespace: default}\n"
+      "spec:\n"
+      "  replicas: 2\n"
+      "  template: {spec: {containers: [{name: c, image: vllm/vllm-openai:latest,"
+      " command: [vllm, serve], ports: [{containerPort: 8000}]}]}}\n"
+      "---\n"
+      "apiVersion: v1\n"
+      "kind: Service\n"
+      "metadata: {name: chat}\n"
+      "spec: {ports: [{port: 80}]}\n"
+      "---\n"
+      "apiVersion: batch/v1\n"
+      "kind: Job\n"
+      "metadata: {name: pi, labels: {kueue.x-k8s.io/queue-name: batch}}\n"
+      "spec: {template: {spec: {containers: [{name: pi, image: perl, command: [perl]}]}}}\n";
+  auto f = SplitApplyFile(text);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->services.size(), 1u);
+  EXPECT_EQ(f->services[0]["name"], "chat");
+  EXPECT_EQ(f->services[0]["replicas"], 2);
+  EXPECT_EQ(f->services[0]["port"], 8000);
+  EXPECT_EQ(f->service_lines, std::vector<int>{1});
+  ASSERT_EQ(f->jobs.size(), 1u);
+  EXPECT_EQ(f->jobs[0]["queue"], "batch");
+  EXPECT_EQ(f->job_lines, std::vector<int>{13});
+  EXPECT_TRUE(f->config_yaml.empty());
+  ASSERT_EQ(f->warnings.size(), 2u);
+  EXPECT_EQ(f->warnings[0],
+            "line 1: apps/v1 Deployment chat: ignored (no meaning in Arbiter): "
+            "metadata.namespace");
+  EXPECT_NE(f->warnings[1].find("v1 Service at line 8 is skipped"), std::string::npos);
+
+  auto bad = SplitApplyFile("apiVersion: batch/v1\nkind: CronJob\nspec: {}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "kind");
+  EXPECT_NE(bad.status().message().find("the document at line 1"), std::string::npos);
+}
+
 TEST(ServiceTextTest, TrafficAndReadiness) {
   EXPECT_EQ(
       TrafficText(json::parse(R"([{"revision":3,"percent":90},{"revision":4,"percent":10}])")),

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "api/job_codec.h"
+#include "api/k8s_manifest.h"
 #include "cli/commands.h"
 #include "cli/sbatch.h"
 #include "cli/suggest.h"
@@ -319,6 +320,7 @@ struct SubmitState {
   bool parsable = false;
   std::string idempotency_key;
   std::string array;  // --array: a job array's indices (Slurm's syntax)
+  std::string file;   // -f: the job file (as the first word)
   // arbiter sbatch: its words (options, the script, its arguments), and what sbatch prints.
   bool sbatch = false;
   std::vector<std::string> sbatch_words;
@@ -339,6 +341,8 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 // `array`: the file's job array ("array": {"indices", "max_running"}), when it has one.
+// A Kubernetes manifest (a Job or a PyTorchJob) is translated (api/k8s_manifest.h), with one
+// warning naming the fields it ignored.
 Result<JobSpec> JobFromFile(const std::string& path, const std::string& text,
                             const std::string& queue, std::optional<api::ArrayRequest>* array) {
   json doc;
@@ -346,6 +350,20 @@ Result<JobSpec> JobFromFile(const std::string& path, const std::string& text,
     doc = YamlToJson(YAML::Load(text));  // JSON is YAML
   } catch (const YAML::Exception& e) {
     return InvalidArgument("", fmt::format("{}: not valid YAML or JSON: {}", path, e.what()));
+  }
+  if (api::IsK8sManifest(doc)) {
+    auto t = api::TranslateK8sManifest(text);
+    if (!t.ok()) {
+      return Status(t.status().code(), fmt::format("{}: {}", path, Describe(t.status())),
+                    t.status().field());
+    }
+    if (t->is_service) {
+      return InvalidArgument("", fmt::format("{}: a Deployment is a service: create it with "
+                                             "arbiter apply -f {}",
+                                             path, path));
+    }
+    if (!t->ignored.empty()) Warn(t->Warning());
+    doc = std::move(t->body);
   }
   if (!doc.is_object()) {
     return InvalidArgument("",
@@ -722,6 +740,15 @@ int WaitForExit(ApiClient& api, uint64_t id) {
 int Submit(const ContextPtr& ctx, SubmitState& st) {
   auto conn = ctx->Resolve();
   if (!conn.ok()) return Fail(conn.status(), kExitUsage);
+  if (!st.file.empty()) {
+    if (!st.args.empty()) {
+      return Fail(InvalidArgument("", fmt::format("-f {} is a job file: it takes no command or "
+                                                  "arguments",
+                                                  st.file)),
+                  kExitUsage);
+    }
+    st.args.push_back(st.file);
+  }
   // Options this command does not know: a command's own flags written without "--" (BuildJob
   // says how to write it), else a mistake.
   if (!st.extras.empty()) {
@@ -881,6 +908,9 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
   cmd->add_option("unused", st->unused)->group("");
   cmd->add_flag("--dry-run", st->dry_run,
                 "Print the job that would be submitted (-o json: the request body); send nothing");
+  cmd->add_option("-f,--file", st->file,
+                  "A job file: the job object (YAML or JSON), or a Kubernetes batch/v1 Job or "
+                  "kubeflow.org/v1 PyTorchJob (docs/kubernetes.md)");
   cmd->add_flag("--parsable", st->parsable, "Print only the new job's id");
   cmd->add_option("--array", st->array,
                   "A job array, Slurm's syntax (0-9, 1,3,5, 0-20:5; %N: at most N at once): one "
@@ -890,7 +920,9 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
   AddClientFlags(cmd, ctx);
   AddOutputFlag(cmd, ctx, false);
   cmd->footer(
-      "A job file holds the job object of the REST API (docs/config.md) as YAML or JSON.\n"
+      "A job file holds the job object of the REST API (docs/config.md) as YAML or JSON, or a\n"
+      "Kubernetes Job or PyTorchJob manifest (docs/kubernetes.md: one warning names the fields\n"
+      "that have no meaning here).\n"
       "A batch script's #SBATCH directives are read as sbatch would (docs/cli.md lists them;\n"
       "unsupported ones are named in a warning); #ARBITER lines take this command's flags.\n"
       "Flags given here override the file's and the script's settings.\n\n"
@@ -899,6 +931,7 @@ void RegisterSubmitCommand(CLI::App& app, const ContextPtr& ctx) {
       "  arbiter submit --queue vision-dev --gpu-share 0.5 --walltime 2h -- python eval.py\n"
       "  arbiter submit --tasks 4 --distinct-nodes --gpus 8 --gpu-model A100-80G -- torchrun ...\n"
       "  arbiter submit job.yaml\n"
+      "  arbiter submit -f pytorchjob.yaml        # kind: PyTorchJob, one gang\n"
       "  arbiter submit train.sh -- --lr 3e-4     # #SBATCH -p vision-train --gres=gpu:a100:4\n"
       "  arbiter submit --dry-run -o json train.sh\n"
       "  arbiter submit --array 0-99%8 --queue q -- sh -c 'python eval.py --shard "

@@ -130,6 +130,50 @@ bool IsMailType(std::string_view type) {
   return false;
 }
 
+namespace {
+
+// Mounts are binds into a container: a host process (no image) sees the node's files as its
+// user does, so mounts there would promise a confinement that does not exist.
+Status ValidateMounts(const JobSpec& job) {
+  if (job.mounts.empty()) return Status::Ok();
+  if (job.container_image.empty()) {
+    return InvalidArgument("mounts",
+                           "mounts bind host paths into a container: set container_image (a "
+                           "task without an image runs on the node and sees its files as its "
+                           "user does)");
+  }
+  if (job.mounts.size() > kMaxJobMounts) {
+    return InvalidArgument(
+        "mounts", fmt::format("at most {} mounts, got {}", kMaxJobMounts, job.mounts.size()));
+  }
+  for (size_t i = 0; i < job.mounts.size(); ++i) {
+    const Mount& m = job.mounts[i];
+    if (std::string why = MountPathProblem(m.path); !why.empty()) {
+      return InvalidArgument(fmt::format("mounts[{}].path", i), fmt::format("{}: {}", m.path, why));
+    }
+    if (m.target.empty()) continue;
+    if (std::string why = MountPathProblem(m.target); !why.empty()) {
+      return InvalidArgument(fmt::format("mounts[{}].target", i),
+                             fmt::format("{}: {}", m.target, why));
+    }
+  }
+  for (size_t i = 0; i < job.mounts.size(); ++i) {
+    const std::string& ti =
+        job.mounts[i].target.empty() ? job.mounts[i].path : job.mounts[i].target;
+    for (size_t k = 0; k < i; ++k) {
+      const std::string& tk =
+          job.mounts[k].target.empty() ? job.mounts[k].path : job.mounts[k].target;
+      if (ti == tk) {
+        return InvalidArgument(fmt::format("mounts[{}].target", i),
+                               fmt::format("{} is already the target of mounts[{}]", ti, k));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateJobSpec(const JobSpec& job) {
   if (!job.name.empty() && job.name.size() > 253) {
     return InvalidArgument("name", "must be at most 253 characters");
@@ -214,6 +258,7 @@ Status ValidateJobSpec(const JobSpec& job) {
                              fmt::format("must be between 1 and 65535, got {}", job.service->port));
     }
   }
+  ARBITER_RETURN_IF_ERROR(ValidateMounts(job));
   if (job.array.id != 0) {
     const JobArrayElement& a = job.array;
     if (a.index < 0 || a.index > kMaxArrayIndex) {

@@ -10,6 +10,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "model/mounts.h"
 #include "model/resources.h"
 #include "model/time.h"
 
@@ -119,6 +120,8 @@ struct JobSpec {
   std::map<std::string, std::string> secret_env;
   std::string workdir;
   std::string container_image;
+  // Host paths bound into the container (model/mounts.h); only with a container_image.
+  std::vector<Mount> mounts;
   std::vector<Dependency> depends_on;  // all must hold before the job starts
   std::optional<MailSpec> mail;
   JobArrayElement array;               // set by the server for a job array's elements

@@ -22,7 +22,8 @@ bool SameTemplate(const JobSpec& a, const JobSpec& b) {
   return a.command == b.command && a.env == b.env && a.secret_env == b.secret_env &&
          a.workdir == b.workdir && a.resources == b.resources && a.gpu_models == b.gpu_models &&
          a.node_selector == b.node_selector && a.tolerations == b.tolerations &&
-         a.container_image == b.container_image && a.grace_period_seconds == b.grace_period_seconds;
+         a.container_image == b.container_image && a.mounts == b.mounts &&
+         a.grace_period_seconds == b.grace_period_seconds;
 }
 
 std::string ReplicaJobName(std::string_view service, int64_t revision) {

@@ -274,6 +274,8 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
                                          spec.gpu_models[i], known.empty() ? "none" : known));
     }
   }
+  // The tenant's images and host paths (docs/config.md, "Images and mounts").
+  ARBITER_RETURN_IF_ERROR(CheckTenantBoundariesLocked(tenant, spec));
   // Beyond a max of its queue or tenant: it could never start (nodes are no reason here).
   ARBITER_RETURN_IF_ERROR(CheckQuotaAdmissible(tree, compiled_->cluster, spec, q));
   // A job may wait only for jobs its submitter can see (another tenant's look missing).
@@ -289,6 +291,20 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
   spec.tenant = tenant;
   spec.user = p.user;
   return Status::Ok();
+}
+
+Status ControlPlane::CheckTenantBoundariesLocked(const std::string& tenant,
+                                                 const JobSpec& spec) const {
+  const api::TenantConfig* t = nullptr;
+  for (const api::TenantConfig& c : config_.tenants) {
+    if (c.name == tenant) t = &c;
+  }
+  static const api::TenantConfig kNone;
+  if (t == nullptr) t = &kNone;
+  if (!spec.container_image.empty()) {
+    ARBITER_RETURN_IF_ERROR(CheckImageAllowed(spec.container_image, t->images, tenant));
+  }
+  return CheckMountsAllowed(spec.mounts, t->mounts, tenant);
 }
 
 void ControlPlane::ApplyTaskMinimums(JobSpec* spec) const {
