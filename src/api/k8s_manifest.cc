@@ -145,6 +145,7 @@ class Translator {
 
   Status StringList(const Value& v, const std::string& path, std::vector<std::string>* out) {
     ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxCommandArgs));
+    UseWhole(path);
     for (size_t i = 0; i < v.items.size(); ++i) {
       std::string s;
       ARBITER_RETURN_IF_ERROR(ReadString(v.items[i], IndexPath(path, i), kMaxArgBytes, &s));
@@ -424,8 +425,9 @@ class Translator {
     if (args != nullptr)
       ARBITER_RETURN_IF_ERROR(StringList(*args, ChildPath(path, "args"), &command));
     (*out)["command"] = command;
-    ARBITER_RETURN_IF_ERROR(Str(c, path, "workingDir", false, &s));
-    if (!s.empty()) (*out)["workdir"] = s;
+    std::string workdir;
+    ARBITER_RETURN_IF_ERROR(Str(c, path, "workingDir", false, &workdir));
+    if (!workdir.empty()) (*out)["workdir"] = workdir;
     if (const Value* env = Find(c, path, "env")) {
       ARBITER_RETURN_IF_ERROR(Env(*env, ChildPath(path, "env"), out));
     }

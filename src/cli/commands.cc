@@ -59,6 +59,7 @@ void RegisterUserCommands(CLI::App& app, int argc, char** argv, int* exit_code,
   RegisterSacctCommand(app, ctx);
   RegisterServiceCommands(app, ctx);
   RegisterWebhookCommands(app, ctx);
+  RegisterRegistryCredentialCommands(app, ctx);
   RegisterApprovalCommands(app, ctx);
 }
 

@@ -71,6 +71,8 @@ void RegisterSacctCommand(CLI::App& app, const ContextPtr& ctx);   // sacct.cc
 void RegisterServiceCommands(CLI::App& app, const ContextPtr& ctx);
 // Webhooks: `webhook create|list|delete|deliveries|test` (webhooks.cc).
 void RegisterWebhookCommands(CLI::App& app, const ContextPtr& ctx);
+// Registry credentials: `registry-credentials set|list|delete` (registry_credentials.cc).
+void RegisterRegistryCredentialCommands(CLI::App& app, const ContextPtr& ctx);
 // Creates or replaces the `kind: Service` documents of an `apply -f` file (services.cc); `lines`:
 // each document's first line in `file`, for messages.
 int ApplyServices(const ContextPtr& ctx, ApiClient& api,

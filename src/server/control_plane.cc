@@ -113,6 +113,9 @@ Status ControlPlane::Load() {
     if (kv.key == "tenant_uids") LoadTenantUidsLocked(kv.value);
     if (kv.key == kStepSecretKey) step_secret_ = kv.value;
     if (kv.key.starts_with(kQuotaRequestKeyPrefix)) LoadQuotaRequestLocked(kv.key, kv.value);
+    if (kv.key.starts_with(kRegistryCredentialKeyPrefix)) {
+      LoadRegistryCredentialLocked(kv.key, kv.value);
+    }
     if (kv.key != kConfigKey) continue;
     auto c = api::ParseConfigYaml(kv.value);
     if (!c.ok()) return Internal("stored configuration is unreadable: " + c.status().ToString());

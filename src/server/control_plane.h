@@ -63,6 +63,7 @@
 #include "server/oidc.h"
 #include "server/quota_requests.h"
 #include "server/reports.h"
+#include "server/secret_box.h"
 #include "server/service_prober.h"
 #include "server/service_routes.h"
 #include "server/service_table.h"
@@ -109,6 +110,9 @@ struct JobFilter {
   uint64_t after_id = 0;         // cursor
   size_t limit = 100;
 };
+
+// The kv records of registry credentials: PREFIX + tenant + "/" + registry.
+inline constexpr std::string_view kRegistryCredentialKeyPrefix = "registry_credential/";
 
 class ControlPlane : public node::ExecutionBackend {
  public:
@@ -404,6 +408,28 @@ class ControlPlane : public node::ExecutionBackend {
   // by the scheduling cycle); how many it changed.
   Result<size_t> ExpireQuotaRequests();
 
+  // Registry credentials (control_plane_registry.cc, docs/config.md): per tenant, a registry
+  // prefix and the user and password its nodes pull with. The password is sealed with the
+  // server's key (secret_box.h) before it is stored and never returned. Tenant admins manage
+  // their tenant's, admins any tenant's; every member of a tenant may list them (without
+  // passwords). Each change is audited (registry_credential.set, registry_credential.delete).
+  // Requires SetSecretBox before Load for set and for ImagePullAuth; without one, setting is
+  // refused (FailedPrecondition).
+  void SetSecretBox(std::unique_ptr<SecretBox> box);
+  Result<nlohmann::json> SetRegistryCredential(const Principal& p, const std::string& tenant,
+                                               const std::string& registry, const std::string& user,
+                                               const std::string& password);
+  // {"items": [{"tenant", "registry", "user", "created_ms", "created_by"}]}: the caller's
+  // tenant's (admins: `tenant`'s, or every tenant's when empty), by tenant and registry.
+  Result<nlohmann::json> ListRegistryCredentials(const Principal& p, const std::string& tenant);
+  Result<nlohmann::json> DeleteRegistryCredential(const Principal& p, const std::string& tenant,
+                                                  const std::string& registry);
+  // "user:password" of the tenant's credential whose registry prefix matches `image` (the
+  // longest; model/mounts.h's matching), decrypted; nullopt when none matches or it does not open
+  // (the server's log says so). For what the server sends a node with a task of that image.
+  std::optional<std::string> ImagePullAuth(const std::string& tenant,
+                                           const std::string& image) const;
+
   // One scheduling cycle: inputs copied under the lock, the core run without it, decisions applied
   // and persisted. Returns the number of admissions.
   Result<size_t> RunSchedulingCycle();
@@ -479,6 +505,8 @@ class ControlPlane : public node::ExecutionBackend {
                           const std::string& rule) const;
   // Quota requests (control_plane_quota_requests.cc).
   void LoadQuotaRequestLocked(const std::string& key, const std::string& value);
+  // Registry credentials (control_plane_registry.cc).
+  void LoadRegistryCredentialLocked(const std::string& key, const std::string& value);
   nlohmann::json QuotaRequestJsonLocked(const QuotaRequest& r, const Principal& p) const;
   void RecordTransitionLocked(JobEntry& j, JobState to, std::string reason, store::WriteBatch* b,
                               std::string detail_json = "{}");
@@ -661,6 +689,15 @@ class ControlPlane : public node::ExecutionBackend {
 
   ServiceTable services_;                            // service_table.h; guarded by mu_
   std::map<uint64_t, QuotaRequest> quota_requests_;  // quota_requests.h; by id; guarded by mu_
+  // Registry credentials by (tenant, registry prefix); the password sealed. Guarded by mu_.
+  struct RegistryCredential {
+    std::string user;
+    std::string sealed_password;
+    int64_t created_ms = 0;
+    std::string created_by;
+  };
+  std::map<std::pair<std::string, std::string>, RegistryCredential> registry_credentials_;
+  std::unique_ptr<SecretBox> secret_box_;  // set before Load; immutable after
   uint64_t next_quota_request_id_ = 1;
   std::mutex quota_mu_;  // one quota decision or revert at a time; taken before mu_
   int32_t service_port_lo_ = 10000;

@@ -161,6 +161,41 @@ void HttpApi::RegisterAccessRoutes(const RouteFn& route) {
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           Reply(res, cp_->RevokeToken(p, req.matches[1]), 200);
         });
+  // Registry credentials (docs/config.md): the password goes in, never out.
+  route("PUT", "/api/v1/registry-credentials", "/api/v1/registry-credentials",
+        "Set a tenant's credential for a registry prefix {tenant?, registry, user, password} "
+        "(tenant admins their tenant's, admins any); stored sealed, never returned",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          auto body = ParseJsonBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          if (!body->is_object()) return SendError(res, InvalidArgument("", "must be an object"));
+          for (auto& [k, v] : body->items()) {
+            if (k != "tenant" && k != "registry" && k != "user" && k != "password") {
+              return SendError(res, InvalidArgument(k,
+                                                    "unknown field; allowed: tenant, registry, "
+                                                    "user, password"));
+            }
+            if (!v.is_string()) return SendError(res, InvalidArgument(k, "must be a string"));
+          }
+          Reply(res, cp_->SetRegistryCredential(
+                         p, body->value("tenant", ""), body->value("registry", ""),
+                         body->value("user", ""), body->value("password", "")));
+        });
+  route("GET", "/api/v1/registry-credentials", "/api/v1/registry-credentials",
+        "A tenant's registry credentials (?tenant=; admins: all by default): registry, user, "
+        "created; never the password",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          Reply(res, cp_->ListRegistryCredentials(
+                         p, req.has_param("tenant") ? req.get_param_value("tenant") : ""));
+        });
+  route("DELETE", "/api/v1/registry-credentials", "/api/v1/registry-credentials",
+        "Delete a tenant's credential for a registry (?registry=R&tenant=T; tenant admins their "
+        "tenant's, admins any)",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          Reply(res, cp_->DeleteRegistryCredential(
+                         p, req.has_param("tenant") ? req.get_param_value("tenant") : "",
+                         req.has_param("registry") ? req.get_param_value("registry") : ""));
+        });
   route("GET", "/api/v1/priority-classes", "/api/v1/priority-classes", "List priority classes",
         [this](const Principal& p, const httplib::Request&, httplib::Response& res) {
           Reply(res, cp_->ListPriorityClasses(p));

@@ -376,6 +376,16 @@ int RunServer(const ServerOptions& o) {
   }
   ControlPlane cp(store->get(), WallClockMs);
   cp.SetTenantUidBase(o.tenant_uid_base);
+  {
+    const std::string key_file =
+        o.secret_key_file.empty() ? o.data_dir + "/secret.key" : o.secret_key_file;
+    auto box = SecretBox::LoadOrCreate(key_file);
+    if (!box.ok()) {
+      spdlog::error("--secret-key-file: {}", box.status().message());
+      return 2;
+    }
+    cp.SetSecretBox(std::make_unique<SecretBox>(std::move(box).value()));
+  }
   if (Status st = cp.Load(); !st.ok()) {
     spdlog::error("cannot load the state: {}", st.ToString());
     return 1;

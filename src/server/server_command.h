@@ -11,6 +11,9 @@ struct ServerOptions {
   // SQLite in data_dir.
   std::string store_url;
   std::string store_url_file;
+  // The key secrets at rest are sealed with (secret_box.h); empty: DATA_DIR/secret.key, made at
+  // the first start. Servers sharing a store must share it.
+  std::string secret_key_file;
   std::string listen = "127.0.0.1:8080";
   std::string config_file;          // applied at every start when given
   std::string initial_config_file;  // applied only when the store holds no configuration yet

@@ -20,6 +20,10 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
                   "A file holding the --store URL (for a URL with a password; mode 0600)")
       ->excludes("--store")
       ->check(CLI::ExistingFile);
+  srv->add_option("--secret-key-file", server.secret_key_file,
+                  "The 32-byte key secrets at rest (registry passwords) are sealed with; made "
+                  "with mode 0600 when missing (default: DATA_DIR/secret.key; servers sharing a "
+                  "store share it)");
   srv->add_option("--listen", server.listen, "HOST:PORT to serve the API on (port 0: any free)");
   srv->add_option("--config", server.config_file,
                   "YAML configuration applied at every start (deletions of objects with live "

@@ -191,6 +191,12 @@ const Row kMatrix[] = {
     {"GET /api/v1/webhooks/{id}/deliveries",
                                           {401,  200,  200,  404,  200,  404,  403,  403,  404}},
     {"POST /api/v1/webhooks/{id}/test",   {401,  202,  202,  404,  202,  403,  403,  403,  404}},
+    // Registry credentials (docs/config.md): tenant admins set and delete their tenant's, admins
+    // any tenant's; every member of a tenant lists them (never a password); nodes none.
+    {"PUT /api/v1/registry-credentials",  {401,  200,  200,  403,  403,  403,  403,  403,  403}},
+    {"GET /api/v1/registry-credentials",  {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"DELETE /api/v1/registry-credentials",
+                                          {401,  200,  200,  403,  403,  403,  403,  403,  403}},
     // The gateways': admins and node (gateway) tokens.
     {"GET /api/v1/gateway/routes",        {401,  200,  403,  403,  403,  403,  200,  200,  403}},
     {"POST /api/v1/gateway/stats",        {401,  200,  403,  403,  403,  403,  200,  200,  403}},
@@ -339,6 +345,14 @@ class AccessMatrixTest : public ::testing::Test {
     if (method == "POST" && route == "/api/v1/tokens") call.body = json{{"user", "bob"}}.dump();
     if (method == "POST" && route == "/api/v1/webhooks") call.body = WebhookBody();
     if (method == "POST" && route == "/api/v1/quota-requests") call.body = QuotaRequestBody();
+    if (route == "/api/v1/registry-credentials" && method == "PUT") call.body = CredentialBody();
+    if (route == "/api/v1/registry-credentials" && method == "DELETE") {
+      // A fresh credential (set by the admin) for each call.
+      auto made = server_.As("admin")->Put("/api/v1/registry-credentials", CredentialBody(),
+                                           "application/json");
+      EXPECT_TRUE(made && made->status == 200) << (made ? made->body : "no reply");
+      call.path += "?tenant=vision&registry=registry.example.com/vision/";
+    }
     if (method == "POST" && route == "/api/v1/services") {
       call.body = ServiceBody(fmt::format("new-{}", ++services_));
     }
@@ -374,6 +388,15 @@ class AccessMatrixTest : public ::testing::Test {
       }
     }
     return call;
+  }
+
+  // A credential of vision's for its registry.
+  static std::string CredentialBody() {
+    return json{{"tenant", "vision"},
+                {"registry", "registry.example.com/vision/"},
+                {"user", "robot"},
+                {"password", "s3cret"}}
+        .dump();
   }
 
   // One more guaranteed GPU for vision-train for 30 days.
