@@ -55,8 +55,11 @@ Result<SecretBox> SecretBox::LoadOrCreate(const std::string& path) {
   if (fd >= 0) {
     struct stat st {};
     const bool stat_ok = ::fstat(fd, &st) == 0;
-    const ssize_t n = ::read(fd, key.data(), key.size() + 1);
+    // One byte more than a key, to tell a longer file from a key.
+    std::array<uint8_t, kKeyBytes + 1> buf{};
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
     ::close(fd);
+    std::memcpy(key.data(), buf.data(), kKeyBytes);
     if (!stat_ok || n != static_cast<ssize_t>(kKeyBytes)) {
       return FailedPrecondition(
           fmt::format("secret key {}: must hold exactly {} bytes", path, kKeyBytes));
