@@ -157,6 +157,13 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
   if (key == "GET /api/v1/services") {
     return {{"tenant", "string", "only this tenant's services"}};
   }
+  if (key == "GET /api/v1/registry-credentials") {
+    return {{"tenant", "string", "only this tenant's credentials (admins; others: their own)"}};
+  }
+  if (key == "DELETE /api/v1/registry-credentials") {
+    return {{"registry", "string", "the registry prefix (required)"},
+            {"tenant", "string", "the tenant (default: the caller's)"}};
+  }
   if (key == "GET /api/v1/gateway/routes") {
     return {{"after", "integer", "the version the gateway has (answer at once when it differs)"},
             {"wait_ms", "integer",
