@@ -184,10 +184,10 @@ TEST_F(TenantImagesTest, RegistryCredentialsAreSealedAndNeverReturned) {
 
   // The key is the server's own (0600), and the password is nowhere in the store in the clear.
   struct stat st {};
-  ASSERT_EQ(::stat((server_.data_dir() + "/secret.key").c_str(), &st), 0);
+  ASSERT_EQ(::stat((server_.process().data_dir() + "/secret.key").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   for (const char* f : {"arbiter.db", "arbiter.db-wal"}) {
-    const std::string bytes = ReadAll(server_.data_dir() + "/" + f);
+    const std::string bytes = ReadAll(server_.process().data_dir() + "/" + f);
     EXPECT_EQ(bytes.find(password), std::string::npos) << f;
   }
   // Audited, without the password.
