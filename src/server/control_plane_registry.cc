@@ -133,6 +133,7 @@ Result<json> ControlPlane::SetRegistryCredential(const Principal& p, const std::
                          json{{"user", user}, {"replaced", replace}}.dump(),
                          p.token_id};
     a.tenant = tenant;
+    a.source = p.source;
     b.AppendAudit(std::move(a));
     out = {{"tenant", tenant},
            {"registry", registry},
@@ -193,6 +194,7 @@ Result<json> ControlPlane::DeleteRegistryCredential(const Principal& p,
                          json{{"user", it->second.user}}.dump(),
                          p.token_id};
     a.tenant = tenant;
+    a.source = p.source;
     b.AppendAudit(std::move(a));
     registry_credentials_.erase(it);
     out = {{"tenant", tenant}, {"registry", registry}, {"deleted", true}};
