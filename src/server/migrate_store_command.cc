@@ -53,7 +53,10 @@ int RunMigrateStore(const MigrateStoreOptions& o) {
   auto counts = store::MigrateStore(**from, **target, options);
   (*from)->Close();
   (*target)->Close();
-  if (!counts.ok()) return Fail(counts.status().ToString());
+  if (!counts.ok()) {
+    std::fprintf(stderr, "arbiter admin %s\n", counts.status().message().c_str());
+    return 1;
+  }
   std::printf("%-20s %12s %12s\n", "TABLE", "SOURCE", "TARGET");
   uint64_t total = 0;
   for (const store::TableCount& c : *counts) {

@@ -64,6 +64,10 @@ Result<std::pair<uint64_t, uint64_t>> CountAndMaxSeq(Read read) {
   return std::pair<uint64_t, uint64_t>(*n, max);
 }
 
+// Every usage record, in seq order: one per task that ended, read at once (the Store has no
+// paged read of usage; a row is about 150 bytes).
+Result<std::vector<UsageRecord>> AllUsage(Store& s) { return s.Usage(kMinMs, kMaxMs); }
+
 struct History {
   uint64_t events = 0, usage = 0, audit = 0;             // counts
   uint64_t max_event = 0, max_usage = 0, max_audit = 0;  // highest seqs
@@ -73,14 +77,14 @@ Result<History> ReadHistory(Store& s) {
   History h;
   auto events = CountAndMaxSeq([&](uint64_t a, size_t l) { return s.EventsSince(a, l); });
   if (!events.ok()) return events.status();
-  auto usage = CountAndMaxSeq([&](uint64_t a, size_t l) { return s.UsageSince(a, l); });
+  auto usage = AllUsage(s);
   if (!usage.ok()) return usage.status();
   auto audit = CountAndMaxSeq([&](uint64_t a, size_t l) { return s.Audit(a, l); });
   if (!audit.ok()) return audit.status();
   h.events = events->first;
   h.max_event = events->second;
-  h.usage = usage->first;
-  h.max_usage = usage->second;
+  h.usage = usage->size();
+  h.max_usage = usage->empty() ? 0 : usage->back().seq;
   h.audit = audit->first;
   h.max_audit = audit->second;
   return h;
@@ -198,12 +202,12 @@ Status CopyHistory(Store& from, Copier& c, const History& target, const MigrateO
                          });
   if (!events.ok()) return events.status();
   say("usage");
-  auto usage = EachPage([&](uint64_t a, size_t l) { return from.UsageSince(a, l); },
-                        [&](const UsageRecord& r) {
-                          if (r.seq <= target.max_usage) return Status::Ok();
-                          return c.Add([&](WriteBatch& b) { b.AppendUsage(r); });
-                        });
+  auto usage = AllUsage(from);
   if (!usage.ok()) return usage.status();
+  for (const UsageRecord& r : *usage) {
+    if (r.seq <= target.max_usage) continue;
+    ARBITER_RETURN_IF_ERROR(c.Add([&](WriteBatch& b) { b.AppendUsage(r); }));
+  }
   say("audit");
   auto audit = EachPage([&](uint64_t a, size_t l) { return from.Audit(a, l); },
                         [&](const AuditRecord& r) {
@@ -313,9 +317,11 @@ Result<std::vector<TableCount>> MigrateStore(Store& from, Store& to, const Migra
     ARBITER_RETURN_IF_ERROR(
         SameHistory([&](uint64_t a, size_t l) { return from.EventsSince(a, l); },
                     [&](uint64_t a, size_t l) { return to.EventsSince(a, l); }, "job_events"));
-    ARBITER_RETURN_IF_ERROR(SameHistory([&](uint64_t a, size_t l) { return from.UsageSince(a, l); },
-                                        [&](uint64_t a, size_t l) { return to.UsageSince(a, l); },
-                                        "usage"));
+    auto usage_a = AllUsage(from);
+    if (!usage_a.ok()) return usage_a.status();
+    auto usage_b = AllUsage(to);
+    if (!usage_b.ok()) return usage_b.status();
+    if (*usage_a != *usage_b) return Internal("migrate-store: usage: the copy differs");
     ARBITER_RETURN_IF_ERROR(SameHistory([&](uint64_t a, size_t l) { return from.Audit(a, l); },
                                         [&](uint64_t a, size_t l) { return to.Audit(a, l); },
                                         "audit"));

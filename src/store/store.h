@@ -85,9 +85,6 @@ class Store {
   // Usage records overlapping [from_ms, to_ms): start_ms < to_ms and end_ms > from_ms, in seq
   // order.
   virtual Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) = 0;
-  // At most `limit` usage records with seq > after_seq, in seq order (a full copy pages with it:
-  // `arbiter admin migrate-store`).
-  virtual Result<std::vector<UsageRecord>> UsageSince(uint64_t after_seq, size_t limit) = 0;
   // At most `limit` audit records with seq > after_seq, in seq order.
   virtual Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) = 0;
   // At most `q.limit` audit records with seq > q.after_seq that pass every filter of `q`, in seq

@@ -519,11 +519,10 @@ GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
       a.failed_call < calls.size() && !conn_->broken() &&
       std::count_if(batches.begin(), batches.end(), [](const auto* b) { return !b->empty(); }) > 1;
   if (!retry) {
+    // One batch with ops (it gets the error), or a failure of the whole transaction (every batch
+    // with ops gets it). Empty batches are barriers: they never fail.
     for (size_t b = 0; b < batches.size(); ++b) {
-      const bool own = a.failed_call < calls.size() && calls[a.failed_call].batch == b;
-      out.statuses[b] = (own || a.failed_call >= calls.size() || conn_->broken())
-                            ? a.error
-                            : Status(StatusCode::kUnavailable, "store: not committed");
+      if (!batches[b]->empty()) out.statuses[b] = a.error;
     }
     return out;
   }
@@ -583,7 +582,6 @@ Status Reader::PrepareAll() {
       {"events_of_job", SelectSql("job_events", kEventCols, "WHERE job_id = $1 ORDER BY seq")},
       {"events_since", SelectSql("job_events", kEventCols, "WHERE seq > $1 ORDER BY seq LIMIT $2")},
       {"usage", SelectSql("usage", kUsageCols, "WHERE end_ms > $1 AND start_ms < $2 ORDER BY seq")},
-      {"usage_since", SelectSql("usage", kUsageCols, "WHERE seq > $1 ORDER BY seq LIMIT $2")},
       {"audit", SelectSql("audit", kAuditCols, "WHERE seq > $1 ORDER BY seq LIMIT $2")},
       {"cluster_samples", SelectSql("cluster_samples", kClusterSampleCols,
                                     "WHERE at_ms >= $1 AND at_ms < $2 ORDER BY at_ms")},
@@ -863,13 +861,6 @@ class PostgresStore final : public Store {
     return Read([&](Reader& r) {
       return r.Query<UsageRecord>("usage", Params().Int(from_ms).Int(to_ms), "store: usage",
                                   postgres::ReadUsage);
-    });
-  }
-  Result<std::vector<UsageRecord>> UsageSince(uint64_t after_seq, size_t limit) override {
-    return Read([&](Reader& r) {
-      return r.Query<UsageRecord>("usage_since",
-                                  Params().Uint(after_seq).Int(postgres::ClampLimit(limit)),
-                                  "store: usage since", postgres::ReadUsage);
     });
   }
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override {

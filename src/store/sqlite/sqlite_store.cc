@@ -405,7 +405,6 @@ class Reader {
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id);
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit);
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms);
-  Result<std::vector<UsageRecord>> UsageSince(uint64_t after_seq, size_t limit);
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit);
   Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q);
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms);
@@ -422,8 +421,7 @@ class Reader {
   std::unique_ptr<Connection> conn_;
   Statement begin_, commit_, rollback_;
   Statement tenants_, queues_, users_, tokens_, priority_classes_, gpu_models_, nodes_, jobs_, kv_;
-  Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, usage_since_,
-      audit_;
+  Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
   Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
   Statement webhooks_, pending_deliveries_, deliveries_of_hook_;
 };
@@ -456,7 +454,6 @@ Status Reader::PrepareAll() {
       {&events_of_job_, SelectSql("job_events", kEventCols, "WHERE job_id = ?1 ORDER BY seq")},
       {&events_since_, SelectSql("job_events", kEventCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
       {&usage_, SelectSql("usage", kUsageCols, "WHERE end_ms > ?1 AND start_ms < ?2 ORDER BY seq")},
-      {&usage_since_, SelectSql("usage", kUsageCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
       {&audit_, SelectSql("audit", kAuditCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
       {&cluster_samples_, SelectSql("cluster_samples", kClusterSampleCols,
                                     "WHERE at_ms >= ?1 AND at_ms < ?2 ORDER BY at_ms")},
@@ -536,13 +533,6 @@ Result<std::vector<UsageRecord>> Reader::Usage(int64_t from_ms, int64_t to_ms) {
   std::vector<UsageRecord> out;
   ARBITER_RETURN_IF_ERROR(
       conn_->Query(usage_.get(), "store: usage", out, ReadUsage, from_ms, to_ms));
-  return out;
-}
-
-Result<std::vector<UsageRecord>> Reader::UsageSince(uint64_t after_seq, size_t limit) {
-  std::vector<UsageRecord> out;
-  ARBITER_RETURN_IF_ERROR(conn_->Query(usage_since_.get(), "store: usage since", out, ReadUsage,
-                                       after_seq, ClampLimit(limit)));
   return out;
 }
 
@@ -773,7 +763,6 @@ class SqliteStore final : public Store {
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) override;
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override;
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override;
-  Result<std::vector<UsageRecord>> UsageSince(uint64_t after_seq, size_t limit) override;
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override;
   Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q) override;
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms) override;
@@ -911,10 +900,6 @@ Result<std::vector<JobEventRecord>> SqliteStore::EventsSince(uint64_t after_seq,
 
 Result<std::vector<UsageRecord>> SqliteStore::Usage(int64_t from_ms, int64_t to_ms) {
   return Read([&](Reader& r) { return r.Usage(from_ms, to_ms); });
-}
-
-Result<std::vector<UsageRecord>> SqliteStore::UsageSince(uint64_t after_seq, size_t limit) {
-  return Read([&](Reader& r) { return r.UsageSince(after_seq, limit); });
 }
 
 Result<std::vector<AuditRecord>> SqliteStore::Audit(uint64_t after_seq, size_t limit) {
