@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   arbiter::bench::RegisterBenchCommand(app, &exit_code);
   arbiter::sim::RegisterSimulateCommand(app, &exit_code);
   arbiter::server::RegisterServerCommand(app, &exit_code);
+  arbiter::server::RegisterAdminCommand(app, &exit_code);
   arbiter::agent::RegisterAgentCommand(app, &exit_code);
   arbiter::gateway::RegisterGatewayCommand(app, &exit_code);
   // The client commands: submit, jobs, show, why, logs, ..., top, apply, completion, version.

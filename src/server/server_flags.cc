@@ -1,7 +1,9 @@
 #include "server/server_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
+#include "server/migrate_store_command.h"
 #include "server/server_command.h"
 
 namespace arbiter::server {
@@ -170,6 +172,34 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{100}, int64_t{120000}))
       ->capture_default_str();
   srv->callback([=] { *exit_code = arbiter::server::RunServer(server); });
+}
+
+void RegisterAdminCommand(CLI::App& app, int* exit_code) {
+  static MigrateStoreOptions migrate;
+  auto* admin = app.add_subcommand("admin", "Offline operations on a server's store");
+  admin->require_subcommand(1);
+  auto* cmd = admin->add_subcommand(
+      "migrate-store",
+      "Copy a stopped server's whole store (state and history) into another and verify it\n"
+      "Example: arbiter admin migrate-store --from sqlite:/var/lib/arbiter --to "
+      "postgres://arbiter@db/arbiter");
+  cmd->add_option("--from", migrate.from, "The store to copy: sqlite:DIR (or postgres://...)")
+      ->required();
+  auto* to = cmd->add_option("--to", migrate.to, "The store to fill: postgres://USER@HOST/DB");
+  cmd->add_option("--to-file", migrate.to_file, "A file holding the --to URL (with a password)")
+      ->excludes(to)
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--force", migrate.force,
+                "Copy into a target that already holds records (same keys replaced, newer "
+                "history appended)");
+  cmd->callback([exit_code] {
+    if (migrate.to.empty() && migrate.to_file.empty()) {
+      std::fprintf(stderr, "arbiter admin migrate-store: --to or --to-file is required\n");
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = RunMigrateStore(migrate);
+  });
 }
 
 }  // namespace arbiter::server

@@ -10,5 +10,7 @@ namespace arbiter::server {
 
 // Sets *exit_code when the command runs.
 void RegisterServerCommand(CLI::App& app, int* exit_code);
+// Registers `arbiter admin` (migrate-store): offline operations on a server's store.
+void RegisterAdminCommand(CLI::App& app, int* exit_code);
 
 }  // namespace arbiter::server

@@ -1,6 +1,7 @@
 // store_bench: write throughput of the SQLite store.
 //
 //   store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] [--dir DIR]
+//               [--store postgres://USER@HOST/DB]
 //
 // N threads each write B single-job batches (one PutJob of a realistic job record). In `sync` mode
 // each thread waits for every write before the next, as the server's request handlers do (one
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace {
@@ -51,7 +53,7 @@ arbiter::store::WriteBatch JobBatch(uint64_t id) {
 int Usage() {
   std::fprintf(stderr,
                "usage: store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] "
-               "[--dir DIR]\n");
+               "[--dir DIR] [--store postgres://USER@HOST/DB]\n");
   return 2;
 }
 
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
   bool sync = true;
   bool normal = false;
   std::string dir;
+  std::string url;  // --store: a PostgreSQL database instead of SQLite in --dir
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -78,6 +81,8 @@ int main(int argc, char** argv) {
       normal = true;
     } else if (a == "--dir" && i + 1 < argc) {
       dir = next();
+    } else if (a == "--store" && i + 1 < argc) {
+      url = next();
     } else {
       return Usage();
     }
@@ -96,7 +101,8 @@ int main(int argc, char** argv) {
   const std::string path = dir + "/arbiter.db";
   arbiter::store::SqliteOptions options;
   options.synchronous_full = !normal;
-  auto store = arbiter::store::OpenSqliteStore(path, options);
+  auto store = url.empty() ? arbiter::store::OpenSqliteStore(path, options)
+                           : arbiter::store::OpenPostgresStore(url);
   if (!store.ok()) {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
     return 1;

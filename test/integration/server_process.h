@@ -2,6 +2,11 @@
 // the kernel (--listen 127.0.0.1:0), with its data in a temporary folder (DIR/data, and the
 // built-in node's task folders in DIR/node). Nothing outlives the test: the destructor kills the
 // child and the shims of its built-in node's tasks; TempDir removes the folder.
+//
+// Under ARBITER_TEST_POSTGRES (the PostgreSQL pass of `make test`, tests named pg.*: the variable
+// names the folder of a running throw-away cluster, testing/postgres_cluster.h) the server's store
+// is a database of that cluster, named after the server's folder, so a restart of the same folder
+// finds its state again.
 #pragma once
 
 #include <fcntl.h>
@@ -14,12 +19,17 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "testing/postgres_cluster.h"
 
 namespace arbiter::testing {
 
@@ -87,6 +97,23 @@ inline int Shell(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Whether the servers of this test run on PostgreSQL (see above).
+inline bool OnPostgres() {
+  const char* dir = std::getenv(PostgresCluster::kEnv);
+  return dir != nullptr && *dir != '\0';
+}
+
+// The --store flag of a server whose folder is `dir` under OnPostgres(): its own database of the
+// shared cluster (made if missing), named by a hash of the folder; "" with `error` if none.
+inline std::string PostgresStoreFor(const std::string& dir, std::string* error) {
+  PostgresCluster* pg = PostgresCluster::ForTests(error);
+  if (pg == nullptr) return "";
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: the same folder, the same database
+  for (unsigned char c : dir) h = (h ^ c) * 1099511628211ull;
+  const std::string db = fmt::format("server_{:016x}", h);
+  return pg->CreateDatabase(db, error) ? pg->Uri(db) : "";
+}
+
 class ServerProcess {
  public:
   // Starts the server with its data in DIR/data and the built-in node's folders in DIR/node;
@@ -96,6 +123,15 @@ class ServerProcess {
     dir_ = dir;
     const std::string data_dir = this->data_dir();
     const std::string node_dir = this->node_dir();
+    if (OnPostgres()) {
+      std::string error;
+      const std::string uri = PostgresStoreFor(dir, &error);
+      if (uri.empty()) {
+        std::fprintf(stderr, "no PostgreSQL database for the server: %s\n", error.c_str());
+        return false;
+      }
+      extra.insert(extra.begin(), {"--store", uri});
+    }
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
