@@ -9,20 +9,41 @@
 #include <vector>
 
 #include "store/open_store.h"
+#include "testing/postgres_cluster.h"
 #include "testing/temp_dir.h"
 
 namespace arbiter::store {
 namespace {
 
+using arbiter::testing::PostgresCluster;
 using arbiter::testing::TempDir;
 
-// Opens handles on one fresh store of the kind the test's parameter names.
+// Opens handles on one fresh store of the kind the test's parameter names: a folder for SQLite,
+// a new database of the shared cluster for PostgreSQL.
 class StoreHandles {
  public:
-  explicit StoreHandles(const std::string& kind) : kind_(kind) {}
+  explicit StoreHandles(const std::string& kind) : kind_(kind) {
+    if (kind_ != "postgres") return;
+    std::string error;
+    PostgresCluster* pg = PostgresCluster::ForTests(&error);
+    const std::string db = PostgresCluster::UniqueDatabaseName("leadership");
+    if (pg == nullptr || !pg->CreateDatabase(db, &error)) {
+      error_ = error;
+      return;
+    }
+    uri_ = pg->Uri(db);
+  }
+  // Why the store cannot be opened ("" when it can).
+  const std::string& error() const { return error_; }
+
   std::unique_ptr<Store> Open() {
     StoreUrl url;
-    url.sqlite_dir = dir_.path();
+    if (kind_ == "postgres") {
+      url.kind = StoreUrl::Kind::kPostgres;
+      url.postgres_uri = uri_;
+    } else {
+      url.sqlite_dir = dir_.path();
+    }
     auto store = OpenStore(url);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(store).value() : nullptr;
@@ -31,10 +52,15 @@ class StoreHandles {
  private:
   std::string kind_;
   TempDir dir_;
+  std::string uri_;
+  std::string error_;
 };
 
 class LeadershipTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (!handles_.error().empty()) FAIL() << "no PostgreSQL for the test: " << handles_.error();
+  }
   StoreHandles handles_{GetParam()};
 };
 
@@ -176,7 +202,7 @@ TEST_P(LeadershipTest, ServersAreListedWithTheirLatestReport) {
   EXPECT_FALSE(a->PutServer({.id = "s2", .url = "u", .role = "boss"}).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, LeadershipTest, ::testing::Values("sqlite"),
+INSTANTIATE_TEST_SUITE_P(Stores, LeadershipTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& p) { return p.param; });
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace arbiter::store {
@@ -65,7 +66,7 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreUrl& url) {
     case StoreUrl::Kind::kSqlite:
       return OpenSqliteStore(url.sqlite_dir + "/arbiter.db");
     case StoreUrl::Kind::kPostgres:
-      return FailedPrecondition("store: PostgreSQL is not available in this build");
+      return OpenPostgresStore(url.postgres_uri);
   }
   return Internal("store: unknown kind");
 }
