@@ -556,6 +556,18 @@ int RunServer(const ServerOptions& o) {
     return 2;
   }
   auto store = store::OpenStore(*store_url);
+  // With leader election, a server that cannot reach the store waits for it (one that lost the
+  // lease because it lost the store starts again here); SIGTERM or SIGINT end the wait.
+  for (int attempt = 1; election && !store.ok(); ++attempt) {
+    if (attempt == 1 || attempt % 30 == 0) {
+      spdlog::warn("cannot open the store {}: {}; retrying every second",
+                   StoreDescription(o, *store_url), store.status().ToString());
+    }
+    const timespec second{1, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &second);
+    if (sig == SIGTERM || sig == SIGINT) return 1;
+    store = store::OpenStore(*store_url);
+  }
   if (!store.ok()) {
     spdlog::error("cannot open the store {}: {}", StoreDescription(o, *store_url),
                   store.status().ToString());

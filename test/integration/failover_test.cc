@@ -254,7 +254,8 @@ TEST_F(FailoverTest, KillNineOfTheLeaderFailsOverWithinFifteenSeconds) {
   const json h = cluster_->WaitForRole(1, "leader", 20000);
   const double failover = SecondsSince(killed);
   ASSERT_TRUE(h.is_object()) << "no new leader within 20 s";
-  std::printf("failover took %.1f s (lease 10 s, renewal every 2 s)\n", failover);
+  std::printf("failover took %.1f s (lease 10 s, renewal every 2 s, on %s)\n", failover,
+              cluster_->store().postgres() ? "PostgreSQL" : "SQLite");
   EXPECT_LT(failover, 15.0);
   EXPECT_EQ(h.value("term", 0), 2);
 
@@ -394,6 +395,62 @@ TEST_F(FailoverTest, CutOffLeaderStopsWritingAndStepsDown) {
   // Nothing of what it was asked after its term ended is in the store.
   auto leader = ClientFor(cluster_->url(1), token_);
   const json jobs = Parse(leader->Get("/api/v1/jobs?q=written-by-a-deposed-leader"));
+  EXPECT_EQ(jobs.value("items", json::array()).size(), 0u) << jobs.dump();
+  EXPECT_NE(SubmitLongJob(*leader), 0u);
+}
+
+// The leader loses its connection to PostgreSQL only (a proxy between it and the database is
+// cut): its renewal fails, so it stops writing and steps down at once; what it was asked to write
+// does not commit; the other server takes over when the lease ends; once the leader reaches the
+// database again it follows.
+TEST_F(FailoverTest, LeaderCutOffFromPostgresStepsDown) {
+  cluster_ = std::make_unique<ServerCluster>(
+      dir_.path(), std::vector<std::string>{"--lease-ms", "3000", "--lease-renew-ms", "500",
+                                            "--config", dir_.path() + "/cluster.yaml"});
+  if (!cluster_->store().postgres()) GTEST_SKIP() << "PostgreSQL is not installed";
+  TcpProxy proxy;
+  ASSERT_TRUE(proxy.Start(cluster_->store().port()));
+  ASSERT_TRUE(cluster_->Start(0, cluster_->store().UrlVia(proxy.port())))
+      << cluster_->server(0).output();
+  ASSERT_TRUE(cluster_->WaitForRole(0, "leader", 20000).is_object());
+  ASSERT_TRUE(cluster_->Start(1)) << cluster_->server(1).output();
+  ASSERT_TRUE(cluster_->WaitForRole(1, "follower", 20000).is_object());
+  token_ = cluster_->AdminToken(0);
+  ASSERT_FALSE(token_.empty());
+  auto old_leader = ClientFor(cluster_->url(0), token_);
+  ASSERT_NE(SubmitLongJob(*old_leader), 0u);
+
+  const int proxy_port = proxy.port();
+  const auto cut = Clock::now();
+  proxy.Stop();  // the leader's connections to PostgreSQL end; new ones are refused
+  // A write sent to it now is not acknowledged, and never commits.
+  const json body = {{"queue", "lab-q"},
+                     {"name", "written-by-a-cut-off-leader"},
+                     {"command", {"true"}},
+                     {"resources", {{"gpus", 0}}}};
+  auto late = old_leader->Post("/api/v1/jobs", body.dump(), "application/json");
+  EXPECT_FALSE(late && late->status == 201) << "a cut-off leader acknowledged a write";
+  // It steps down: no longer the leader within a renewal interval and the lease.
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  bool stepped_down = false;
+  while (!stepped_down && Clock::now() < deadline) {
+    const json h = Health(cluster_->url(0));
+    stepped_down = !h.is_object() || h.value("role", "") != "leader";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(stepped_down) << "the cut-off leader still says it leads";
+  std::printf("the cut-off leader stepped down after %.1f s\n", SecondsSince(cut));
+  const json h = cluster_->WaitForRole(1, "leader", 15000);
+  ASSERT_TRUE(h.is_object());
+  std::printf("the other server leads %.1f s after the cut (lease 3 s)\n", SecondsSince(cut));
+  EXPECT_EQ(h["term"], 2);
+  // The database again: the old leader follows the new one.
+  ASSERT_TRUE(proxy.Start(cluster_->store().port(), proxy_port));
+  const json again = cluster_->WaitForRole(0, "follower", 20000);
+  ASSERT_TRUE(again.is_object());
+  EXPECT_EQ(again["leader"], cluster_->url(1));
+  auto leader = ClientFor(cluster_->url(1), token_);
+  const json jobs = Parse(leader->Get("/api/v1/jobs?q=written-by-a-cut-off-leader"));
   EXPECT_EQ(jobs.value("items", json::array()).size(), 0u) << jobs.dump();
   EXPECT_NE(SubmitLongJob(*leader), 0u);
 }

@@ -1,9 +1,10 @@
 // ServerCluster: several real `arbiter server` processes on one store with leader election, each
 // on a fixed loopback port (a server that steps down starts again on the same one), for the
-// failover tests. The store's URL comes from SharedStoreUrl, the one place that names it.
+// failover tests. The store's URL comes from SharedStore, the one place that names it.
 #pragma once
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "server_process.h"
+#include "testing/postgres_cluster.h"
 
 namespace arbiter::testing {
 
@@ -38,9 +40,44 @@ inline int FreePort() {
   return port;
 }
 
-// The store the servers of a test share: one SQLite file in `dir` (several servers of one
+// The store the servers of a test share, and the one place that names it: a fresh database of
+// the test run's throw-away PostgreSQL (testing/postgres_cluster.h: `make test` starts one) when
+// PostgreSQL is installed, else one SQLite file in the test's folder (several servers of one
 // machine may share it under the lease).
-inline std::string SharedStoreUrl(const std::string& dir) { return "sqlite:" + dir + "/store"; }
+class SharedStore {
+ public:
+  explicit SharedStore(const std::string& dir) {
+    if (!PostgresCluster::Available()) {
+      url_ = "sqlite:" + dir + "/store";
+      return;
+    }
+    std::string error;
+    PostgresCluster* pg = PostgresCluster::ForTests(&error);
+    const std::string db = PostgresCluster::UniqueDatabaseName("failover");
+    if (pg == nullptr || !pg->CreateDatabase(db, &error)) {
+      ADD_FAILURE() << "PostgreSQL: " << error;
+      url_ = "sqlite:" + dir + "/store";
+      return;
+    }
+    postgres_ = true;
+    port_ = pg->port();
+    database_ = db;
+    url_ = pg->Uri(db);
+  }
+  const std::string& url() const { return url_; }
+  bool postgres() const { return postgres_; }
+  int port() const { return port_; }
+  // The URL through another port of this machine (a proxy in front of PostgreSQL).
+  std::string UrlVia(int port) const {
+    return fmt::format("postgres://{}@127.0.0.1:{}/{}", PostgresCluster::kUser, port, database_);
+  }
+
+ private:
+  std::string url_;
+  bool postgres_ = false;
+  int port_ = 0;
+  std::string database_;
+};
 
 // /healthz of the server at `url`: its role, term and leader; null when it does not answer.
 inline nlohmann::json Health(const std::string& url) {
@@ -60,17 +97,21 @@ class ServerCluster {
  public:
   // `flags`: more flags for every server (the lease's, --config, ...).
   ServerCluster(std::string dir, std::vector<std::string> flags)
-      : dir_(std::move(dir)), flags_(std::move(flags)) {}
+      : dir_(std::move(dir)), flags_(std::move(flags)), store_(dir_) {}
 
-  // Starts server `i` (0, 1, ...) in DIR/sI on its own port; false when it does not listen.
-  bool Start(size_t i) {
+  const SharedStore& store() const { return store_; }
+
+  // Starts server `i` (0, 1, ...) in DIR/sI on its own port, on the shared store (or at
+  // `store_url`, the same store by another way); false when it does not listen.
+  bool Start(size_t i, const std::string& store_url = "") {
     while (servers_.size() <= i) {
       servers_.push_back(std::make_unique<ServerProcess>());
       ports_.push_back(FreePort());
     }
     ServerProcess& s = *servers_[i];
     s.listen = fmt::format("127.0.0.1:{}", ports_[i]);
-    std::vector<std::string> flags = {"--store", SharedStoreUrl(dir_), "--leader-election", "on"};
+    std::vector<std::string> flags = {"--store", store_url.empty() ? store_.url() : store_url,
+                                      "--leader-election", "on"};
     flags.insert(flags.end(), flags_.begin(), flags_.end());
     return s.Start(fmt::format("{}/s{}", dir_, i), flags);
   }
@@ -110,6 +151,7 @@ class ServerCluster {
  private:
   std::string dir_;
   std::vector<std::string> flags_;
+  SharedStore store_;
   std::vector<std::unique_ptr<ServerProcess>> servers_;
   std::vector<int> ports_;
 };
