@@ -113,7 +113,7 @@ void Forward(const std::string& leader, const httplib::Request& req, httplib::Re
     if (k == "Content-Type") {
       type = v;
     } else if (k != "Content-Length" && k != "Transfer-Encoding" && k != "Connection" &&
-               k != "Keep-Alive") {
+               k != "Keep-Alive" && k != "Content-Encoding") {  // the body is decoded
       res.headers.emplace(k, v);
     }
   }
@@ -523,7 +523,8 @@ bool HttpApi::ServeAsFollower(std::string_view method, const std::string& path,
   const bool agent = path.starts_with("/api/v1/agent/");
   if (method == "GET" && !agent) return false;  // reads: from this server's own state
   const LeaderInfo leader = keeper_->info();
-  if (role == ServingRole::kStarting || leader.leader_url.empty() || leader.leader_url == self_url_) {
+  if (role == ServingRole::kStarting || leader.leader_url.empty() ||
+      leader.leader_url == self_url_) {
     SendError(res, Status(StatusCode::kUnavailable,
                           role == ServingRole::kStarting
                               ? "this server was just elected leader and is loading the state; "

@@ -432,6 +432,7 @@ class LeaderRuntime {
     if (gw_) gw_->Stop();
   }
 
+  // Idempotent; call from one thread, after the signal thread is done with StopScheduling.
   void Stop() {
     StopScheduling();
     if (scheduler_.joinable()) scheduler_.join();
@@ -439,6 +440,10 @@ class LeaderRuntime {
     if (sampler_) sampler_->Stop();
     if (webhooks_of_ != nullptr) webhooks_of_->webhooks().Stop();
     webhooks_of_ = nullptr;
+    services_.reset();
+    sampler_.reset();
+    loop_.reset();
+    gw_.reset();
   }
   // What is committed by now, exported.
   void StopExports() {
@@ -727,11 +732,11 @@ int RunServer(const ServerOptions& o) {
   lead_cv.notify_all();
   if (leader_starter.joinable()) leader_starter.join();
   if (refresher.joinable()) refresher.join();
-  runtime.Stop();
   if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
   // Wake the signal thread if Serve ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
+  runtime.Stop();
   runtime.StopExports();
   if (election) {
     // What this leader wrote is committed (a barrier), then the lease ends: a follower takes
