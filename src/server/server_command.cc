@@ -219,12 +219,14 @@ bool HttpOptionsFrom(const ServerOptions& o, const std::string& local_work_dir, 
 // when woken (capacity released, a job submitted, a node changed).
 class SchedulerLoop {
  public:
-  SchedulerLoop(ControlPlane* cp, const ServerOptions& o)
+  // `node_timeout_ms`: nodes without a heartbeat for this long are down (NodeTimeoutMs).
+  SchedulerLoop(ControlPlane* cp, const ServerOptions& o, DurationMs node_timeout_ms)
       : cp_(cp),
         o_(o),
+        node_timeout_ms_(node_timeout_ms),
         reconnect_window_(o.reconnect_window_ms > 0
                               ? o.reconnect_window_ms
-                              : std::max<DurationMs>(30000, DurationMs{5} * o.node_timeout_ms)) {
+                              : std::max<DurationMs>(30000, DurationMs{5} * node_timeout_ms)) {
     cp_->SetSchedulerWake([this] { Wake(); });
   }
   ~SchedulerLoop() { cp_->SetSchedulerWake(nullptr); }
@@ -253,9 +255,9 @@ class SchedulerLoop {
       lock.unlock();
       const auto started = Clock::now();
       for (const std::string& node :
-           cp_->DetectDownNodes(o_.node_timeout_ms, o_.local_node, reconnect_window_)) {
+           cp_->DetectDownNodes(node_timeout_ms_, o_.local_node, reconnect_window_)) {
         spdlog::warn("node {} is down: no heartbeat for {} ms; its tasks are lost", node,
-                     o_.node_timeout_ms);
+                     node_timeout_ms_);
       }
       auto r = cp_->RunSchedulingCycle();
       if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
@@ -280,6 +282,7 @@ class SchedulerLoop {
  private:
   ControlPlane* const cp_;
   const ServerOptions& o_;
+  const DurationMs node_timeout_ms_;
   const DurationMs reconnect_window_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -347,7 +350,8 @@ namespace {
 // runs them from its start; with leader election, from when it is elected (RunServer).
 class LeaderRuntime {
  public:
-  LeaderRuntime(const ServerOptions& o, store::Store* store) : o_(o), store_(store) {}
+  LeaderRuntime(const ServerOptions& o, store::Store* store, DurationMs node_timeout_ms)
+      : o_(o), store_(store), node_timeout_ms_(node_timeout_ms) {}
   ~LeaderRuntime() { Stop(); }
 
   // Opens the audit exports' sinks (before serving: a bad flag stops the start); 0 or an exit
@@ -398,7 +402,7 @@ class LeaderRuntime {
     cp->webhooks().SetPolicy(webhook_policy);
     cp->webhooks().Start();
     webhooks_of_ = cp;
-    loop_ = std::make_unique<SchedulerLoop>(cp, o_);
+    loop_ = std::make_unique<SchedulerLoop>(cp, o_, node_timeout_ms_);
     scheduler_ = std::thread([this] { loop_->Run(); });
     // Services: their replicas kept as specified, probed, rolled and routed (docs/services.md).
     services_ = std::make_unique<ServiceController>(cp, ServiceControllerOptions{});
@@ -453,6 +457,7 @@ class LeaderRuntime {
  private:
   const ServerOptions& o_;
   store::Store* const store_;
+  const DurationMs node_timeout_ms_;
   std::vector<std::unique_ptr<AuditExporter>> audit_exports_;
   std::unique_ptr<Sampler> sampler_;
   ControlPlane* webhooks_of_ = nullptr;  // whose webhooks were started
@@ -464,11 +469,20 @@ class LeaderRuntime {
 };
 
 // The settings every control plane of this server gets.
-void Configure(ControlPlane* cp, const ServerOptions& o, int32_t ports_lo, int32_t ports_hi) {
+// The node timeout. Agents stop their tasks when the server is away this long (their orphan
+// timeout is the server's node timeout), so with leader election it is at least what a failover
+// takes: the lease, two renewal intervals and 5 s to load the state.
+int64_t NodeTimeoutMs(const ServerOptions& o, bool election) {
+  if (!election) return o.node_timeout_ms;
+  return std::max<int64_t>(o.node_timeout_ms, o.lease_ms + 2 * o.lease_renew_ms + 5000);
+}
+
+void Configure(ControlPlane* cp, const ServerOptions& o, int32_t ports_lo, int32_t ports_hi,
+               bool election) {
   cp->SetTenantUidBase(o.tenant_uid_base);
   cp->SetBuiltinNode(o.local_node);
   cp->SetServicePorts(ports_lo, ports_hi);
-  cp->SetNodeTimeout(o.node_timeout_ms);
+  cp->SetNodeTimeout(NodeTimeoutMs(o, election));
   cp->SetTaskLimits({o.task_min_cpu_milli, o.task_min_memory_mib, o.tenant_max_tasks});
 }
 
@@ -549,6 +563,12 @@ int RunServer(const ServerOptions& o) {
   const bool election =
       o.leader_election == "on" ||
       (o.leader_election == "auto" && store_url->kind == store::StoreUrl::Kind::kPostgres);
+  if (election && NodeTimeoutMs(o, true) > o.node_timeout_ms) {
+    spdlog::info(
+        "--node-timeout-ms: {} ms with leader election (at least --lease-ms, two renewals and "
+        "5 s), so that agents keep their tasks through a failover",
+        NodeTimeoutMs(o, true));
+  }
   if (election && !o.local_node.empty()) {
     spdlog::error(
         "--local-node: not with leader election (several servers): run an agent on the node "
@@ -581,7 +601,7 @@ int RunServer(const ServerOptions& o) {
   // A follower writes nothing to the state: a fence no lease ever has makes sure of it.
   if (election) (*store)->SetFence(std::numeric_limits<uint64_t>::max());
   auto cp = std::make_shared<ControlPlane>(store->get(), WallClockMs);
-  Configure(cp.get(), o, ports_lo, ports_hi);
+  Configure(cp.get(), o, ports_lo, ports_hi, election);
   if (Status st = cp->Load(); !st.ok()) {
     spdlog::error("cannot load the state: {}", st.ToString());
     return 1;
@@ -591,7 +611,7 @@ int RunServer(const ServerOptions& o) {
     if (!WriteBootstrapToken(cp.get(), o.data_dir)) return 1;
   }
 
-  LeaderRuntime runtime(o, store->get());
+  LeaderRuntime runtime(o, store->get(), NodeTimeoutMs(o, election));
   if (int rc = runtime.OpenExports(); rc != 0) return rc;
   if (!election) {
     if (Status st = runtime.StartExports(); !st.ok()) {
@@ -651,7 +671,7 @@ int RunServer(const ServerOptions& o) {
         if (shutting_down || elected_term != 0) break;
         lock.unlock();
         auto fresh = std::make_shared<ControlPlane>(store->get(), WallClockMs);
-        Configure(fresh.get(), o, ports_lo, ports_hi);
+        Configure(fresh.get(), o, ports_lo, ports_hi, true);
         if (Status st = fresh->Load(); !st.ok()) {
           spdlog::warn("follower: cannot load the state: {}", st.ToString());
         } else {
@@ -673,7 +693,7 @@ int RunServer(const ServerOptions& o) {
       api.SetRole(HttpApi::ServingRole::kStarting);
       (*store)->SetFence(term);
       auto lead = std::make_shared<ControlPlane>(store->get(), WallClockMs);
-      Configure(lead.get(), o, ports_lo, ports_hi);
+      Configure(lead.get(), o, ports_lo, ports_hi, true);
       if (Status st = lead->Load(); !st.ok()) StepDown("cannot load the state: " + st.ToString());
       if (ApplyStartConfig(lead.get(), o) != 0) StepDown("the configuration could not be applied");
       if (!WriteBootstrapToken(lead.get(), o.data_dir)) StepDown("cannot write the admin token");
