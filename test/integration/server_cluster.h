@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -93,6 +96,75 @@ inline nlohmann::json Health(const std::string& url) {
   }
 }
 
+// One server of a cluster: `arbiter server` in a child process on a fixed loopback port, its
+// data in DIR/data. Its standard output is read for the line that says it listens (a server
+// that steps down starts again in the same process, on the same port).
+class ClusterServer {
+ public:
+  ~ClusterServer() { Kill(SIGKILL); }
+
+  bool Start(const std::string& dir, int port, const std::vector<std::string>& flags) {
+    dir_ = dir;
+    int out[2];
+    if (pipe(out) != 0) return false;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      close(out[1]);
+      std::vector<std::string> args = {ARBITER_BINARY,
+                                       "server",
+                                       "--data-dir",
+                                       data_dir(),
+                                       "--listen",
+                                       fmt::format("127.0.0.1:{}", port),
+                                       "--cycle-interval-ms",
+                                       "50"};
+      args.insert(args.end(), flags.begin(), flags.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    out_fd_ = out[0];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_fd_, POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char c[512];
+      const ssize_t n = read(out_fd_, c, sizeof(c));
+      if (n <= 0) return false;
+      output_.append(c, static_cast<size_t>(n));
+      if (output_.find("listening on http://") != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  // Sends `sig` and waits for the child; returns its wait status.
+  int Kill(int sig) {
+    if (pid_ <= 0) return 0;
+    ::kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    if (out_fd_ >= 0) close(out_fd_);
+    out_fd_ = -1;
+    return status;
+  }
+
+  std::string data_dir() const { return dir_ + "/data"; }
+  pid_t pid() const { return pid_; }
+  const std::string& output() const { return output_; }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::string output_;
+};
+
 class ServerCluster {
  public:
   // `flags`: more flags for every server (the lease's, --config, ...).
@@ -105,18 +177,16 @@ class ServerCluster {
   // `store_url`, the same store by another way); false when it does not listen.
   bool Start(size_t i, const std::string& store_url = "") {
     while (servers_.size() <= i) {
-      servers_.push_back(std::make_unique<ServerProcess>());
+      servers_.push_back(std::make_unique<ClusterServer>());
       ports_.push_back(FreePort());
     }
-    ServerProcess& s = *servers_[i];
-    s.listen = fmt::format("127.0.0.1:{}", ports_[i]);
     std::vector<std::string> flags = {"--store", store_url.empty() ? store_.url() : store_url,
                                       "--leader-election", "on"};
     flags.insert(flags.end(), flags_.begin(), flags_.end());
-    return s.Start(fmt::format("{}/s{}", dir_, i), flags);
+    return servers_[i]->Start(fmt::format("{}/s{}", dir_, i), ports_[i], flags);
   }
 
-  ServerProcess& server(size_t i) { return *servers_[i]; }
+  ClusterServer& server(size_t i) { return *servers_[i]; }
   std::string url(size_t i) const { return fmt::format("http://127.0.0.1:{}", ports_[i]); }
   // "http://a,http://b": every server, for --server.
   std::string urls() const {
@@ -152,7 +222,7 @@ class ServerCluster {
   std::string dir_;
   std::vector<std::string> flags_;
   SharedStore store_;
-  std::vector<std::unique_ptr<ServerProcess>> servers_;
+  std::vector<std::unique_ptr<ClusterServer>> servers_;
   std::vector<int> ports_;
 };
 

@@ -105,9 +105,9 @@ class ServerProcess {
       close(out[1]);
       // A task left by a test stops soon after its server is gone (--orphan-timeout-ms).
       std::vector<std::string> args = {
-          ARBITER_BINARY,     "server", "--data-dir",          data_dir,
-          "--listen",         listen,   "--cycle-interval-ms", "50",
-          "--local-work-dir", node_dir, "--orphan-timeout-ms", "30000"};
+          ARBITER_BINARY,     "server",      "--data-dir",          data_dir,
+          "--listen",         "127.0.0.1:0", "--cycle-interval-ms", "50",
+          "--local-work-dir", node_dir,      "--orphan-timeout-ms", "30000"};
       for (auto& e : extra) args.push_back(e);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -183,9 +183,6 @@ class ServerProcess {
     }
   }
   int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  // The address Start listens on (a fixed port for a server that must come back on it).
-  std::string listen = "127.0.0.1:0";
   const std::string& admin_token() const { return admin_token_; }
   const std::string& output() const { return output_; }
 
