@@ -182,7 +182,7 @@ class FailoverTest : public ::testing::Test {
     const json body = {
         {"queue", "lab-q"},
         {"command",
-         {"sh", "-c", fmt::format("echo $$ >> {}/$ARBITER_JOB_ID; exec sleep 300", markers_)}},
+         {"sh", "-c", fmt::format("echo started >> {}/$ARBITER_JOB_ID; exec sleep 300", markers_)}},
         {"resources", {{"gpus", 1}}}};
     auto r = c.Post("/api/v1/jobs", body.dump(), "application/json");
     EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no answer");
@@ -208,12 +208,23 @@ class FailoverTest : public ::testing::Test {
     return to;
   }
 
-  // The pids the job's task wrote (one line per start).
-  std::vector<pid_t> Starts(uint64_t id) {
-    std::vector<pid_t> pids;
+  // The lines the job's task wrote: one per start.
+  size_t Starts(uint64_t id) {
     std::istringstream in(ReadFile(fmt::format("{}/{}", markers_, id)));
-    for (long pid = 0; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
-    return pids;
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  }
+
+  // The pid of the process that runs the job's task (its shim), from the agent's work dir.
+  pid_t TaskPid(httplib::Client& c, uint64_t id) {
+    const json j = Parse(c.Get(fmt::format("/api/v1/jobs/{}", id)));
+    if (!j.contains("placement") || j["placement"].empty()) return 0;
+    const std::string node = j["placement"][0].value("node", "");
+    std::ifstream in(fmt::format("{}/agent-{}/jobs/{}/task-0.pid", dir_.path(), node, id));
+    pid_t pid = 0;
+    in >> pid;
+    return pid;
   }
 
   arbiter::testing::TempDir dir_;
@@ -234,13 +245,16 @@ TEST_F(FailoverTest, KillNineOfTheLeaderFailsOverWithinFifteenSeconds) {
   std::vector<uint64_t> long_jobs;
   for (int i = 0; i < 4; ++i) long_jobs.push_back(SubmitLongJob(*leader));
   for (uint64_t id : long_jobs) WaitForState(*leader, id, "running", 20000);
-  // Each task wrote its marker (it started).
+  // Each task wrote its marker (it started); its process is noted.
+  std::map<uint64_t, pid_t> pids;
   for (uint64_t id : long_jobs) {
     const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (Starts(id).empty() && Clock::now() < deadline) {
+    while ((Starts(id) == 0 || TaskPid(*leader, id) <= 1) && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    ASSERT_EQ(Starts(id).size(), 1u) << id;
+    ASSERT_EQ(Starts(id), 1u) << id;
+    pids[id] = TaskPid(*leader, id);
+    ASSERT_GT(pids[id], 1) << id;
   }
 
   Submitter submitter({cluster_->url(0), cluster_->url(1)}, token_);
@@ -284,9 +298,9 @@ TEST_F(FailoverTest, KillNineOfTheLeaderFailsOverWithinFifteenSeconds) {
   for (uint64_t id : long_jobs) {
     const json j = WaitForState(*next, id, "running", 5000);
     EXPECT_EQ(j.value("restarts", -1), 0) << j.dump();
-    const auto pids = Starts(id);
-    ASSERT_EQ(pids.size(), 1u) << "job " << id << " started more than once";
-    EXPECT_TRUE(Alive(pids[0])) << "job " << id << "'s task is gone";
+    EXPECT_EQ(Starts(id), 1u) << "job " << id << " started more than once";
+    EXPECT_EQ(TaskPid(*next, id), pids[id]) << "job " << id << " runs in another process";
+    EXPECT_TRUE(Alive(pids[id])) << "job " << id << "'s task is gone";
     const auto states = EventStates(*next, id);
     EXPECT_EQ(std::count(states.begin(), states.end(), "running"), 1) << id;
     EXPECT_EQ(std::count(states.begin(), states.end(), "lost"), 0) << id;
