@@ -169,6 +169,9 @@ Result<std::string> NormaliseServerUrl(std::string_view url) {
   return u;
 }
 
+namespace {
+
+// Several servers on one store: "a, b" -> "http://a,http://b" (each normalised).
 Result<std::string> NormaliseServerList(std::string_view urls) {
   std::string out;
   for (const std::string& url : SplitServerUrls(urls)) {
@@ -179,6 +182,8 @@ Result<std::string> NormaliseServerList(std::string_view urls) {
   if (out.empty()) return InvalidArgument("server", "the server URL is empty");
   return out;
 }
+
+}  // namespace
 
 Result<Connection> ResolveConnection(const ClientFlags& flags) {
   auto cfg = ReadConfigFile(ConfigPath());
@@ -214,18 +219,23 @@ Result<Connection> ResolveConnection(const ClientFlags& flags) {
 
 // --- HTTP ------------------------------------------------------------------------------------
 
-ApiClient::ApiClient(Connection c) : c_(std::move(c)), servers_(SplitServerUrls(c_.server)) {
-  if (servers_.empty()) servers_.push_back(c_.server);
-  Use(servers_.front());
-}
+namespace {
 
-void ApiClient::Use(const std::string& url) {
+// scheme://host:port and /base of a server URL.
+void SplitUrl(const std::string& url, std::string* origin, std::string* base_path) {
   const size_t scheme = url.find("://");
   const size_t scheme_end = scheme == std::string::npos ? 0 : scheme + 3;
   const size_t slash = url.find('/', scheme_end);
-  current_ = url;
-  origin_ = slash == std::string::npos ? url : url.substr(0, slash);
-  base_path_ = slash == std::string::npos ? "" : url.substr(slash);
+  *origin = slash == std::string::npos ? url : url.substr(0, slash);
+  *base_path = slash == std::string::npos ? "" : url.substr(slash);
+}
+
+}  // namespace
+
+// c_.server may name several servers (a,b,c): origin_ and base_path_ are the one in use.
+ApiClient::ApiClient(Connection c) : c_(std::move(c)) {
+  const std::vector<std::string> servers = SplitServerUrls(c_.server);
+  SplitUrl(servers.empty() ? c_.server : servers.front(), &origin_, &base_path_);
 }
 
 ApiClient::~ApiClient() = default;
@@ -307,8 +317,9 @@ Result<HttpReply> ApiClient::Send(const std::string& method, const std::string& 
   for (const auto& [k, v] : headers) h.emplace(k, v);
   // Several servers (--server a,b,c): the next one when one cannot be reached, the leader when a
   // follower names it; the one that answers is kept for the next calls.
+  const std::vector<std::string> servers = SplitServerUrls(c_.server);
   httplib::Result res{nullptr, httplib::Error::Unknown};
-  for (size_t tries = 0; tries < servers_.size() + 1; ++tries) {
+  for (size_t tries = 0; tries < servers.size() + 1; ++tries) {
     auto cli = Open(60);
     const std::string full = base_path_ + path;
     if (method == "GET") {
@@ -320,16 +331,18 @@ Result<HttpReply> ApiClient::Send(const std::string& method, const std::string& 
     } else {
       res = cli->Delete(full, h, body, content_type);
     }
+    const std::string current = origin_ + base_path_;
     if (res && res->status == 503 && res->has_header(kLeaderHeader) &&
-        res->get_header_value(kLeaderHeader) != current_) {
-      Use(res->get_header_value(kLeaderHeader));
+        res->get_header_value(kLeaderHeader) != current) {
+      SplitUrl(res->get_header_value(kLeaderHeader), &origin_, &base_path_);
       continue;
     }
     const bool unreachable = !res && (res.error() == httplib::Error::Connection ||
                                       res.error() == httplib::Error::ConnectionTimeout);
-    if (!unreachable || servers_.size() == 1) break;
-    auto it = std::find(servers_.begin(), servers_.end(), current_);
-    Use(it == servers_.end() || it + 1 == servers_.end() ? servers_.front() : *(it + 1));
+    if (!unreachable || servers.size() <= 1) break;
+    auto it = std::find(servers.begin(), servers.end(), current);
+    SplitUrl(it == servers.end() || it + 1 == servers.end() ? servers.front() : *(it + 1), &origin_,
+             &base_path_);
   }
   if (!res) return FromTransportError(static_cast<int>(res.error()), path);
   HttpReply r;

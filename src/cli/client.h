@@ -21,7 +21,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/result.h"
 #include "common/status.h"
@@ -81,8 +80,6 @@ struct Connection {
 Result<Connection> ResolveConnection(const ClientFlags& flags);
 // "http://h:1/" -> "http://h:1"; "h:8080" -> "http://h:8080". Errors name what is wrong.
 Result<std::string> NormaliseServerUrl(std::string_view url);
-// Several servers on one store: "a, b" -> "http://a,http://b" (each normalised).
-Result<std::string> NormaliseServerList(std::string_view urls);
 
 struct HttpReply {
   int status = 0;
@@ -125,14 +122,10 @@ class ApiClient {
   Status NeedToken() const;
   Status FromTransportError(int error, const std::string& path) const;
   std::unique_ptr<httplib::Client> Open(int read_timeout_s) const;
-  // Sends the next requests to `url` (one of servers_, or a leader a follower named).
-  void Use(const std::string& url);
 
   Connection c_;
-  std::vector<std::string> servers_;  // c_.server split at commas
-  std::string current_;               // the server in use
-  std::string origin_;                // scheme://host:port
-  std::string base_path_;             // "" or "/prefix"
+  std::string origin_;     // scheme://host:port
+  std::string base_path_;  // "" or "/prefix"
 };
 
 }  // namespace arbiter::cli
