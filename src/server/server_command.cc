@@ -580,6 +580,11 @@ int RunServer(const ServerOptions& o) {
                   o.lease_renew_ms);
     return 2;
   }
+  if (store_url->kind == store::StoreUrl::Kind::kSqlite &&
+      ::mkdir(store_url->sqlite_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::error("--store: cannot create {}: {}", store_url->sqlite_dir, std::strerror(errno));
+    return 1;
+  }
   auto store = store::OpenStore(*store_url);
   // With leader election, a server that cannot reach the store waits for it (one that lost the
   // lease because it lost the store starts again here); SIGTERM or SIGINT end the wait.
