@@ -238,7 +238,7 @@ class FailoverTest : public ::testing::Test {
 // follower leads within 15 s (the default lease, 10 s, and a renewal interval), every
 // acknowledged submission is there, the running jobs ran once and run on, submissions resume.
 TEST_F(FailoverTest, KillNineOfTheLeaderFailsOverWithinFifteenSeconds) {
-  StartCluster({"--node-timeout-ms", "3000"});
+  ASSERT_NO_FATAL_FAILURE(StartCluster({"--node-timeout-ms", "3000"}));
   StartAgent("node-a");
   StartAgent("node-b");
   auto leader = ClientFor(cluster_->url(0), token_);
@@ -315,7 +315,8 @@ TEST_F(FailoverTest, KillNineOfTheLeaderFailsOverWithinFifteenSeconds) {
 // A follower answers reads from its own state, forwards writes to the leader and sends agents
 // there; SIGTERM of the leader hands the lease over at once.
 TEST_F(FailoverTest, FollowerReadsForwardsWritesAndSigtermHandsOver) {
-  StartCluster({"--lease-ms", "10000", "--lease-renew-ms", "500", "--follower-refresh-ms", "200"});
+  ASSERT_NO_FATAL_FAILURE(StartCluster(
+      {"--lease-ms", "10000", "--lease-renew-ms", "500", "--follower-refresh-ms", "200"}));
   auto follower = ClientFor(cluster_->url(1), token_);
   // A write through the follower: forwarded, answered by the leader.
   const uint64_t id = SubmitLongJob(*follower);
@@ -379,7 +380,7 @@ TEST_F(FailoverTest, FollowerReadsForwardsWritesAndSigtermHandsOver) {
 // once the lease ends; when the old leader runs again, what it was asked to write meanwhile
 // does not commit (its term is gone), and it steps down and follows.
 TEST_F(FailoverTest, CutOffLeaderStopsWritingAndStepsDown) {
-  StartCluster({"--lease-ms", "2000", "--lease-renew-ms", "400"});
+  ASSERT_NO_FATAL_FAILURE(StartCluster({"--lease-ms", "2000", "--lease-renew-ms", "400"}));
   auto old_leader = ClientFor(cluster_->url(0), token_);
   ASSERT_NE(SubmitLongJob(*old_leader), 0u);
   const pid_t pid = cluster_->server(0).pid();

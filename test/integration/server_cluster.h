@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -105,6 +106,8 @@ class ClusterServer {
 
   bool Start(const std::string& dir, int port, const std::vector<std::string>& flags) {
     dir_ = dir;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
@@ -195,12 +198,17 @@ class ServerCluster {
     return out;
   }
 
-  // Waits until server `i` says it is `role` (within `ms`); its /healthz then, or null.
+  // Waits until server `i` says it is `role` (a follower: and names the leader), within `ms`;
+  // its /healthz then, or null.
   nlohmann::json WaitForRole(size_t i, const std::string& role, int ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     while (std::chrono::steady_clock::now() < deadline) {
       nlohmann::json h = Health(url(i));
-      if (h.is_object() && h.value("role", "") == role) return h;
+      // A follower that has not yet read the lease names no leader.
+      if (h.is_object() && h.value("role", "") == role &&
+          (role != "follower" || !h.value("leader", "").empty())) {
+        return h;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return nullptr;
