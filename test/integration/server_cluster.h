@@ -194,7 +194,10 @@ class ServerCluster {
   // "http://a,http://b": every server, for --server.
   std::string urls() const {
     std::string out;
-    for (size_t i = 0; i < ports_.size(); ++i) out += (i == 0 ? "" : ",") + url(i);
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (i > 0) out += ',';
+      out += url(i);
+    }
     return out;
   }
 
