@@ -33,13 +33,15 @@ AgentClient::AgentClient(AgentClientOptions options, RegistrationFn registration
     : options_(std::move(options)),
       registration_(std::move(registration)),
       telemetry_(std::move(telemetry)),
-      instance_(RandomHex(8)) {}
+      instance_(RandomHex(8)),
+      servers_(options_.server) {}
 
 AgentClient::~AgentClient() { Stop(); }
 
-std::shared_ptr<httplib::Client> AgentClient::NewClient(DurationMs connect_ms,
+std::shared_ptr<httplib::Client> AgentClient::NewClient(const std::string& url,
+                                                        DurationMs connect_ms,
                                                         DurationMs read_ms) const {
-  auto c = std::make_shared<httplib::Client>(options_.server);
+  auto c = std::make_shared<httplib::Client>(url);
   auto split = [](DurationMs ms) {
     return std::pair{static_cast<time_t>(ms / 1000), static_cast<time_t>((ms % 1000) * 1000)};
   };
@@ -55,10 +57,18 @@ std::shared_ptr<httplib::Client> AgentClient::NewClient(DurationMs connect_ms,
 
 Status AgentClient::Post(const std::string& path, const std::string& body, DurationMs timeout_ms,
                          std::string* answer) {
-  auto r = NewClient(timeout_ms, timeout_ms)->Post(path, body, "application/json");
+  std::string url = servers_.current();
+  auto r = NewClient(url, timeout_ms, timeout_ms)->Post(path, body, "application/json");
+  if (r && r->status == 503 && r->has_header(kLeaderHeader)) {
+    // A follower: the leader it names, at once.
+    url = r->get_header_value(kLeaderHeader);
+    servers_.Follow(url);
+    r = NewClient(url, timeout_ms, timeout_ms)->Post(path, body, "application/json");
+  }
   if (!r) {
-    return {StatusCode::kUnavailable, fmt::format("cannot reach the server at {}: {}",
-                                                  options_.server, httplib::to_string(r.error()))};
+    servers_.Next(url);  // the next server of the list for the next try
+    return {StatusCode::kUnavailable,
+            fmt::format("cannot reach the server at {}: {}", url, httplib::to_string(r.error()))};
   }
   if (r->status != 200) {
     // A server without this agent's session answers failed_precondition: register again.
@@ -85,7 +95,7 @@ Status AgentClient::Register() {
   std::lock_guard<std::mutex> lock(mu_);
   registered_ = true;
   server_node_timeout_ms_ = node_timeout;
-  spdlog::info("registered node {} with {} ({} GPUs)", options_.node, options_.server,
+  spdlog::info("registered node {} with {} ({} GPUs)", options_.node, servers_.current(),
                reg.node.gpus.size());
   return Status::Ok();
 }
@@ -176,8 +186,8 @@ void AgentClient::WatchLoop() {
       known = assign_version_;
     }
     // The server answers within watch_ms; the read waits that long and a request's timeout more.
-    auto client =
-        NewClient(options_.request_timeout_ms, options_.watch_ms + options_.request_timeout_ms);
+    auto client = NewClient(servers_.current(), options_.request_timeout_ms,
+                            options_.watch_ms + options_.request_timeout_ms);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
@@ -278,11 +288,13 @@ void AgentClient::WaitForServer(DurationMs wait) {
       if (cv_.wait_until(lock, next, [&] { return stop_.load(); })) return;
     }
     if (std::chrono::steady_clock::now() >= until) return;
-    auto c = std::make_shared<httplib::Client>(options_.server);
+    const std::string url = servers_.current();
+    auto c = std::make_shared<httplib::Client>(url);
     c->set_connection_timeout(0, 200000);
     c->set_read_timeout(1, 0);
     auto r = c->Get("/readyz");
     if (r && r->status == 200) return;
+    if (!r) servers_.Next(url);
   }
 }
 

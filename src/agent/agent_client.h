@@ -7,7 +7,10 @@
 // each once). While the server is away, the executor keeps running what it runs against the last
 // assignments, and reports queue up; the heartbeat retries with exponential backoff (capped).
 // When the server answers that the node has no session (it restarted), the agent registers
-// again at once and delivers what queued meanwhile.
+// again at once and delivers what queued meanwhile. With several servers on one store, a server
+// that does not answer makes the agent try the next URL, and a follower's 503 naming the leader
+// sends it to the leader; a new leader has no session for the node, so the agent registers with
+// it as after a restart, and its tasks keep running throughout.
 //
 // A task reported exited or lost is not handed to the executor again even while older
 // assignments still list it (an answer that predates the report).
@@ -27,6 +30,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/server_list.h"
 #include "common/status.h"
 #include "model/execution.h"
 #include "node/execution_backend.h"
@@ -38,8 +42,10 @@ class Client;
 namespace arbiter::agent {
 
 struct AgentClientOptions {
-  std::string server;  // http://host:port (or https://)
-  std::string token;   // a node token
+  // http://host:port (or https://); several servers on one store: their URLs separated by commas,
+  // tried in order (the agent follows the leader: common/server_list.h).
+  std::string server;
+  std::string token;  // a node token
   std::string node;
   DurationMs heartbeat_ms = 2000;
   DurationMs backoff_base_ms = 250;
@@ -98,7 +104,8 @@ class AgentClient : public node::ExecutionBackend {
   void WaitForServer(DurationMs wait);
   // A client of the server with these timeouts (the write timeout is the connect one), TCP_NODELAY
   // and the node token.
-  std::shared_ptr<httplib::Client> NewClient(DurationMs connect_ms, DurationMs read_ms) const;
+  std::shared_ptr<httplib::Client> NewClient(const std::string& url, DurationMs connect_ms,
+                                             DurationMs read_ms) const;
   Status Post(const std::string& path, const std::string& body, DurationMs timeout_ms,
               std::string* answer);
 
@@ -106,6 +113,7 @@ class AgentClient : public node::ExecutionBackend {
   RegistrationFn registration_;
   TelemetryFn telemetry_;
   std::string instance_;
+  ServerList servers_;  // where the server is: the leader, when several share a store
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

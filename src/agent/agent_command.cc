@@ -102,9 +102,13 @@ bool Permanent(const Status& st) {
 
 Status Validate(const AgentOptions& o, std::string* token,
                 std::map<std::string, std::string>* labels) {
-  if (o.server.rfind("http://", 0) != 0 && o.server.rfind("https://", 0) != 0) {
-    return InvalidArgument("--server",
-                           fmt::format("expected http://HOST:PORT, got '{}'", o.server));
+  const std::vector<std::string> servers = SplitServerUrls(o.server);
+  if (servers.empty()) return InvalidArgument("--server", "expected http://HOST:PORT, got ''");
+  for (const std::string& url : servers) {
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      return InvalidArgument("--server", fmt::format("expected http://HOST:PORT{}, got '{}'",
+                                                     servers.size() > 1 ? " (each URL)" : "", url));
+    }
   }
   *token = o.token;
   if (token->empty() && !o.token_file.empty()) {

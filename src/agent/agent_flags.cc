@@ -13,7 +13,10 @@ void RegisterAgentCommand(CLI::App& app, int* exit_code) {
       "Run the node agent: register this node, heartbeat, run the tasks placed on it\n"
       "Example: arbiter agent --server http://head:8080 --token-file node.token --name gpu-07 "
       "--gpu-model H100-80G --labels rack=r1");
-  agt->add_option("--server", agent.server, "URL of the server (http://HOST:PORT)")->required();
+  agt->add_option("--server", agent.server,
+                  "URL of the server (http://HOST:PORT); several servers on one store: their URLs "
+                  "separated by commas (the agent follows the leader)")
+      ->required();
   agt->add_option("--token", agent.token, "A node token (admins: POST /api/v1/tokens role node)");
   agt->add_option("--token-file", agent.token_file, "A file whose first line is the node token");
   agt->add_option("--name", agent.name, "The node's name")->required();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "api/errors.h"
 #include "cli/commands.h"
 #include "cli/oidc_login.h"
+#include "common/server_list.h"
 
 namespace arbiter::cli {
 
@@ -167,6 +169,22 @@ Result<std::string> NormaliseServerUrl(std::string_view url) {
   return u;
 }
 
+namespace {
+
+// Several servers on one store: "a, b" -> "http://a,http://b" (each normalised).
+Result<std::string> NormaliseServerList(std::string_view urls) {
+  std::string out;
+  for (const std::string& url : SplitServerUrls(urls)) {
+    auto norm = NormaliseServerUrl(url);
+    if (!norm.ok()) return norm.status();
+    out += (out.empty() ? "" : ",") + *norm;
+  }
+  if (out.empty()) return InvalidArgument("server", "the server URL is empty");
+  return out;
+}
+
+}  // namespace
+
 Result<Connection> ResolveConnection(const ClientFlags& flags) {
   auto cfg = ReadConfigFile(ConfigPath());
   if (!cfg.ok()) return cfg.status();
@@ -175,13 +193,13 @@ Result<Connection> ResolveConnection(const ClientFlags& flags) {
   if (server.empty()) server = Env("ARBITER_SERVER");
   if (server.empty()) server = cfg->server;
   if (server.empty()) server = kDefaultServer;
-  auto norm = NormaliseServerUrl(server);
+  auto norm = NormaliseServerList(server);
   if (!norm.ok()) return norm.status();
   c.server = *norm;
   // The saved token and queue belong to the saved server: never send them anywhere else.
   bool same_server = false;
   if (!cfg->server.empty()) {
-    auto saved = NormaliseServerUrl(cfg->server);
+    auto saved = NormaliseServerList(cfg->server);
     same_server = saved.ok() && *saved == c.server;
   }
   c.token = flags.token;
@@ -201,11 +219,23 @@ Result<Connection> ResolveConnection(const ClientFlags& flags) {
 
 // --- HTTP ------------------------------------------------------------------------------------
 
+namespace {
+
+// scheme://host:port and /base of a server URL.
+void SplitUrl(const std::string& url, std::string* origin, std::string* base_path) {
+  const size_t scheme = url.find("://");
+  const size_t scheme_end = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t slash = url.find('/', scheme_end);
+  *origin = slash == std::string::npos ? url : url.substr(0, slash);
+  *base_path = slash == std::string::npos ? "" : url.substr(slash);
+}
+
+}  // namespace
+
+// c_.server may name several servers (a,b,c): origin_ and base_path_ are the one in use.
 ApiClient::ApiClient(Connection c) : c_(std::move(c)) {
-  const size_t scheme_end = c_.server.find("://") + 3;
-  const size_t slash = c_.server.find('/', scheme_end);
-  origin_ = slash == std::string::npos ? c_.server : c_.server.substr(0, slash);
-  base_path_ = slash == std::string::npos ? "" : c_.server.substr(slash);
+  const std::vector<std::string> servers = SplitServerUrls(c_.server);
+  SplitUrl(servers.empty() ? c_.server : servers.front(), &origin_, &base_path_);
 }
 
 ApiClient::~ApiClient() = default;
@@ -280,21 +310,39 @@ Status ApiClient::FromReply(const HttpReply& r) const {
 Result<HttpReply> ApiClient::Send(const std::string& method, const std::string& path,
                                   const std::string& body, const std::string& content_type,
                                   const HeaderMap& headers) {
-  auto cli = Open(60);
+  if (method != "GET" && method != "POST" && method != "PUT" && method != "DELETE") {
+    return Internal(fmt::format("unknown method {}", method));
+  }
   httplib::Headers h;
   for (const auto& [k, v] : headers) h.emplace(k, v);
-  const std::string full = base_path_ + path;
+  // Several servers (--server a,b,c): the next one when one cannot be reached, the leader when a
+  // follower names it; the one that answers is kept for the next calls.
+  const std::vector<std::string> servers = SplitServerUrls(c_.server);
   httplib::Result res{nullptr, httplib::Error::Unknown};
-  if (method == "GET") {
-    res = cli->Get(full, h);
-  } else if (method == "POST") {
-    res = cli->Post(full, h, body, content_type);
-  } else if (method == "PUT") {
-    res = cli->Put(full, h, body, content_type);
-  } else if (method == "DELETE") {
-    res = cli->Delete(full, h, body, content_type);
-  } else {
-    return Internal(fmt::format("unknown method {}", method));
+  for (size_t tries = 0; tries < servers.size() + 1; ++tries) {
+    auto cli = Open(60);
+    const std::string full = base_path_ + path;
+    if (method == "GET") {
+      res = cli->Get(full, h);
+    } else if (method == "POST") {
+      res = cli->Post(full, h, body, content_type);
+    } else if (method == "PUT") {
+      res = cli->Put(full, h, body, content_type);
+    } else {
+      res = cli->Delete(full, h, body, content_type);
+    }
+    const std::string current = origin_ + base_path_;
+    if (res && res->status == 503 && res->has_header(kLeaderHeader) &&
+        res->get_header_value(kLeaderHeader) != current) {
+      SplitUrl(res->get_header_value(kLeaderHeader), &origin_, &base_path_);
+      continue;
+    }
+    const bool unreachable = !res && (res.error() == httplib::Error::Connection ||
+                                      res.error() == httplib::Error::ConnectionTimeout);
+    if (!unreachable || servers.size() <= 1) break;
+    auto it = std::find(servers.begin(), servers.end(), current);
+    SplitUrl(it == servers.end() || it + 1 == servers.end() ? servers.front() : *(it + 1), &origin_,
+             &base_path_);
   }
   if (!res) return FromTransportError(static_cast<int>(res.error()), path);
   HttpReply r;
@@ -492,6 +540,38 @@ int WhoAmI(const ContextPtr& ctx) {
   return kExitOk;
 }
 
+// The servers sharing the store and the leader (GET /api/v1/servers).
+int ServerStatus(const ContextPtr& ctx) {
+  auto c = ctx->Resolve();
+  if (!c.ok()) return Fail(c.status(), kExitUsage);
+  ApiClient api(*c);
+  auto r = api.Get("/api/v1/servers");
+  if (!r.ok()) return Fail(r.status());
+  if (IsStructured(ctx->format())) {
+    PrintStructured(*r, ctx->format());
+    return kExitOk;
+  }
+  const json leader = r->value("leader", json());
+  std::printf(
+      "leader: %s\n",
+      leader.is_object()
+          ? fmt::format("{} (term {})", leader.value("url", ""), leader.value("term", 0)).c_str()
+          : "none (the servers are electing one)");
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  Table t({"ID", "URL", "ROLE", "TERM", "LAST SEEN"});
+  for (const json& s : r->value("servers", json::array())) {
+    const int64_t ago_ms = now_ms - s.value("last_seen_ms", int64_t{0});
+    t.AddRow(
+        {s.value("id", ""), s.value("url", ""), s.value("role", ""),
+         std::to_string(s.value("term", uint64_t{0})),
+         fmt::format("{:.1f}s ago", static_cast<double>(std::max<int64_t>(0, ago_ms)) / 1000)});
+  }
+  t.Print(stdout, StdoutColors());
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterLoginCommands(CLI::App& app, const ContextPtr& ctx) {
@@ -556,6 +636,14 @@ void RegisterLoginCommands(CLI::App& app, const ContextPtr& ctx) {
   AddOutputFlag(whoami, ctx, false);
   SetExamples(whoami, {"arbiter whoami", "arbiter whoami -o json"});
   whoami->callback([ctx] { ctx->Run([&] { return WhoAmI(ctx); }); });
+
+  auto* status = app.add_subcommand(
+      "status", "Show the servers sharing the store (role, term, last seen) and the leader");
+  AddClientFlags(status, ctx);
+  AddOutputFlag(status, ctx, false);
+  SetExamples(status, {"arbiter status", "arbiter status --server http://a:8080,http://b:8080",
+                       "arbiter status -o json"});
+  status->callback([ctx] { ctx->Run([&] { return ServerStatus(ctx); }); });
 }
 
 }  // namespace arbiter::cli

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/server_list.h"
 #include "gateway/balancer.h"
 #include "gateway/proxy.h"
 #include "gateway/routes.h"
@@ -78,7 +79,8 @@ struct Gateway::Impl {
         threads(options.threads > 0
                     ? options.threads
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
-        stats(threads) {}
+        stats(threads),
+        servers(options.server_url) {}
 
   GatewayOptions options;
   const int threads;
@@ -86,6 +88,9 @@ struct Gateway::Impl {
   std::unique_ptr<Proxy> proxy;
   std::string host;
   std::string id;
+  // The servers (--server a,b,c): the one answering, moving on when it does not (several
+  // servers on one store; a follower forwards the gateway's posts to the leader).
+  ServerList servers;
 
   mutable std::mutex mu;  // guards what follows
   std::shared_ptr<const Table> table;
@@ -122,8 +127,11 @@ struct Gateway::Impl {
     return !stopping;
   }
 
-  std::unique_ptr<httplib::Client> NewClient(int64_t read_timeout_ms) const {
-    auto c = std::make_unique<httplib::Client>(ServerBase(options.server_url));
+  // A client of the server in use; `*url` (when given): its URL, for Failed.
+  std::unique_ptr<httplib::Client> NewClient(int64_t read_timeout_ms, std::string* url = nullptr) {
+    const std::string current = servers.current();
+    if (url != nullptr) *url = current;
+    auto c = std::make_unique<httplib::Client>(ServerBase(current));
     c->set_connection_timeout(3, 0);
     c->set_read_timeout(static_cast<time_t>(read_timeout_ms / 1000),
                         static_cast<time_t>((read_timeout_ms % 1000) * 1000));
@@ -133,6 +141,16 @@ struct Gateway::Impl {
     return c;
   }
 
+  // After a request to `url` failed: the next server when it did not answer, the leader when a
+  // follower named it.
+  void Failed(const std::string& url, const httplib::Result& r) {
+    if (!r) {
+      servers.Next(url);
+    } else if (r->status == 503 && r->has_header(kLeaderHeader)) {
+      servers.Follow(r->get_header_value(kLeaderHeader));
+    }
+  }
+
   // The long poll: the table as soon as its version passes ours; on failure, the last table
   // stays and the poll starts again after a backoff (100 ms doubling to 5 s).
   void PollRoutes() {
@@ -140,7 +158,8 @@ struct Gateway::Impl {
     bool have = false;
     int64_t backoff_ms = 100;
     bool failing = false;
-    auto client = NewClient(options.routes_wait_ms + 15000);
+    std::string url;
+    auto client = NewClient(options.routes_wait_ms + 15000, &url);
     while (true) {
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -185,10 +204,11 @@ struct Gateway::Impl {
       }
       if (!failing) {
         spdlog::warn("gateway: cannot get the routing table from {}: {} (keeping the last one)",
-                     options.server_url, error);
+                     url, error);
       }
       failing = true;
-      client = NewClient(options.routes_wait_ms + 15000);
+      Failed(url, r);
+      client = NewClient(options.routes_wait_ms + 15000, &url);
       if (!SleepFor(backoff_ms)) return;
       backoff_ms = std::min<int64_t>(backoff_ms * 2, 5000);
     }
@@ -197,7 +217,8 @@ struct Gateway::Impl {
   // Every stats interval: the counters since the last accepted post. A failed post is not
   // lost: the next window starts where the last accepted one ended.
   void PostStats() {
-    auto client = NewClient(5000);
+    std::string url;
+    auto client = NewClient(5000, &url);
     std::map<RouteKey, RouteTotals> posted;  // the totals the server has
     int64_t window_start = WallMs();
     bool failing = false;
@@ -227,13 +248,13 @@ struct Gateway::Impl {
         continue;
       }
       if (!failing) {
-        spdlog::warn("gateway: cannot post stats to {}: {} (the next window includes these)",
-                     options.server_url,
+        spdlog::warn("gateway: cannot post stats to {}: {} (the next window includes these)", url,
                      r ? fmt::format("HTTP {}: {}", r->status, r->body.substr(0, 300))
                        : httplib::to_string(r.error()));
       }
       failing = true;
-      client = NewClient(5000);
+      Failed(url, r);
+      client = NewClient(5000, &url);
     }
   }
 
@@ -242,7 +263,8 @@ struct Gateway::Impl {
   // any. A request waiting where no replica runs is posted within 100 ms (scale from zero).
   void PostLoad() {
     constexpr int64_t kTickMs = 100;
-    auto client = NewClient(3000);
+    std::string url;
+    auto client = NewClient(3000, &url);
     struct Acc {
       double sum = 0;  // of (in flight + waiting) at each tick
       int ticks = 0;
@@ -321,7 +343,10 @@ struct Gateway::Impl {
       if (services.empty()) continue;
       const nlohmann::json body = {{"gateway", id}, {"services", services}};
       httplib::Result r = client->Post("/api/v1/gateway/load", body.dump(), "application/json");
-      if (!r || r->status >= 300) client = NewClient(3000);
+      if (!r || r->status >= 300) {
+        Failed(url, r);
+        client = NewClient(3000, &url);
+      }
     }
   }
 

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/server_list.h"
+
 namespace arbiter::gateway {
 
 namespace {
@@ -36,9 +38,12 @@ int RunGateway(GatewayCommandOptions o) {
   if (g.server_url.empty() && g.routes_file.empty()) {
     return Fail(2, "--server URL (with a token) or --routes-file FILE is required");
   }
-  if (!g.server_url.empty() && g.server_url.rfind("http://", 0) != 0 &&
-      g.server_url.rfind("https://", 0) != 0) {
-    return Fail(2, fmt::format("--server {}: must be http://HOST:PORT", g.server_url));
+  for (const std::string& url : SplitServerUrls(g.server_url)) {
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      return Fail(2, fmt::format("--server {}: must be http://HOST:PORT (several: separated by "
+                                 "commas)",
+                                 url));
+    }
   }
   if (g.token.empty() && !o.token_file.empty()) {
     std::ifstream f(o.token_file);

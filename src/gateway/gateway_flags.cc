@@ -15,8 +15,10 @@ void RegisterGatewayCommand(CLI::App& app, int* exit_code) {
       "ready replicas\n"
       "Example: arbiter gateway --server http://head:8080 --token-file gateway.token --listen "
       "0.0.0.0:8000");
-  gw->add_option("--server", o.gateway.server_url,
-                 "URL of the server to learn the routes from and post stats to");
+  gw->add_option(
+      "--server", o.gateway.server_url,
+      "URL of the server to learn the routes from and post stats to; several servers on one "
+      "store: their URLs separated by commas (the first that answers is used)");
   gw->add_option("--token", o.gateway.token, "A token of an admin or the gateway role");
   gw->add_option("--token-file", o.token_file,
                  "A file whose first line is the token (else --token, else $ARBITER_TOKEN)");

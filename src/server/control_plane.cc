@@ -216,7 +216,11 @@ Status ControlPlane::Load() {
     step_secret_ = NewSecretHex();
     uids.PutKv({kStepSecretKey, step_secret_});
   }
-  if (!uids.empty()) ARBITER_RETURN_IF_ERROR(store_->Write(std::move(uids)));
+  if (!uids.empty()) {
+    // A follower of several servers writes nothing (its store is fenced): it keeps these in
+    // memory only, and the leader writes them when it loads (docs/operations.md).
+    if (Status st = store_->Write(std::move(uids)); !st.ok() && !store::IsFenced(st)) return st;
+  }
   RefreshUserIndexLocked();
   loaded_ = true;
   return Status::Ok();

@@ -12,8 +12,11 @@
 #include "api/errors.h"
 #include "api/job_codec.h"
 #include "common/net.h"
+#include "common/server_list.h"
 #include "net/http_params.h"
 #include "net/http_server.h"
+#include "server/lease_keeper.h"
+#include "store/store.h"
 
 namespace arbiter::server {
 
@@ -54,7 +57,107 @@ Status ReadBody(const httplib::Request& req, const httplib::Response& res,
   return Status::Ok();
 }
 
+// The control plane pinned by the request this thread serves (ControlPlaneRef::Pin).
+thread_local std::shared_ptr<ControlPlane> tl_pinned;
+thread_local const ControlPlaneRef* tl_pinned_by = nullptr;
+
+// How many replaced control planes a follower keeps alive for streams that outlive their request.
+constexpr size_t kRetiredControlPlanes = 3;
+
+// The request's path with its query, as it came.
+std::string PathWithQuery(const httplib::Request& req) {
+  std::string out = req.path;
+  char sep = '?';
+  for (const auto& [k, v] : req.params) {
+    out += sep;
+    out += httplib::detail::encode_query_param(k) + "=" + httplib::detail::encode_query_param(v);
+    sep = '&';
+  }
+  return out;
+}
+
+// Sends `req` (with its body read) to the leader at `leader` and copies its answer to `res`.
+void Forward(const std::string& leader, const httplib::Request& req, httplib::Response& res) {
+  httplib::Client client(leader);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(130);
+  client.set_write_timeout(30);
+  client.set_tcp_nodelay(true);
+  httplib::Request out;
+  out.method = req.method;
+  out.path = PathWithQuery(req);
+  for (const auto& [k, v] : req.headers) {
+    if (k == "Host" || k == "Content-Length" || k == "Transfer-Encoding" || k == "Connection" ||
+        k == "REMOTE_ADDR" || k == "REMOTE_PORT" || k == "LOCAL_ADDR" || k == "LOCAL_PORT") {
+      continue;
+    }
+    out.headers.emplace(k, v);
+  }
+  out.headers.emplace("X-Forwarded-For", req.remote_addr);
+  out.body = req.body;
+  auto answer = client.send(out);
+  if (!answer) {
+    res.status = 503;
+    res.set_content(api::ErrorBody(Status(StatusCode::kUnavailable,
+                                          fmt::format("the leader at {} does not answer ({}); "
+                                                      "retry shortly",
+                                                      leader, httplib::to_string(answer.error()))))
+                        .dump(),
+                    "application/json");
+    res.set_header("Retry-After", "1");
+    return;
+  }
+  res.status = answer->status;
+  std::string type = "application/json";
+  for (const auto& [k, v] : answer->headers) {
+    if (k == "Content-Type") {
+      type = v;
+    } else if (k != "Content-Length" && k != "Transfer-Encoding" && k != "Connection" &&
+               k != "Keep-Alive" && k != "Content-Encoding") {  // the body is decoded
+      res.headers.emplace(k, v);
+    }
+  }
+  res.set_content(answer->body, type.c_str());
+}
+
 }  // namespace
+
+ControlPlaneRef::ControlPlaneRef(std::shared_ptr<ControlPlane> cp) : current_(std::move(cp)) {}
+
+ControlPlane* ControlPlaneRef::get() const {
+  if (tl_pinned_by == this && tl_pinned) return tl_pinned.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_.get();
+}
+
+std::shared_ptr<ControlPlane> ControlPlaneRef::shared() const {
+  if (tl_pinned_by == this && tl_pinned) return tl_pinned;
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+void ControlPlaneRef::Set(std::shared_ptr<ControlPlane> cp) {
+  std::shared_ptr<ControlPlane> dropped;  // destroyed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  retired_.push_back(std::move(current_));
+  current_ = std::move(cp);
+  if (retired_.size() > kRetiredControlPlanes) {
+    dropped = std::move(retired_.front());
+    retired_.erase(retired_.begin());
+  }
+}
+
+void ControlPlaneRef::Pin() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  tl_pinned = current_;
+  tl_pinned_by = this;
+}
+
+void ControlPlaneRef::Unpin() const {
+  if (tl_pinned_by != this) return;
+  tl_pinned.reset();
+  tl_pinned_by = nullptr;
+}
 
 void HttpApi::SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -190,7 +293,11 @@ std::vector<HttpApi::QueryParam> HttpApi::QueryParamsOf(std::string_view method,
   return {};
 }
 
-HttpApi::HttpApi(ControlPlane* cp, HttpOptions options) : cp_(cp), options_(options) {
+HttpApi::HttpApi(ControlPlane* cp, HttpOptions options)
+    : HttpApi(std::shared_ptr<ControlPlane>(cp, [](ControlPlane*) {}), std::move(options)) {}
+
+HttpApi::HttpApi(std::shared_ptr<ControlPlane> cp, HttpOptions options)
+    : cp_(std::move(cp)), options_(std::move(options)) {
   net::HttpLimits limits;
   limits.header_timeout_ms = options_.header_timeout_ms;
   limits.body_timeout_ms = options_.body_timeout_ms;
@@ -207,7 +314,8 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options) : cp_(cp), options_(opti
   // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3), but
   // cpp-httplib would wait for the connection to close to read one (curl -X POST waited for the
   // read timeout, then got a 400): such requests are given "Content-Length: 0" first.
-  http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
+    cp_.Pin();  // this request's control plane, until post-routing (ControlPlaneRef)
     if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding") &&
         (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
          req.method == "DELETE")) {
@@ -215,6 +323,8 @@ HttpApi::HttpApi(ControlPlane* cp, HttpOptions options) : cp_(cp), options_(opti
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  http_->set_post_routing_handler(
+      [this](const httplib::Request&, httplib::Response&) { cp_.Unpin(); });
   http_->set_keep_alive_max_count(100000);
   // Small request/response pairs on keep-alive connections: without TCP_NODELAY, Nagle's algorithm
   // and delayed ACKs add ~40 ms to each exchange.
@@ -323,6 +433,9 @@ void HttpApi::AddRoute(const char* method, std::string path, std::string regex, 
       latency->Observe(
           res.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
+    if (keeper_ != nullptr && ServeAsFollower(method, path, req, res, read, max_body)) {
+      return observe();
+    }
     auto p = Caller(req, method);
     if (!p.ok()) {
       SendError(res, p.status());
@@ -402,6 +515,91 @@ void HttpApi::AddRoute(const char* method, std::string path, std::string regex, 
   if (m == "DELETE") http_->Delete(regex, wrapped);
 }
 
+void HttpApi::SetLeadership(LeaseKeeper* keeper, store::Store* store, std::string self_url) {
+  keeper_ = keeper;
+  store_ = store;
+  self_url_ = std::move(self_url);
+  role_ = keeper != nullptr ? ServingRole::kFollower : ServingRole::kLeader;
+}
+
+bool HttpApi::ServeAsFollower(std::string_view method, const std::string& path,
+                              const httplib::Request& req, httplib::Response& res,
+                              const httplib::ContentReader* read, size_t max_body) {
+  const ServingRole role = role_;
+  if (role == ServingRole::kLeader) return false;
+  const bool agent = path.starts_with("/api/v1/agent/");
+  if (method == "GET" && !agent) return false;  // reads: from this server's own state
+  const LeaderInfo leader = keeper_->info();
+  if (role == ServingRole::kStarting || leader.leader_url.empty() ||
+      leader.leader_url == self_url_) {
+    SendError(res, Status(StatusCode::kUnavailable,
+                          role == ServingRole::kStarting
+                              ? "this server was just elected leader and is loading the state; "
+                                "retry shortly"
+                              : "no leader yet: the servers are electing one; retry shortly"));
+    res.set_header("Retry-After", "1");
+    return true;
+  }
+  if (agent) {
+    // Agents talk to the leader directly: its URL in the header and in the error.
+    SendError(
+        res, Status(StatusCode::kUnavailable,
+                    fmt::format("this server is a follower; the leader is {}", leader.leader_url)));
+    json body = json::parse(res.body);
+    body["error"]["leader"] = leader.leader_url;
+    res.set_content(body.dump(), "application/json");
+    res.set_header(kLeaderHeader, leader.leader_url);
+    return true;
+  }
+  if (read != nullptr) {
+    bool too_large = false;
+    if (Status st = ReadBody(req, res, *read, max_body, &too_large); !st.ok()) {
+      SendError(res, st);
+      res.status = too_large ? 413 : 400;
+      res.set_header("Connection", "close");
+      return true;
+    }
+  }
+  Forward(leader.leader_url, req, res);
+  return true;
+}
+
+void HttpApi::AddLeadership(json* body) const {
+  if (keeper_ == nullptr) {
+    (*body)["role"] = "leader";
+    (*body)["term"] = 0;
+    (*body)["leader"] = self_url_;
+    return;
+  }
+  const LeaderInfo info = keeper_->info();
+  (*body)["role"] = role_ == ServingRole::kLeader ? "leader" : "follower";
+  (*body)["term"] = info.term;
+  (*body)["leader"] = info.leader_url;
+}
+
+Result<json> HttpApi::ServersJson() const {
+  json servers = json::array();
+  if (store_ != nullptr) {
+    auto rows = store_->Servers();
+    if (!rows.ok()) return rows.status();
+    for (const store::ServerRecord& r : *rows) {
+      servers.push_back({{"id", r.id},
+                         {"url", r.url},
+                         {"role", r.role},
+                         {"term", r.term},
+                         {"started_at_ms", r.started_at_ms},
+                         {"last_seen_ms", r.last_seen_ms}});
+    }
+  }
+  json leader = nullptr;
+  if (keeper_ == nullptr) {
+    leader = {{"url", self_url_}, {"term", 0}};
+  } else if (const LeaderInfo info = keeper_->info(); !info.leader_url.empty()) {
+    leader = {{"id", info.leader_id}, {"url", info.leader_url}, {"term", info.term}};
+  }
+  return json{{"servers", servers}, {"leader", leader}};
+}
+
 void HttpApi::Reply(httplib::Response& res, const Result<json>& r, int ok_status) {
   if (!r.ok()) {
     SendError(res, r.status());
@@ -416,15 +614,36 @@ void HttpApi::Register() {
     AddRoute(method, std::move(path), std::move(regex), std::move(summary), std::move(h));
   };
 
-  route_info_.push_back({"GET", "/healthz", "Liveness: the process serves requests"});
-  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, 200, {{"status", "ok"}});
+  route_info_.push_back({"GET", "/healthz",
+                         "Liveness: the process serves requests; its role (leader or follower), "
+                         "term and the leader's URL"});
+  http_->Get("/healthz", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!req.params.empty()) {
+      return SendError(res, InvalidArgument(req.params.begin()->first,
+                                            "unknown query parameter; GET /healthz takes none"));
+    }
+    json body = {{"status", "ok"}};
+    AddLeadership(&body);
+    SendJson(res, 200, body);
   });
-  route_info_.push_back({"GET", "/readyz", "Readiness: the store is open and the state loaded"});
-  http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+  route_info_.push_back({"GET", "/readyz",
+                         "Readiness: the store is open and the state loaded; its role, term and "
+                         "the leader's URL"});
+  http_->Get("/readyz", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!req.params.empty()) {
+      return SendError(res, InvalidArgument(req.params.begin()->first,
+                                            "unknown query parameter; GET /readyz takes none"));
+    }
     const bool ready = cp_->ready() && !stopping_;
-    SendJson(res, ready ? 200 : 503, {{"status", ready ? "ready" : "not ready"}});
+    json body = {{"status", ready ? "ready" : "not ready"}};
+    AddLeadership(&body);
+    SendJson(res, ready ? 200 : 503, body);
   });
+  route("GET", "/api/v1/servers", "/api/v1/servers",
+        "The servers sharing the store (id, URL, role, term, last seen) and the leader",
+        [this](const Principal&, const httplib::Request&, httplib::Response& res) {
+          Reply(res, ServersJson());
+        });
   route_info_.push_back({"GET", "/api/v1/openapi.json", "This document"});
   http_->Get("/api/v1/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200, OpenApi());
@@ -497,7 +716,8 @@ void HttpApi::ServeMetrics(const httplib::Request& req, httplib::Response& res) 
     SendError(res, denied);
   } else {
     res.status = 200;
-    res.set_content(cp_->MetricsText() + HttpMetricsText(),
+    res.set_content(cp_->MetricsText() + HttpMetricsText() +
+                        (keeper_ != nullptr ? keeper_->MetricsText() : std::string()),
                     "text/plain; version=0.0.4; charset=utf-8");
   }
   cp_->metrics().HttpRequest(

@@ -23,6 +23,7 @@
 #include "server/login_limiter.h"
 
 namespace httplib {
+class ContentReader;
 class Server;
 struct Request;
 struct Response;
@@ -31,6 +32,10 @@ struct Response;
 namespace arbiter::net {
 class GuardedHttpServer;
 }  // namespace arbiter::net
+
+namespace arbiter::store {
+class Store;
+}  // namespace arbiter::store
 
 namespace arbiter::server {
 
@@ -63,10 +68,46 @@ struct HttpOptions {
 inline constexpr const char* kSessionCookie = "arbiter_session";
 inline constexpr const char* kCsrfHeader = "X-CSRF-Token";
 
+class LeaseKeeper;
+
+// The control plane the API serves, which a follower replaces with a fresher one every refresh
+// (docs/operations.md, "Several servers"). A request pins the one current when it arrived
+// (Pin/Unpin on its thread), so that a replaced one lives until the requests using it end;
+// outside a request, get() is the current one.
+class ControlPlaneRef {
+ public:
+  explicit ControlPlaneRef(std::shared_ptr<ControlPlane> cp);
+  ControlPlane* get() const;
+  ControlPlane* operator->() const { return get(); }
+  operator ControlPlane*() const { return get(); }  // NOLINT: a drop-in for a raw pointer
+  std::shared_ptr<ControlPlane> shared() const;
+  // Replaces the current one; the last few replaced ones are kept a while longer for streams
+  // that outlive their request.
+  void Set(std::shared_ptr<ControlPlane> cp);
+  void Pin() const;
+  void Unpin() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<ControlPlane> current_;               // guarded by mu_
+  std::vector<std::shared_ptr<ControlPlane>> retired_;  // guarded by mu_
+};
+
 class HttpApi {
  public:
   HttpApi(ControlPlane* cp, HttpOptions options);
+  HttpApi(std::shared_ptr<ControlPlane> cp, HttpOptions options);
   ~HttpApi();
+
+  // Several servers on one store (RunServer with leader election): this server's role. A
+  // follower answers reads from its own control plane, forwards every other request to the
+  // leader (`keeper` knows it) and answers the agents' routes with 503 naming the leader; a
+  // server that was just elected answers them with 503 until it has loaded the state and leads.
+  enum class ServingRole { kFollower, kStarting, kLeader };
+  void SetLeadership(LeaseKeeper* keeper, store::Store* store, std::string self_url);
+  void SetRole(ServingRole role) { role_ = role; }
+  // A follower's fresher control plane (see ControlPlaneRef).
+  void SetControlPlane(std::shared_ptr<ControlPlane> cp) { cp_.Set(std::move(cp)); }
 
   // Binds host:port (0: any free port) and returns the port.
   Result<int> Bind(const std::string& host, int port);
@@ -142,14 +183,27 @@ class HttpApi {
   // The answer of a control-plane call: its JSON with ok_status, or its error.
   static void Reply(httplib::Response& res, const Result<nlohmann::json>& r, int ok_status = 200);
   static Result<uint64_t> ParseId(const std::string& s, const char* field);
+  // A follower's part of a request (see SetLeadership): true when it answered it (forwarded it to
+  // the leader, or refused it); false when this server serves it.
+  bool ServeAsFollower(std::string_view method, const std::string& path,
+                       const httplib::Request& req, httplib::Response& res,
+                       const httplib::ContentReader* read, size_t max_body);
+  // role, term and leader for /healthz and /readyz.
+  void AddLeadership(nlohmann::json* body) const;
+  // GET /api/v1/servers: the servers sharing the store, and the leader.
+  Result<nlohmann::json> ServersJson() const;
   // The query of GET /api/v1/jobs; ListJobs checks its values against the caller's view.
   static Result<JobFilter> ParseJobFilter(const httplib::Request& req);
   void ServeMetrics(const httplib::Request& req, httplib::Response& res);
   // The HTTP server's own gauges and counters, in the text exposition format.
   std::string HttpMetricsText() const;
 
-  ControlPlane* cp_;
+  ControlPlaneRef cp_;
   HttpOptions options_;
+  LeaseKeeper* keeper_ = nullptr;  // null: a server alone on its store (always the leader)
+  store::Store* store_ = nullptr;  // for GET /api/v1/servers
+  std::string self_url_;           // this server's advertised URL
+  std::atomic<ServingRole> role_{ServingRole::kLeader};
   std::unique_ptr<net::GuardedHttpServer> http_;
   std::atomic<int64_t> log_followers_{0};  // log requests streaming now
   std::vector<RouteInfo> route_info_;

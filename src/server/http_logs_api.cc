@@ -463,14 +463,15 @@ void HttpApi::RegisterLogRoutes(const RouteFn& route) {
                                                             options_.local_work_dir);
           if (Status st = streamer->Prepare(); !st.ok()) return SendError(res, st);
           res.set_header("Cache-Control", "no-cache");
-          res.set_chunked_content_provider("text/plain; charset=utf-8",
-                                           [this, streamer](size_t, httplib::DataSink& sink) {
-                                             FollowerCount counted(&log_followers_);
-                                             LogOut out(sink, &stopping_);
-                                             if (!streamer->Stream(out)) return false;
-                                             sink.done();
-                                             return true;
-                                           });
+          res.set_chunked_content_provider(
+              "text/plain; charset=utf-8",
+              [this, streamer, keep = cp_.shared()](size_t, httplib::DataSink& sink) {
+                FollowerCount counted(&log_followers_);
+                LogOut out(sink, &stopping_);
+                if (!streamer->Stream(out)) return false;
+                sink.done();
+                return true;
+              });
         });
 }
 

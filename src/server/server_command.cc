@@ -1,5 +1,6 @@
 #include "server/server_command.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -13,8 +14,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -25,7 +30,9 @@
 #include "server/builtin_node.h"
 #include "server/control_plane.h"
 #include "server/http_api.h"
+#include "server/lease_keeper.h"
 #include "server/sampler.h"
+#include "server/secret_box.h"
 #include "server/service_controller.h"
 #include "store/open_store.h"
 
@@ -214,12 +221,14 @@ bool HttpOptionsFrom(const ServerOptions& o, const std::string& local_work_dir, 
 // when woken (capacity released, a job submitted, a node changed).
 class SchedulerLoop {
  public:
-  SchedulerLoop(ControlPlane* cp, const ServerOptions& o)
+  // `node_timeout_ms`: nodes without a heartbeat for this long are down (NodeTimeoutMs).
+  SchedulerLoop(ControlPlane* cp, const ServerOptions& o, DurationMs node_timeout_ms)
       : cp_(cp),
         o_(o),
+        node_timeout_ms_(node_timeout_ms),
         reconnect_window_(o.reconnect_window_ms > 0
                               ? o.reconnect_window_ms
-                              : std::max<DurationMs>(30000, DurationMs{5} * o.node_timeout_ms)) {
+                              : std::max<DurationMs>(30000, DurationMs{5} * node_timeout_ms)) {
     cp_->SetSchedulerWake([this] { Wake(); });
   }
   ~SchedulerLoop() { cp_->SetSchedulerWake(nullptr); }
@@ -248,9 +257,9 @@ class SchedulerLoop {
       lock.unlock();
       const auto started = Clock::now();
       for (const std::string& node :
-           cp_->DetectDownNodes(o_.node_timeout_ms, o_.local_node, reconnect_window_)) {
+           cp_->DetectDownNodes(node_timeout_ms_, o_.local_node, reconnect_window_)) {
         spdlog::warn("node {} is down: no heartbeat for {} ms; its tasks are lost", node,
-                     o_.node_timeout_ms);
+                     node_timeout_ms_);
       }
       auto r = cp_->RunSchedulingCycle();
       if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
@@ -275,6 +284,7 @@ class SchedulerLoop {
  private:
   ControlPlane* const cp_;
   const ServerOptions& o_;
+  const DurationMs node_timeout_ms_;
   const DurationMs reconnect_window_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -335,6 +345,191 @@ std::string StoreDescription(const ServerOptions& o, const store::StoreUrl& url)
 
 }  // namespace
 
+namespace {
+
+// What only the leader runs, over its control plane: the sampler, webhooks, the scheduler, the
+// services controller, the built-in gateway and the audit exports. A server alone on its store
+// runs them from its start; with leader election, from when it is elected (RunServer).
+class LeaderRuntime {
+ public:
+  LeaderRuntime(const ServerOptions& o, store::Store* store, DurationMs node_timeout_ms)
+      : o_(o), store_(store), node_timeout_ms_(node_timeout_ms) {}
+  ~LeaderRuntime() { Stop(); }
+
+  // Opens the audit exports' sinks (before serving: a bad flag stops the start); 0 or an exit
+  // code.
+  int OpenExports() {
+    if (!o_.audit_file.empty()) {
+      auto sink = OpenAuditFileSink(o_.audit_file);
+      if (!sink.ok()) {
+        spdlog::error("{}", sink.status().ToString());
+        return 2;
+      }
+      audit_exports_.push_back(std::make_unique<AuditExporter>(
+          store_, std::move(sink).value(), o_.data_dir + "/audit-export-file.seq"));
+    }
+    if (!o_.audit_syslog.empty()) {
+      auto sink = OpenAuditSyslogSink(o_.audit_syslog);
+      if (!sink.ok()) {
+        spdlog::error("{}", sink.status().ToString());
+        return 2;
+      }
+      audit_exports_.push_back(std::make_unique<AuditExporter>(
+          store_, std::move(sink).value(), o_.data_dir + "/audit-export-syslog.seq"));
+    }
+    return 0;
+  }
+  // Each export from where it stopped (its cursor in the data dir).
+  Status StartExports() {
+    for (auto& e : audit_exports_) ARBITER_RETURN_IF_ERROR(e->Start());
+    return Status::Ok();
+  }
+  void ReopenExports() {
+    for (auto& e : audit_exports_) e->Reopen();
+  }
+
+  // Starts everything but the exports over `cp`, whose API is at `api_url`.
+  void Start(ControlPlane* cp, const std::string& api_url) {
+    SamplerOptions sampler_options;
+    sampler_options.interval_ms = o_.sample_interval_ms;
+    sampler_ = std::make_unique<Sampler>(cp, store_, sampler_options, WallClockMs);
+    sampler_->Start();
+    // Webhook deliveries: their own worker thread (docs/webhooks.md).
+    WebhookRetryPolicy webhook_policy;
+    webhook_policy.base_delay_ms = o_.webhook_retry_base_ms;
+    webhook_policy.max_delay_ms = std::max(o_.webhook_retry_max_ms, o_.webhook_retry_base_ms);
+    webhook_policy.max_attempts = o_.webhook_max_attempts;
+    webhook_policy.max_age_ms = o_.webhook_max_age_ms;
+    webhook_policy.timeout_ms = o_.webhook_timeout_ms;
+    cp->webhooks().SetPolicy(webhook_policy);
+    cp->webhooks().Start();
+    webhooks_of_ = cp;
+    loop_ = std::make_unique<SchedulerLoop>(cp, o_, node_timeout_ms_);
+    scheduler_ = std::thread([this] { loop_->Run(); });
+    // Services: their replicas kept as specified, probed, rolled and routed (docs/services.md).
+    services_ = std::make_unique<ServiceController>(cp, ServiceControllerOptions{});
+    services_->Start();
+    // The built-in gateway (--gateway-listen): the same gateway as `arbiter gateway`, learning
+    // its routes from this server over loopback with a token that exists only in this process.
+    // It starts on its own thread, because its first routes poll needs the API serving.
+    if (!o_.gateway_listen.empty()) {
+      gateway::GatewayOptions go;
+      go.listen = o_.gateway_listen;
+      go.server_url = api_url;
+      go.token = cp->InProcessGatewayToken();
+      go.id = "built-in";
+      gw_ = std::make_unique<gateway::Gateway>(go);
+      gateway_starter_ = std::thread([this] {
+        if (Status st = gw_->Start(); !st.ok()) {
+          spdlog::error("--gateway-listen: {}", st.ToString());
+          return;
+        }
+        std::printf("gateway for services listening on http://%s/s/NAME/\n",
+                    gw_->address().c_str());
+        std::fflush(stdout);
+      });
+    }
+  }
+
+  // Nothing new is scheduled or routed from here on (the first step of a shutdown).
+  void StopScheduling() {
+    if (loop_) loop_->Stop();
+    if (gateway_starter_.joinable()) gateway_starter_.join();
+    if (gw_) gw_->Stop();
+  }
+
+  // Idempotent; call from one thread, after the signal thread is done with StopScheduling.
+  void Stop() {
+    StopScheduling();
+    if (scheduler_.joinable()) scheduler_.join();
+    if (services_) services_->Stop();
+    if (sampler_) sampler_->Stop();
+    if (webhooks_of_ != nullptr) webhooks_of_->webhooks().Stop();
+    webhooks_of_ = nullptr;
+    services_.reset();
+    sampler_.reset();
+    loop_.reset();
+    gw_.reset();
+  }
+  // What is committed by now, exported.
+  void StopExports() {
+    for (auto& e : audit_exports_) e->Stop();
+  }
+
+ private:
+  const ServerOptions& o_;
+  store::Store* const store_;
+  const DurationMs node_timeout_ms_;
+  std::vector<std::unique_ptr<AuditExporter>> audit_exports_;
+  std::unique_ptr<Sampler> sampler_;
+  ControlPlane* webhooks_of_ = nullptr;  // whose webhooks were started
+  std::unique_ptr<SchedulerLoop> loop_;
+  std::thread scheduler_;
+  std::unique_ptr<ServiceController> services_;
+  std::unique_ptr<gateway::Gateway> gw_;
+  std::thread gateway_starter_;
+};
+
+// The settings every control plane of this server gets.
+// The node timeout. Agents stop their tasks when the server is away this long (their orphan
+// timeout is the server's node timeout), so with leader election it is at least what a failover
+// takes: the lease, two renewal intervals and 5 s to load the state.
+int64_t NodeTimeoutMs(const ServerOptions& o, bool election) {
+  if (!election) return o.node_timeout_ms;
+  return std::max<int64_t>(o.node_timeout_ms, o.lease_ms + 2 * o.lease_renew_ms + 5000);
+}
+
+void Configure(ControlPlane* cp, const ServerOptions& o, int32_t ports_lo, int32_t ports_hi,
+               bool election, const SecretBox& secret_box) {
+  cp->SetTenantUidBase(o.tenant_uid_base);
+  cp->SetSecretBox(std::make_unique<SecretBox>(secret_box));
+  cp->SetBuiltinNode(o.local_node);
+  cp->SetServicePorts(ports_lo, ports_hi);
+  cp->SetNodeTimeout(NodeTimeoutMs(o, election));
+  cp->SetTaskLimits({o.task_min_cpu_milli, o.task_min_memory_mib, o.tenant_max_tasks});
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+int64_t MonotonicMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A leader that lost its lease stops writing at once: the process starts again from scratch, as
+// a follower with fresh state (the simplest way to drop every piece of leader state). Every open
+// descriptor but the standard ones closes with the exec, the listening socket included.
+[[noreturn]] void StepDown(const std::string& why) {
+  spdlog::error("lost the leadership: {}; starting again as a follower", why);
+  spdlog::default_logger()->flush();
+  std::vector<std::string> args;
+  {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::string arg;
+    while (std::getline(in, arg, '\0')) args.push_back(arg);
+  }
+  if (DIR* d = ::opendir("/proc/self/fd"); d != nullptr) {
+    while (dirent* e = ::readdir(d)) {
+      const int fd = std::atoi(e->d_name);
+      if (fd > 2 && fd != ::dirfd(d)) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+    ::closedir(d);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (!args.empty()) ::execv("/proc/self/exe", argv.data());
+  std::fprintf(stderr, "arbiter server: cannot start again (%s): exiting\n", std::strerror(errno));
+  std::_Exit(1);
+}
+
+}  // namespace
+
 int RunServer(const ServerOptions& o) {
   if (o.log_format != "text" && o.log_format != "json") {
     std::fprintf(stderr, "arbiter server: --log-format must be text or json, got '%s'\n",
@@ -368,14 +563,51 @@ int RunServer(const ServerOptions& o) {
     spdlog::error("{}", store_url.status().ToString());
     return 2;
   }
+  const bool election =
+      o.leader_election == "on" ||
+      (o.leader_election == "auto" && store_url->kind == store::StoreUrl::Kind::kPostgres);
+  if (election && NodeTimeoutMs(o, true) > o.node_timeout_ms) {
+    spdlog::info(
+        "--node-timeout-ms: {} ms with leader election (at least --lease-ms, two renewals and "
+        "5 s), so that agents keep their tasks through a failover",
+        NodeTimeoutMs(o, true));
+  }
+  if (election && !o.local_node.empty()) {
+    spdlog::error(
+        "--local-node: not with leader election (several servers): run an agent on the node "
+        "instead (arbiter agent), so that its tasks do not depend on which server leads");
+    return 2;
+  }
+  if (o.lease_renew_ms * 2 > o.lease_ms) {
+    spdlog::error("--lease-renew-ms: must be at most half of --lease-ms ({}), got {}", o.lease_ms,
+                  o.lease_renew_ms);
+    return 2;
+  }
+  if (store_url->kind == store::StoreUrl::Kind::kSqlite &&
+      ::mkdir(store_url->sqlite_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::error("--store: cannot create {}: {}", store_url->sqlite_dir, std::strerror(errno));
+    return 1;
+  }
   auto store = store::OpenStore(*store_url);
+  // With leader election, a server that cannot reach the store waits for it (one that lost the
+  // lease because it lost the store starts again here); SIGTERM or SIGINT end the wait.
+  for (int attempt = 1; election && !store.ok(); ++attempt) {
+    if (attempt == 1 || attempt % 30 == 0) {
+      spdlog::warn("cannot open the store {}: {}; retrying every second",
+                   StoreDescription(o, *store_url), store.status().ToString());
+    }
+    const timespec second{1, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &second);
+    if (sig == SIGTERM || sig == SIGINT) return 1;
+    store = store::OpenStore(*store_url);
+  }
   if (!store.ok()) {
     spdlog::error("cannot open the store {}: {}", StoreDescription(o, *store_url),
                   store.status().ToString());
     return 1;
   }
-  ControlPlane cp(store->get(), WallClockMs);
-  cp.SetTenantUidBase(o.tenant_uid_base);
+  // Registry credentials are sealed under the server's key; servers sharing a store share it.
+  std::optional<SecretBox> secret_box;
   {
     const std::string key_file =
         o.secret_key_file.empty() ? o.data_dir + "/secret.key" : o.secret_key_file;
@@ -384,49 +616,33 @@ int RunServer(const ServerOptions& o) {
       spdlog::error("--secret-key-file: {}", box.status().message());
       return 2;
     }
-    cp.SetSecretBox(std::make_unique<SecretBox>(std::move(box).value()));
+    secret_box.emplace(std::move(box).value());
   }
-  if (Status st = cp.Load(); !st.ok()) {
+  // A follower writes nothing to the state: a fence no lease ever has makes sure of it.
+  if (election) (*store)->SetFence(std::numeric_limits<uint64_t>::max());
+  auto cp = std::make_shared<ControlPlane>(store->get(), WallClockMs);
+  Configure(cp.get(), o, ports_lo, ports_hi, election, *secret_box);
+  if (Status st = cp->Load(); !st.ok()) {
     spdlog::error("cannot load the state: {}", st.ToString());
     return 1;
   }
-  if (int rc = ApplyStartConfig(&cp, o); rc != 0) return rc;
-  if (!WriteBootstrapToken(&cp, o.data_dir)) return 1;
+  if (!election) {
+    if (int rc = ApplyStartConfig(cp.get(), o); rc != 0) return rc;
+    if (!WriteBootstrapToken(cp.get(), o.data_dir)) return 1;
+  }
 
-  // The audit exports: each with its cursor in the data dir, from where it stopped.
-  std::vector<std::unique_ptr<AuditExporter>> audit_exports;
-  if (!o.audit_file.empty()) {
-    auto sink = OpenAuditFileSink(o.audit_file);
-    if (!sink.ok()) {
-      spdlog::error("{}", sink.status().ToString());
-      return 2;
-    }
-    audit_exports.push_back(std::make_unique<AuditExporter>(store->get(), std::move(sink).value(),
-                                                            o.data_dir + "/audit-export-file.seq"));
-  }
-  if (!o.audit_syslog.empty()) {
-    auto sink = OpenAuditSyslogSink(o.audit_syslog);
-    if (!sink.ok()) {
-      spdlog::error("{}", sink.status().ToString());
-      return 2;
-    }
-    audit_exports.push_back(std::make_unique<AuditExporter>(
-        store->get(), std::move(sink).value(), o.data_dir + "/audit-export-syslog.seq"));
-  }
-  for (auto& e : audit_exports) {
-    if (Status st = e->Start(); !st.ok()) {
+  LeaderRuntime runtime(o, store->get(), NodeTimeoutMs(o, election));
+  if (int rc = runtime.OpenExports(); rc != 0) return rc;
+  if (!election) {
+    if (Status st = runtime.StartExports(); !st.ok()) {
       spdlog::error("{}", st.ToString());
       return 1;
     }
   }
 
-  cp.SetBuiltinNode(o.local_node);
-  cp.SetServicePorts(ports_lo, ports_hi);
-  cp.SetNodeTimeout(o.node_timeout_ms);
-  cp.SetTaskLimits({o.task_min_cpu_milli, o.task_min_memory_mib, o.tenant_max_tasks});
   std::unique_ptr<BuiltinNode> builtin;
   if (!o.local_node.empty()) {
-    builtin = std::make_unique<BuiltinNode>(&cp, o, WallClockMs);
+    builtin = std::make_unique<BuiltinNode>(cp.get(), o, WallClockMs);
     if (Status st = builtin->Start(); !st.ok()) {
       spdlog::error("--local-node: {}", st.ToString());
       return 1;
@@ -435,69 +651,113 @@ int RunServer(const ServerOptions& o) {
 
   HttpOptions http_options;
   if (!HttpOptionsFrom(o, builtin ? builtin->work_dir() : "", &http_options)) return 2;
-  HttpApi api(&cp, http_options);
+  HttpApi api(cp, http_options);
   auto bound = api.Bind(host, port);
   if (!bound.ok()) {
     spdlog::error("{}", bound.status().ToString());
     return 1;
   }
+  const std::string loopback_url =
+      fmt::format("http://{}:{}", host == "0.0.0.0" || host.empty() ? "127.0.0.1" : host, *bound);
+  const std::string self_url =
+      !o.advertise_url.empty()
+          ? o.advertise_url
+          : fmt::format("http://{}:{}", host == "0.0.0.0" || host.empty() ? HostName() : host,
+                        *bound);
+  const int64_t started_at = WallClockMs();
+  const std::string server_id = fmt::format("{}-{}-{}", HostName(), ::getpid(), started_at);
+
+  // Leadership (election on): the lease keeper's threads, a follower's refresh, and the start of
+  // leading once elected (docs/architecture.md, "Threads").
+  LeaseOptions lease_options{server_id, self_url, o.lease_ms, o.lease_renew_ms, started_at};
+  LeaseKeeper keeper(store->get(), lease_options, MonotonicMs);
+  std::mutex lead_mu;
+  std::condition_variable lead_cv;
+  uint64_t elected_term = 0;   // guarded by lead_mu
+  bool shutting_down = false;  // guarded by lead_mu
+  bool leading = !election;    // guarded by lead_mu
+  std::thread refresher;
+  std::thread leader_starter;
+  api.SetLeadership(election ? &keeper : nullptr, store->get(), self_url);
+  if (!election) {
+    (void)(*store)->PutServer({server_id, self_url, "leader", 0, started_at, 0});
+  } else {
+    // A follower: its state loaded afresh every --follower-refresh-ms, until it leads.
+    refresher = std::thread([&] {
+      std::unique_lock<std::mutex> lock(lead_mu);
+      while (!shutting_down && elected_term == 0) {
+        lead_cv.wait_for(lock, std::chrono::milliseconds(o.follower_refresh_ms),
+                         [&] { return shutting_down || elected_term != 0; });
+        if (shutting_down || elected_term != 0) break;
+        lock.unlock();
+        auto fresh = std::make_shared<ControlPlane>(store->get(), WallClockMs);
+        Configure(fresh.get(), o, ports_lo, ports_hi, true, *secret_box);
+        if (Status st = fresh->Load(); !st.ok()) {
+          spdlog::warn("follower: cannot load the state: {}", st.ToString());
+        } else {
+          api.SetControlPlane(std::move(fresh));
+        }
+        lock.lock();
+      }
+    });
+    // Elected: the fence first (nothing of an older term commits any more), then the state
+    // loaded afresh (it holds everything the previous leader committed), and only then the
+    // scheduler, services, sampler, webhooks and writes.
+    leader_starter = std::thread([&] {
+      std::unique_lock<std::mutex> lock(lead_mu);
+      lead_cv.wait(lock, [&] { return shutting_down || elected_term != 0; });
+      if (shutting_down) return;
+      const uint64_t term = elected_term;
+      lock.unlock();
+      if (refresher.joinable()) refresher.join();
+      api.SetRole(HttpApi::ServingRole::kStarting);
+      (*store)->SetFence(term);
+      auto lead = std::make_shared<ControlPlane>(store->get(), WallClockMs);
+      Configure(lead.get(), o, ports_lo, ports_hi, true, *secret_box);
+      if (Status st = lead->Load(); !st.ok()) StepDown("cannot load the state: " + st.ToString());
+      if (ApplyStartConfig(lead.get(), o) != 0) StepDown("the configuration could not be applied");
+      if (!WriteBootstrapToken(lead.get(), o.data_dir)) StepDown("cannot write the admin token");
+      if (Status st = runtime.StartExports(); !st.ok()) spdlog::error("{}", st.ToString());
+      lock.lock();
+      if (shutting_down) return;
+      api.SetControlPlane(lead);
+      runtime.Start(lead.get(), loopback_url);
+      leading = true;
+      api.SetRole(HttpApi::ServingRole::kLeader);
+      spdlog::info("leading with term {}: state loaded, scheduling", term);
+    });
+    keeper.Start(
+        [&](uint64_t term) {
+          spdlog::info("elected leader with term {}", term);
+          {
+            std::lock_guard<std::mutex> lock(lead_mu);
+            elected_term = term;
+          }
+          lead_cv.notify_all();
+        },
+        [](const std::string& why) { StepDown(why); });
+  }
   std::printf("arbiter server listening on http://%s:%d\n", host.c_str(), *bound);
   std::fflush(stdout);
-  spdlog::info("API at http://{}:{}/api/v1 (OpenAPI: /api/v1/openapi.json), data in {}", host,
-               *bound, o.data_dir);
+  spdlog::info(
+      "API at http://{}:{}/api/v1 (OpenAPI: /api/v1/openapi.json), data in {}{}", host, *bound,
+      o.data_dir,
+      election ? fmt::format("; leader election on as {} at {}", server_id, self_url) : "");
+  if (!election) runtime.Start(cp.get(), loopback_url);
 
-  SamplerOptions sampler_options;
-  sampler_options.interval_ms = o.sample_interval_ms;
-  Sampler sampler(&cp, store->get(), sampler_options, WallClockMs);
-  sampler.Start();
-
-  // Webhook deliveries: their own worker thread (docs/webhooks.md).
-  WebhookRetryPolicy webhook_policy;
-  webhook_policy.base_delay_ms = o.webhook_retry_base_ms;
-  webhook_policy.max_delay_ms = std::max(o.webhook_retry_max_ms, o.webhook_retry_base_ms);
-  webhook_policy.max_attempts = o.webhook_max_attempts;
-  webhook_policy.max_age_ms = o.webhook_max_age_ms;
-  webhook_policy.timeout_ms = o.webhook_timeout_ms;
-  cp.webhooks().SetPolicy(webhook_policy);
-  cp.webhooks().Start();
-
-  SchedulerLoop loop(&cp, o);
-  std::thread scheduler([&] { loop.Run(); });
-  // Services: their replicas kept as specified, probed, rolled and routed (docs/services.md).
-  ServiceController services(&cp, ServiceControllerOptions{});
-  services.Start();
-  // The built-in gateway (--gateway-listen): the same gateway as `arbiter gateway`, learning its
-  // routes from this server over loopback with a token that exists only in this process. It
-  // starts on its own thread, because its first routes poll needs the API serving.
-  std::unique_ptr<gateway::Gateway> gw;
-  std::thread gateway_starter;
-  if (!o.gateway_listen.empty()) {
-    gateway::GatewayOptions go;
-    go.listen = o.gateway_listen;
-    go.server_url =
-        fmt::format("http://{}:{}", host == "0.0.0.0" || host.empty() ? "127.0.0.1" : host, *bound);
-    go.token = cp.InProcessGatewayToken();
-    go.id = "built-in";
-    gw = std::make_unique<gateway::Gateway>(go);
-    gateway_starter = std::thread([&] {
-      if (Status st = gw->Start(); !st.ok()) {
-        spdlog::error("--gateway-listen: {}", st.ToString());
-        return;
-      }
-      std::printf("gateway for services listening on http://%s/s/NAME/\n", gw->address().c_str());
-      std::fflush(stdout);
-    });
-  }
   std::thread signal_thread([&] {
     int sig = 0;
     while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
       spdlog::info("SIGHUP: reopening the audit exports");
-      for (auto& e : audit_exports) e->Reopen();
+      runtime.ReopenExports();
     }
     if (sig == SIGTERM || sig == SIGINT) spdlog::info("signal {}: shutting down", sig);
-    loop.Stop();
-    if (gateway_starter.joinable()) gateway_starter.join();
-    if (gw) gw->Stop();
+    {
+      std::lock_guard<std::mutex> lock(lead_mu);
+      shutting_down = true;
+      if (leading) runtime.StopScheduling();
+    }
+    lead_cv.notify_all();
     // Nothing new starts from here on: the built-in node stops first (its tasks keep running
     // unless --kill-tasks-on-exit), before the scheduler and the API.
     if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
@@ -505,18 +765,28 @@ int RunServer(const ServerOptions& o) {
   });
 
   api.Serve();  // returns after Stop
-  loop.Stop();
-  scheduler.join();
-  services.Stop();
-  sampler.Stop();
-  cp.webhooks().Stop();
+  {
+    std::lock_guard<std::mutex> lock(lead_mu);
+    shutting_down = true;
+  }
+  lead_cv.notify_all();
+  if (leader_starter.joinable()) leader_starter.join();
+  if (refresher.joinable()) refresher.join();
   if (builtin) StopBuiltin(builtin.get(), o.kill_tasks_on_exit);
   // Wake the signal thread if Serve ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
-  if (gateway_starter.joinable()) gateway_starter.join();
-  if (gw) gw->Stop();
-  for (auto& e : audit_exports) e->Stop();  // what is committed by now, exported
+  runtime.Stop();
+  runtime.StopExports();
+  if (election) {
+    // What this leader wrote is committed (a barrier), then the lease ends: a follower takes
+    // over at once instead of after the lease.
+    keeper.Stop();
+    (void)(*store)->Write(store::WriteBatch{});
+    keeper.Release();
+  } else {
+    (void)(*store)->PutServer({server_id, self_url, "stopped", 0, started_at, 0});
+  }
   (*store)->Close();
   spdlog::info("stopped");
   return 0;

@@ -15,6 +15,15 @@ struct ServerOptions {
   // the first start. Servers sharing a store must share it.
   std::string secret_key_file;
   std::string listen = "127.0.0.1:8080";
+  // Several servers on one store (docs/operations.md, "Several servers"): "auto" (on for
+  // PostgreSQL, off for SQLite), "on" or "off"; the lease's length and renewal interval; the URL
+  // other servers, agents and clients reach this one at ("": from --listen); how often a follower
+  // loads the state afresh.
+  std::string leader_election = "auto";
+  int64_t lease_ms = 10000;
+  int64_t lease_renew_ms = 2000;
+  std::string advertise_url;
+  int64_t follower_refresh_ms = 1000;
   std::string config_file;          // applied at every start when given
   std::string initial_config_file;  // applied only when the store holds no configuration yet
   std::string log_format = "text";  // or "json"

@@ -27,6 +27,23 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
                   "with mode 0600 when missing (default: DATA_DIR/secret.key; servers sharing a "
                   "store share it)");
   srv->add_option("--listen", server.listen, "HOST:PORT to serve the API on (port 0: any free)");
+  srv->add_option("--leader-election", server.leader_election,
+                  "Several servers on one store: one leads, the others follow (auto: on for "
+                  "PostgreSQL, off for SQLite; docs/operations.md)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  srv->add_option("--lease-ms", server.lease_ms,
+                  "The leader's lease: a follower takes over this long after the leader's last "
+                  "renewal")
+      ->check(CLI::Range(int64_t{500}, int64_t{600000}));
+  srv->add_option("--lease-renew-ms", server.lease_renew_ms,
+                  "How often the leader renews its lease (and followers try to take it)")
+      ->check(CLI::Range(int64_t{50}, int64_t{300000}));
+  srv->add_option("--advertise-url", server.advertise_url,
+                  "The URL other servers, agents and clients reach this server at (default: "
+                  "http://HOST:PORT of --listen)");
+  srv->add_option("--follower-refresh-ms", server.follower_refresh_ms,
+                  "How often a follower loads the state afresh from the store")
+      ->check(CLI::Range(int64_t{50}, int64_t{600000}));
   srv->add_option("--config", server.config_file,
                   "YAML configuration applied at every start (deletions of objects with live "
                   "jobs are refused)");

@@ -44,17 +44,26 @@ namespace arbiter::testing {
 class PostgresCluster {
  public:
   static constexpr const char* kUser = "arbiter";  // the superuser initdb makes
-  // The folder of a running cluster that tests should use (set by ctest's postgres fixture).
+  // The folder of a running cluster that tests should use, with every server of the test on it
+  // (set by ctest's postgres fixture for the pg.* pass).
   static constexpr const char* kEnv = "ARBITER_TEST_POSTGRES";
+  // The folder of a running cluster for the tests that need PostgreSQL themselves, while the
+  // rest of their servers stay on SQLite.
+  static constexpr const char* kClusterEnv = "ARBITER_TEST_POSTGRES_CLUSTER";
 
   // The cluster of this test process (see above); null, with `error`, when there is none.
   static PostgresCluster* ForTests(std::string* error) {
     static std::string why;
     static std::unique_ptr<PostgresCluster> cluster = [] {
-      const char* dir = std::getenv(kEnv);
+      const char* env = kClusterEnv;
+      const char* dir = std::getenv(kClusterEnv);
+      if (dir == nullptr || *dir == '\0') {
+        env = kEnv;
+        dir = std::getenv(kEnv);
+      }
       if (dir != nullptr && *dir != '\0') {
         auto attached = Attach(dir);
-        if (attached == nullptr) why = fmt::format("{}={}: no cluster runs there", kEnv, dir);
+        if (attached == nullptr) why = fmt::format("{}={}: no cluster runs there", env, dir);
         return attached;
       }
       return Start(&why);

@@ -78,6 +78,8 @@ const Row kMatrix[] = {
     // Metrics cover every tenant: admins (and the server's scrape secret, not a caller here).
     {"GET /metrics",                      {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     {"GET /api/v1/whoami",                {401,  200,  200,  200,  200,  200,  200,  200,  200}},
+    // The servers sharing the store and the leader: anyone signed in (agents find the leader).
+    {"GET /api/v1/servers",               {401,  200,  200,  200,  200,  200,  200,  200,  200}},
     // The web console's page, and its sessions: signing in takes the caller's own token in the
     // body (none: 400); node tokens speak for a node, not a person (403).
     {"GET /",                             {200,  200,  200,  200,  200,  200,  200,  200,  200}},
