@@ -13,6 +13,7 @@ PACKAGES=(
   libgoogle-perftools-dev  # tcmalloc (minimal), the server binary's allocator
   libboost-dev  # Boost.Asio and Boost.Beast (header-only): the gateway, arbiter-echo-server
   libldap-dev  # OpenLDAP's client library: signing in with a directory (arbiter login --ldap)
+  podman runc skopeo  # jobs in OCI containers (docs/containers.md): runs, pulls, layer counts
 )
 # What the tests, benchmarks and checks add (`make test`, the default).
 TEST_PACKAGES=(
@@ -23,6 +24,7 @@ TEST_PACKAGES=(
   procps util-linux  # pgrep, prlimit, setpriv in the confinement tests
   nginx  # the reverse proxy `arbiter bench gateway` compares the gateway with
   slapd ldap-utils  # a throw-away OpenLDAP server (and ldapsearch) for the directory sign-in tests
+  docker-registry busybox-static  # a loopback image registry and a static busybox image (containers)
 )
 
 case "${1:-}" in
