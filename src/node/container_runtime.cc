@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,8 @@
 namespace arbiter::node {
 
 namespace {
+
+constexpr const char* kToolExitMarker = "arbiter-tool-exit=";
 
 int64_t MonotonicMs() {
   timespec ts{};
@@ -74,9 +77,18 @@ std::string Trim(std::string s) {
 }  // namespace
 
 ToolResult RunTool(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                   int64_t timeout_ms, const std::function<void(const std::string&)>& line) {
+                   int64_t timeout_ms, const std::function<void(const std::string&)>& line,
+                   const std::atomic<bool>* cancel) {
   ToolResult r;
-  std::vector<std::string> args = argv;
+  if (argv.empty()) {
+    r.exit_code = 127;
+    return r;
+  }
+  // The program runs under sh, which prints its exit status last: an executor in this process
+  // reaps any child of it (waitpid(-1)), so the status a waitpid of ours would see may be gone.
+  std::vector<std::string> args = {"/bin/sh", "-c",
+                                   std::string("\"$@\"; echo ") + kToolExitMarker + "$?", "sh"};
+  args.insert(args.end(), argv.begin(), argv.end());
   std::vector<std::string> envs = env;
   std::vector<char*> cargv;
   for (std::string& a : args) cargv.push_back(a.data());
@@ -85,7 +97,7 @@ ToolResult RunTool(const std::vector<std::string>& argv, const std::vector<std::
   for (std::string& e : envs) cenv.push_back(e.data());
   cenv.push_back(nullptr);
   int fds[2];
-  if (args.empty() || pipe2(fds, O_CLOEXEC) != 0) {
+  if (pipe2(fds, O_CLOEXEC) != 0) {
     r.exit_code = 127;
     return r;
   }
@@ -97,7 +109,7 @@ ToolResult RunTool(const std::vector<std::string>& argv, const std::vector<std::
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     syscall(SYS_close_range, 3U, ~0U, 0U);
-    execvpe(cargv[0], cargv.data(), cenv.data());
+    execve(cargv[0], cargv.data(), cenv.data());
     dprintf(STDERR_FILENO, "cannot run %s: %s\n", cargv[0], std::strerror(errno));
     _exit(127);
   }
@@ -110,16 +122,25 @@ ToolResult RunTool(const std::vector<std::string>& argv, const std::vector<std::
   const int64_t until = MonotonicMs() + timeout_ms;
   std::string pending;
   bool timed_out = false;
+  int marked = -1;  // the exit status sh printed (-1: none)
+  auto take = [&](const std::string& l) {
+    if (l.rfind(kToolExitMarker, 0) == 0) {
+      marked = std::atoi(l.c_str() + std::strlen(kToolExitMarker));
+      return;
+    }
+    if (line) line(l);
+    if (r.output.size() < (1 << 20)) r.output += l + "\n";
+  };
   char buf[8192];
   for (;;) {
     const int64_t left = until - MonotonicMs();
-    if (left <= 0) {
+    if (left <= 0 || (cancel != nullptr && cancel->load())) {
       timed_out = true;
       ::kill(-pid, SIGKILL);
       break;
     }
     pollfd p{fds[0], POLLIN, 0};
-    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
     if (n <= 0) continue;
     const ssize_t got = ::read(fds[0], buf, sizeof(buf));
     if (got < 0 && errno == EINTR) continue;
@@ -128,28 +149,29 @@ ToolResult RunTool(const std::vector<std::string>& argv, const std::vector<std::
     for (ssize_t i = 0; i < got; ++i) {
       const char c = buf[i];
       if (c == '\n' || c == '\r') {
-        if (!pending.empty()) {
-          if (line) line(pending);
-          if (r.output.size() < (1 << 20)) r.output += pending + "\n";
-        }
+        if (!pending.empty()) take(pending);
         pending.clear();
       } else if (pending.size() < 65536) {
         pending += c;
       }
     }
   }
-  if (!pending.empty()) {
-    if (line) line(pending);
-    r.output += pending + "\n";
-  }
+  if (!pending.empty()) take(pending);
   ::close(fds[0]);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t reaped = 0;
+  do {
+    reaped = waitpid(pid, &status, 0);
+  } while (reaped < 0 && errno == EINTR);
+  if (timed_out) {
+    r.exit_code = 124;
+  } else if (marked >= 0) {
+    r.exit_code = marked;
+  } else if (reaped == pid && WIFSIGNALED(status)) {
+    r.exit_code = 128 + WTERMSIG(status);
+  } else {
+    r.exit_code = 1;  // ended without saying how (killed)
   }
-  r.exit_code = timed_out             ? 124
-                : WIFEXITED(status)   ? WEXITSTATUS(status)
-                : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                      : 1;
   return r;
 }
 
@@ -221,6 +243,7 @@ ContainerRuntime::ContainerRuntime(std::string work_dir, ContainerOptions option
 }
 
 ContainerRuntime::~ContainerRuntime() {
+  cancel_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -277,6 +300,10 @@ std::string ContainerRuntime::AuthFile(const ImagePull& pull) const {
 ImageState ContainerRuntime::Ensure(const ImagePull& pull) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = states_.find(pull.image);
+  const bool stale = it != states_.end() && it->second.kind == ImageState::Kind::kFailed &&
+                     MonotonicMs() - it->second.at_ms > 60000;
+  if (stale) states_.erase(it);
+  it = states_.find(pull.image);
   if (it != states_.end()) return it->second;
   ImageState s;  // pulling (or looked up first: the pull thread finds a present image at once)
   states_.emplace(pull.image, s);
@@ -335,7 +362,7 @@ ImageState ContainerRuntime::Pull(const ImagePull& pull) {
   auto inspect = [&] {
     std::vector<std::string> argv = Podman();
     argv.insert(argv.end(), {"image", "inspect", "--format", "{{.Digest}}", pull.image});
-    return RunTool(argv, env, 60000);
+    return RunTool(argv, env, 60000, nullptr, &cancel_);
   };
   ToolResult have = inspect();
   if (have.exit_code == 0) {  // present: nothing to pull
@@ -352,7 +379,7 @@ ImageState ContainerRuntime::Pull(const ImagePull& pull) {
                                      insecure ? "--tls-verify=false" : "--tls-verify=true"};
     if (!auth.empty()) argv.insert(argv.end(), {"--authfile", auth});
     argv.push_back("docker://" + pull.image);
-    const ToolResult raw = RunTool(argv, env, 60000);
+    const ToolResult raw = RunTool(argv, env, 60000, nullptr, &cancel_);
     if (raw.exit_code == 0) {
       try {
         const nlohmann::json m = nlohmann::json::parse(raw.output);
@@ -369,20 +396,24 @@ ImageState ContainerRuntime::Pull(const ImagePull& pull) {
   if (!auth.empty()) argv.insert(argv.end(), {"--authfile", auth});
   argv.push_back(pull.image);
   int copied = 0;
-  const ToolResult r = RunTool(argv, env, options_.pull_timeout_ms, [&](const std::string& l) {
-    if (l.rfind("Copying blob", 0) != 0 || !progress_) return;
-    ++copied;
-    if (layers > 0) {
-      const int done = std::min(copied, layers);
-      progress_(pull.image, fmt::format("pulling {}: {}% ({} of {} layers)", pull.image,
-                                        done * 100 / layers, done, layers));
-    } else {
-      progress_(pull.image, fmt::format("pulling {}: layer {}", pull.image, copied));
-    }
-  });
+  const ToolResult r = RunTool(
+      argv, env, options_.pull_timeout_ms,
+      [&](const std::string& l) {
+        if (l.rfind("Copying blob", 0) != 0 || !progress_) return;
+        ++copied;
+        if (layers > 0) {
+          const int done = std::min(copied, layers);
+          progress_(pull.image, fmt::format("pulling {}: {}% ({} of {} layers)", pull.image,
+                                            done * 100 / layers, done, layers));
+        } else {
+          progress_(pull.image, fmt::format("pulling {}: layer {}", pull.image, copied));
+        }
+      },
+      &cancel_);
   if (!auth.empty()) ::unlink(auth.c_str());
   if (r.exit_code != 0) {
     s.kind = ImageState::Kind::kFailed;
+    s.at_ms = MonotonicMs();
     s.message = r.exit_code == 124 ? "ImagePullFailed: the pull took too long"
                                    : PullFailureReason(r.output);
     spdlog::warn("{}: {}", pull.image, s.message);
@@ -401,7 +432,7 @@ ImageState ContainerRuntime::Pull(const ImagePull& pull) {
 void ContainerRuntime::List() {
   std::vector<std::string> argv = Podman();
   argv.insert(argv.end(), {"images", "--format", "json"});
-  const ToolResult r = RunTool(argv, ToolEnv(), 60000);
+  const ToolResult r = RunTool(argv, ToolEnv(), 60000, nullptr, &cancel_);
   std::vector<NodeImage> images;
   if (r.exit_code == 0) {
     try {
@@ -440,8 +471,25 @@ void ContainerRuntime::List() {
   }
 }
 
-void ContainerRuntime::RunCommand(const TaskContainer& c, std::vector<std::string>* argv,
-                                  std::vector<std::string>* env) const {
+namespace {
+
+// Names podman (or the libraries it uses) reads from its own environment.
+bool PodmanReads(const std::string& name) {
+  for (const char* prefix :
+       {"CONTAINER",  "XDG_",          "REGISTRY_",   "DOCKER_",  "BUILDAH_",   "STORAGE_",
+        "PODMAN_",    "TMPDIR",        "HOME",        "PATH",     "LD_",        "GODEBUG",
+        "GOMAXPROCS", "HTTP_PROXY",    "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+        "no_proxy",   "NOTIFY_SOCKET", "SSL_CERT",    "TZ"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool ContainerRuntime::RunCommand(const TaskContainer& c, const std::string& env_file,
+                                  std::vector<std::string>* argv, std::vector<std::string>* env,
+                                  std::string* why) const {
   *argv = Podman();
   argv->insert(argv->end(), {"run", "--rm", "--replace", "--name", c.name, "--pull", "never",
                              "--network", "host", "--log-driver", "none", "--init=false"});
@@ -461,24 +509,37 @@ void ContainerRuntime::RunCommand(const TaskContainer& c, std::vector<std::strin
   }
   if (c.memory_mib > 0) argv->push_back(fmt::format("--memory={}m", c.memory_mib));
   if (c.pids_max > 0) argv->push_back(fmt::format("--pids-limit={}", c.pids_max));
-  // The task's variables reach the container by name from podman's own environment: their values
-  // (secrets among them) are never on a command line, which every user of the host may read.
   *env = ToolEnv();
+  std::string file;
   for (const std::string& e : c.env) {
     const size_t eq = e.find('=');
-    if (eq == std::string::npos) continue;
+    if (eq == std::string::npos || eq == 0) continue;
     const std::string name = e.substr(0, eq);
-    if (name == "PATH") {
-      argv->push_back("--env=" + e);  // podman needs its own PATH; the task's is no secret
-      continue;
+    if (e.find('\n') == std::string::npos && e.find('\r') == std::string::npos) {
+      file += e + "\n";
+    } else if (!PodmanReads(name)) {
+      argv->push_back("--env=" + name);
+      env->push_back(e);
+    } else {
+      spdlog::warn("container {}: {} has a line break and podman reads it: not passed", c.name,
+                   name);
     }
-    if (name == "CONTAINERS_CONF") continue;
-    argv->push_back("--env=" + name);
-    std::erase_if(*env, [&](const std::string& x) { return x.rfind(name + "=", 0) == 0; });
-    env->push_back(e);
+  }
+  if (!env_file.empty()) {
+    if (!WriteFile0600(env_file, file)) {
+      *why = fmt::format("cannot write {}: {}", env_file, std::strerror(errno));
+      return false;
+    }
+    argv->push_back("--env-file=" + env_file);
   }
   argv->push_back(c.image);
   argv->insert(argv->end(), c.command.begin(), c.command.end());
+  return true;
+}
+
+void ContainerRuntime::Remove(const std::string& name) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir_ + "/root", ec)) RunTool(RemoveCommand(name), ToolEnv(), 60000);
 }
 
 std::vector<std::string> ContainerRuntime::RemoveCommand(const std::string& name) const {
@@ -489,6 +550,8 @@ std::vector<std::string> ContainerRuntime::RemoveCommand(const std::string& name
 
 void ContainerRuntime::RemoveLeftovers(const std::string& prefix,
                                        const std::set<std::string>& keep) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir_ + "/root", ec)) return;  // never ran a container
   std::vector<std::string> argv = Podman();
   argv.insert(argv.end(), {"ps", "--all", "--format", "{{.Names}}"});
   const ToolResult r = RunTool(argv, ToolEnv(), 60000);

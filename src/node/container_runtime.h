@@ -21,6 +21,7 @@
 // Thread safety: every public call is thread-safe; the progress callback runs on the pull thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -55,6 +56,7 @@ struct ImageState {
   Kind kind = Kind::kPulling;
   std::string digest;   // kReady: "sha256:..." ("" when podman does not know it)
   std::string message;  // kFailed: the registry's (podman's) message
+  int64_t at_ms = 0;    // kFailed: when (a failure older than a minute is pulled again)
 };
 
 // One task's container, as the executor describes it.
@@ -87,7 +89,8 @@ class ContainerRuntime {
   std::string Describe() const;
 
   // The image's state; a missing image is pulled (once, whoever asks again meanwhile). A failed
-  // state stays until Forget, so that every task waiting for the image learns it.
+  // state stays until Forget, or for a minute, so that every task waiting for the image learns
+  // it; after that the image is pulled again.
   ImageState Ensure(const ImagePull& pull);
   void Forget(const std::string& image);
   // The images present (at most kMaxNodeImages), as last listed; `*version` grows when they
@@ -95,11 +98,18 @@ class ContainerRuntime {
   std::vector<NodeImage> Images(uint64_t* version) const;
 
   // The program and arguments that run `c` in the foreground, and the environment to run them
-  // with (the task's, which the container inherits name by name, and podman's configuration).
-  void RunCommand(const TaskContainer& c, std::vector<std::string>* argv,
-                  std::vector<std::string>* env) const;
+  // with (podman's own, never the task's: a job's variables must not steer a podman that runs as
+  // root). The task's environment goes to the container through `env_file` (written here, 0600;
+  // "": none), so that no value, secret or not, is on a command line; a value with a line break
+  // (which an env file cannot hold) is passed by name from podman's environment instead, unless
+  // its name is one podman reads itself. False (with *why) when `env_file` cannot be written.
+  bool RunCommand(const TaskContainer& c, const std::string& env_file,
+                  std::vector<std::string>* argv, std::vector<std::string>* env,
+                  std::string* why) const;
   // The command that removes the container `name` if it is left (its podman was killed).
   std::vector<std::string> RemoveCommand(const std::string& name) const;
+  // Removes the container `name` now (killed if it runs), when there is one.
+  void Remove(const std::string& name);
   // Removes the containers whose names start with `prefix` and are not in `keep`: what an earlier
   // run of the node left (a node's leftovers at its start).
   void RemoveLeftovers(const std::string& prefix, const std::set<std::string>& keep);
@@ -128,6 +138,7 @@ class ContainerRuntime {
   uint64_t images_version_ = 0;
   int64_t listed_ms_ = -1;
   bool stop_ = false;
+  std::atomic<bool> cancel_{false};  // the destructor's: a pull in progress is killed
   std::thread thread_;
 };
 
@@ -137,9 +148,11 @@ struct ToolResult {
   int exit_code = 0;
   std::string output;
 };
+// `cancel` (may be null): once true, the program is killed (exit 124) within 200 ms.
 ToolResult RunTool(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                    int64_t timeout_ms,
-                   const std::function<void(const std::string&)>& line = nullptr);
+                   const std::function<void(const std::string&)>& line = nullptr,
+                   const std::atomic<bool>* cancel = nullptr);
 
 // "ImagePullFailed: <the registry's message>" from podman's output.
 std::string PullFailureReason(const std::string& podman_output);

@@ -1,8 +1,12 @@
 #include "node/container_runtime.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,10 +44,11 @@ TEST(ContainerRuntime, RunToolGivesOutputAndExitCode) {
   EXPECT_EQ(RunTool({"sleep", "5"}, {"PATH=/usr/bin:/bin"}, 100).exit_code, 124);
 }
 
-// The container's command line: the task's user, GPUs, folders and limits; its environment by
-// name only (values, secrets among them, never on a command line).
-TEST(ContainerRuntime, RunCommandKeepsValuesOffTheCommandLine) {
+// The container's command line: the task's user, GPUs, folders and limits; its environment in a
+// file only root reads (no value on a command line, and nothing of the job's steers podman).
+TEST(ContainerRuntime, RunCommandKeepsTheEnvironmentOffTheCommandLine) {
   const std::string dir = ::testing::TempDir() + "/container-runtime-test";
+  std::filesystem::create_directories(dir);
   ContainerOptions o;
   o.cdi_dirs = {};
   ContainerRuntime rt(dir, o, nullptr);
@@ -51,7 +56,8 @@ TEST(ContainerRuntime, RunCommandKeepsValuesOffTheCommandLine) {
   c.name = "arbiter-task-7-0";
   c.image = "127.0.0.1:5000/lab/busybox:1";
   c.command = {"sh", "-c", "echo hi"};
-  c.env = {"HF_TOKEN=very-secret", "PATH=/usr/bin:/bin", "CUDA_VISIBLE_DEVICES=2,3"};
+  c.env = {"HF_TOKEN=very-secret",           "PATH=/usr/bin:/bin", "CUDA_VISIBLE_DEVICES=2,3",
+           "CONTAINER_HOST=tcp://elsewhere", "NOTE=two\nlines",    "XDG_RUNTIME_DIR=x\ny"};
   c.uid = 200001;
   c.gid = 200001;
   c.mounts = {"/w/work/7"};
@@ -61,7 +67,9 @@ TEST(ContainerRuntime, RunCommandKeepsValuesOffTheCommandLine) {
   c.pids_max = 4096;
   std::vector<std::string> argv;
   std::vector<std::string> env;
-  rt.RunCommand(c, &argv, &env);
+  std::string why;
+  const std::string file = dir + "/task-0.env";
+  ASSERT_TRUE(rt.RunCommand(c, file, &argv, &env, &why)) << why;
   auto has = [&](const std::string& a) {
     return std::find(argv.begin(), argv.end(), a) != argv.end();
   };
@@ -70,17 +78,54 @@ TEST(ContainerRuntime, RunCommandKeepsValuesOffTheCommandLine) {
   EXPECT_TRUE(has("--cpus=1.500"));
   EXPECT_TRUE(has("--memory=512m"));
   EXPECT_TRUE(has("--pids-limit=4096"));
-  EXPECT_TRUE(has("--env=HF_TOKEN"));
-  EXPECT_TRUE(has("--env=CUDA_VISIBLE_DEVICES"));
+  EXPECT_TRUE(has("--env-file=" + file));
+  EXPECT_TRUE(has("--env=NOTE"));              // a line break: by name, from podman's environment
+  EXPECT_FALSE(has("--env=XDG_RUNTIME_DIR"));  // podman reads it: never from a job
   EXPECT_TRUE(has("--rm"));
   EXPECT_TRUE(has("arbiter-task-7-0"));
   EXPECT_FALSE(has("--device=nvidia.com/gpu=2"));  // no CDI spec here: GPUs by environment
   for (const std::string& a : argv) EXPECT_EQ(a.find("very-secret"), std::string::npos) << a;
-  EXPECT_NE(std::find(env.begin(), env.end(), "HF_TOKEN=very-secret"), env.end());
+  for (const std::string& e : env) {
+    EXPECT_EQ(e.rfind("CONTAINER_HOST=", 0), std::string::npos) << e;
+    EXPECT_EQ(e.rfind("HF_TOKEN=", 0), std::string::npos) << e;
+  }
+  EXPECT_NE(std::find(env.begin(), env.end(), "NOTE=two\nlines"), env.end());
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("HF_TOKEN=very-secret\n"), std::string::npos);
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   // The image, then the task's command, last.
   ASSERT_GE(argv.size(), 4u);
   EXPECT_EQ(argv[argv.size() - 4], c.image);
   EXPECT_EQ(argv.back(), "echo hi");
+}
+
+// With NVIDIA's container toolkit (a CDI spec naming nvidia.com/gpu), exactly the task's GPUs.
+TEST(ContainerRuntime, GpusAsCdiDevicesWhereTheToolkitIsPresent) {
+  const std::string dir = ::testing::TempDir() + "/container-runtime-cdi";
+  std::filesystem::create_directories(dir + "/cdi");
+  std::ofstream(dir + "/cdi/nvidia.yaml") << "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n";
+  ContainerOptions o;
+  o.cdi_dirs = {dir + "/cdi"};
+  ContainerRuntime rt(dir, o, nullptr);
+  TaskContainer c;
+  c.name = "t";
+  c.image = "i";
+  c.command = {"true"};
+  c.gpus = {1, 3};
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string why;
+  ASSERT_TRUE(rt.RunCommand(c, "", &argv, &env, &why));
+  std::vector<std::string> devices;
+  for (const std::string& a : argv) {
+    if (a.rfind("--device=", 0) == 0) devices.push_back(a);
+  }
+  EXPECT_EQ(devices,
+            (std::vector<std::string>{"--device=nvidia.com/gpu=1", "--device=nvidia.com/gpu=3"}));
 }
 
 }  // namespace

@@ -94,6 +94,11 @@ std::vector<int64_t> GroupsOf(const std::string& name, gid_t gid) {
   return {groups.begin(), groups.begin() + n};
 }
 
+// The container of a task (its name in the node's podman).
+std::string ContainerName(uint64_t job, int32_t task) {
+  return fmt::format("arbiter-task-{}-{}", job, task);
+}
+
 // Processes whose parent is this one and that are not shims we know: what a killed shim's task
 // left (this process is their subreaper).
 void KillStrays(const std::set<pid_t>& shims) {
@@ -202,7 +207,10 @@ void LocalExecutor::InstallTaskTools() {
   tools_dir_ = bin;
 }
 
-LocalExecutor::~LocalExecutor() { Stop(false); }
+LocalExecutor::~LocalExecutor() {
+  Stop(false);
+  containers_.reset();  // its pull thread calls back into this executor: gone first
+}
 
 std::string LocalExecutor::StateDir(uint64_t job) const {
   return fmt::format("{}/jobs/{}", work_dir_, job);
@@ -231,14 +239,6 @@ std::string LocalExecutor::Describe() const {
       "task runs as uid {} and can read and change everything this user can{}",
       pw != nullptr ? pw->pw_name : "?", uid, uid, containers);
 }
-
-namespace {
-
-std::string ContainerName(uint64_t job, int32_t task) {
-  return fmt::format("arbiter-task-{}-{}", job, task);
-}
-
-}  // namespace
 
 void LocalExecutor::Recover() {
   RecoverTasks();
@@ -336,6 +336,10 @@ void LocalExecutor::Stop(bool kill_tasks) {
     std::error_code ec;
     std::filesystem::remove(PidFile(key.first, key.second), ec);
     std::filesystem::remove(ExitFile(key.first, key.second), ec);
+    // A container outlives its killed shim (its monitor is not the shim's child): removed too.
+    if (containers_ != nullptr && (p.container || p.adopted)) {
+      containers_->Remove(ContainerName(key.first, key.second));
+    }
     backend_->ReportTaskLost(key.first, key.second, p.attempt);
   }
   KillStrays(shims);
@@ -551,7 +555,9 @@ void LocalExecutor::Launch(const TaskAssignment& a, const std::string& digest) {
   s.exit_path = ExitFile(a.job, a.task);
   std::error_code ec;
   std::filesystem::remove(s.exit_path, ec);
-  if (!a.spec.container_image.empty()) ContainerCommand(a, id, &s);
+  if (!a.spec.container_image.empty() && !ContainerCommand(a, id, &s, &why)) {
+    return FailToStart(a, why);
+  }
   if (options_.limits != nullptr) {
     exec::TaskLimitSpec limits;
     limits.cpu_milli = a.spec.resources.cpu_milli;
@@ -609,6 +615,7 @@ void LocalExecutor::Launch(const TaskAssignment& a, const std::string& digest) {
   p.attempt = a.attempt;
   p.gpus = a.gpus;
   p.grace_ms = a.grace_ms;
+  p.container = !a.spec.container_image.empty();
   {
     std::lock_guard<std::mutex> lock(mu_);
     procs_[{a.job, a.task}] = p;
@@ -755,8 +762,8 @@ void LocalExecutor::SyncImages(TimeMs now) {
   }
 }
 
-void LocalExecutor::ContainerCommand(const TaskAssignment& a, const Identity& id,
-                                     exec::ShimSpec* s) const {
+bool LocalExecutor::ContainerCommand(const TaskAssignment& a, const Identity& id, exec::ShimSpec* s,
+                                     std::string* why) const {
   TaskContainer c;
   c.name = ContainerName(a.job, a.task);
   c.image = a.spec.container_image;
@@ -776,7 +783,9 @@ void LocalExecutor::ContainerCommand(const TaskAssignment& a, const Identity& id
   c.cpu_milli = a.spec.resources.cpu_milli;
   c.memory_mib = a.spec.resources.memory_mib;
   c.pids_max = options_.max_task_processes;
-  containers_->RunCommand(c, &s->argv, &s->env);
+  // The environment file is the executor's, beside the task's logs (0600, the state folder 0700).
+  const std::string env_file = fmt::format("{}/task-{}.env", StateDir(a.job), a.task);
+  if (!containers_->RunCommand(c, env_file, &s->argv, &s->env, why)) return false;
   s->cleanup_argv = containers_->RemoveCommand(c.name);
   // podman runs as this process (it switches to the task's user inside the container), in the
   // task's groups, from a folder it can enter.
@@ -784,6 +793,7 @@ void LocalExecutor::ContainerCommand(const TaskAssignment& a, const Identity& id
   s->gid = -1;
   s->groups.clear();
   s->cwd = work_dir_;
+  return true;
 }
 
 namespace {
@@ -847,6 +857,9 @@ void LocalExecutor::Reap(TimeMs now) {
                    it->first.second, p.pid);
       if (!p.adopted || exec::PidRecordAlive(p.record)) ::kill(p.pid, SIGKILL);
       if (options_.limits != nullptr) options_.limits->Release(it->first.first, it->first.second);
+      if (containers_ != nullptr && (p.container || p.adopted)) {
+        containers_->Remove(ContainerName(it->first.first, it->first.second));
+      }
       p.kill_at = now + kBackstopMs;
       backstop = true;
     }
@@ -885,6 +898,11 @@ void LocalExecutor::Finish(const Key& key, const Proc& p, int shim_status) {
   std::error_code ec;
   std::filesystem::remove(PidFile(job, task), ec);
   std::filesystem::remove(ExitFile(job, task), ec);
+  std::filesystem::remove(fmt::format("{}/task-{}.env", StateDir(job), task), ec);
+  // A shim that wrote its record removed its container; one killed may have left it.
+  if (!recorded && (p.container || p.adopted) && containers_ != nullptr) {
+    containers_->Remove(ContainerName(job, task));
+  }
   if (recorded) {
     if (rec.orphaned) {
       spdlog::warn("job {} task {} was stopped by its shim: this node's executor was away", job,

@@ -119,6 +119,7 @@ class LocalExecutor {
     TimeMs kill_at = 0;   // SIGKILL to the shim and the task's groups, if still there
     DurationMs grace_ms = 30000;
     bool timed_out = false;
+    bool container = false;  // runs in a container (adopted ones: not known, taken as maybe)
     // Its job's checkpoint folder: the newest time seen in it (-1: not looked yet; what is there
     // at the first look is the run before's), and when it was last looked at.
     int64_t checkpoint_mtime_ns = -1;
@@ -137,7 +138,9 @@ class LocalExecutor {
   // A task with a container image: started once its image is on the node (pulled first).
   void StartContainerTask(const TaskAssignment& a, std::set<std::string>* failed_images);
   // The container's command line for the shim, in place of the task's own.
-  void ContainerCommand(const TaskAssignment& a, const Identity& id, exec::ShimSpec* s) const;
+  // False (with *why) when it cannot be made.
+  bool ContainerCommand(const TaskAssignment& a, const Identity& id, exec::ShimSpec* s,
+                        std::string* why) const;
   // Pull progress, for the tasks waiting for `image` (the pull thread).
   void PullProgress(const std::string& image, const std::string& text);
   // The node's images to the backend when they changed; the images it asks for, pulled ahead.

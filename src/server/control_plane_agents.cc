@@ -278,11 +278,11 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
   json answer = {{"acked_seq", acked}, {"assignments", items}, {"assign_version", version}};
   const std::vector<ImagePull> pulls = ImagesToPull(hb.node);
   if (!pulls.empty()) {
-    json p = json::array();
+    json list = json::array();
     for (const ImagePull& i : pulls) {
-      p.push_back({{"image", i.image}, {"auth", i.auth}, {"insecure", i.insecure}});
+      list.push_back({{"image", i.image}, {"auth", i.auth}, {"insecure", i.insecure}});
     }
-    answer["pull_images"] = std::move(p);
+    answer["pull_images"] = std::move(list);
   }
   return answer;
 }
