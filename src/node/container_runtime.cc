@@ -84,10 +84,11 @@ ToolResult RunTool(const std::vector<std::string>& argv, const std::vector<std::
     r.exit_code = 127;
     return r;
   }
-  // The program runs under sh, which prints its exit status last: an executor in this process
+  // The program runs under sh, which prints its exit status last, on a line of its own (after the
+  // program's last line, which may not end in a newline): an executor in this process
   // reaps any child of it (waitpid(-1)), so the status a waitpid of ours would see may be gone.
-  std::vector<std::string> args = {"/bin/sh", "-c",
-                                   std::string("\"$@\"; echo ") + kToolExitMarker + "$?", "sh"};
+  std::vector<std::string> args = {
+      "/bin/sh", "-c", std::string("\"$@\"; s=$?; echo; echo ") + kToolExitMarker + "$s", "sh"};
   args.insert(args.end(), argv.begin(), argv.end());
   std::vector<std::string> envs = env;
   std::vector<char*> cargv;

@@ -748,9 +748,11 @@ void LocalExecutor::SyncImages(TimeMs now) {
   if (containers_ == nullptr) return;
   uint64_t version = 0;
   std::vector<NodeImage> images = containers_->Images(&version);
-  if (version != images_version_) {
+  // When they change, and every 30 s (a node the control plane registered again starts empty).
+  if (version != images_version_ || now - images_reported_ >= 30000) {
     images_version_ = version;
-    backend_->ReportImages(node_, images);
+    images_reported_ = now;
+    if (version > 0) backend_->ReportImages(node_, images);
   }
   // Pulls ahead of a task (a queue head reserved here), asked at most every second.
   if (now - images_asked_ < 1000) return;

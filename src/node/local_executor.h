@@ -192,6 +192,7 @@ class LocalExecutor {
   std::mutex pull_mu_;  // guards waiting_ (the pull thread reads it)
   std::map<Key, std::pair<uint64_t, std::string>> waiting_;  // attempt, image
   uint64_t images_version_ = 0;
+  TimeMs images_reported_ = 0;
   TimeMs images_asked_ = 0;
 };
 

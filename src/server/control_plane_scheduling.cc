@@ -771,10 +771,12 @@ void ControlPlane::NodeImagesLocked(const std::string& node, const std::vector<N
   if (e == nullptr) return;
   std::vector<NodeImage> kept = images;
   if (kept.size() > kMaxNodeImages) kept.resize(kMaxNodeImages);
-  if (kept == e->node.images) return;
-  e->node.images = std::move(kept);
-  dirty_ = true;  // the cluster the cycle sees has the node's images (image-locality)
   if (!e->status.is_object()) e->status = nlohmann::json::object();
+  if (kept == e->node.images && e->status.contains("images")) return;
+  if (kept != e->node.images) {
+    e->node.images = std::move(kept);
+    dirty_ = true;  // the cluster the cycle sees has the node's images (image-locality)
+  }
   e->status["images"] = api::NodeImagesToJson(e->node.images);
 }
 
