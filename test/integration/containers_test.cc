@@ -136,7 +136,8 @@ class ContainersTest : public ::testing::Test {
   // The reasons of the job's events that change no state (pulls, the image run).
   std::vector<std::string> Notes(uint64_t id) {
     std::vector<std::string> out;
-    for (const json& e : Events(id)["items"]) {
+    const json events = Events(id);
+    for (const json& e : events["items"]) {
       if (e.value("from", "") == e.value("to", "")) out.push_back(e.value("reason", ""));
     }
     return out;
@@ -196,7 +197,7 @@ TEST_F(ContainersTest, JobRunsInItsImageAndASecondJobNeedsNoPull) {
   EXPECT_TRUE(AnyStartsWith(notes, "pulling " + image + ": ")) << json(notes).dump();
   EXPECT_TRUE(AnyStartsWith(notes, "pulling " + image + ": 100%")) << json(notes).dump();
   // Its logs, through the API as for a host process.
-  auto log = admin_->Get(fmt::format("/api/v1/jobs/{}/logs", id));
+  auto log = admin_->Get(fmt::format("/api/v1/jobs/{}/logs?stream=combined", id));
   ASSERT_TRUE(log);
   EXPECT_NE(log->body.find("in-container"), std::string::npos) << log->body;
   EXPECT_NE(log->body.find("to-stderr"), std::string::npos) << log->body;
