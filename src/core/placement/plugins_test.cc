@@ -669,9 +669,10 @@ TEST(FgdPlusScoreTest, DefaultProfileNeedsTheDistribution) {
   const Profile p = ::arbiter::testing::NamedProfile("default");
   EXPECT_TRUE(p.needs_distribution());
   EXPECT_EQ(p.gpu_selector(), GpuSelector::kFgd);
-  ASSERT_EQ(p.scores().size(), 2u);
+  ASSERT_EQ(p.scores().size(), 3u);
   EXPECT_EQ(p.scores()[0].first->name(), "fgd-plus");
   EXPECT_EQ(p.scores()[1].first->name(), "topology");
+  EXPECT_EQ(p.scores()[2].first->name(), "image-locality");
 }
 
 TEST(TaskDistributionTest, DemandRatiosAreOverEveryGpuTask) {
