@@ -14,6 +14,7 @@ PACKAGES=(
   libboost-dev  # Boost.Asio and Boost.Beast (header-only): the gateway, arbiter-echo-server
   libldap-dev  # OpenLDAP's client library: signing in with a directory (arbiter login --ldap)
   libpq-dev  # PostgreSQL's client library: the PostgreSQL store (--store postgres://...)
+  podman runc skopeo  # jobs in OCI containers (docs/containers.md): runs, pulls, layer counts
 )
 # What the tests, benchmarks and checks add (`make test`, the default).
 TEST_PACKAGES=(
@@ -25,6 +26,7 @@ TEST_PACKAGES=(
   nginx  # the reverse proxy `arbiter bench gateway` compares the gateway with
   slapd ldap-utils  # a throw-away OpenLDAP server (and ldapsearch) for the directory sign-in tests
   postgresql  # a throw-away PostgreSQL 15 server (initdb, pg_ctl) for the PostgreSQL store's tests
+  docker-registry busybox-static  # a loopback image registry and a static busybox image (containers)
 )
 
 case "${1:-}" in

@@ -116,6 +116,8 @@ Status AgentClient::Beat() {
     std::lock_guard<std::mutex> lock(mu_);
     wake_ = false;
     hb.reports.assign(queue_.begin(), queue_.end());
+    hb.images_known = images_known_;
+    hb.images = images_;
     if (!hb.reports.empty()) last_sent = hb.reports.back().seq;
   }
   std::string answer;
@@ -128,6 +130,7 @@ Status AgentClient::Beat() {
   }
   if (!st.ok()) return st;
   std::vector<TaskAssignment> assignments;
+  std::vector<ImagePull> pulls;
   uint64_t acked = 0;
   uint64_t version = 0;
   try {
@@ -142,6 +145,11 @@ Status AgentClient::Beat() {
         continue;
       }
       assignments.push_back(std::move(a).value());
+    }
+    for (const json& p : j.value("pull_images", json::array())) {
+      if (!p.is_object() || !p.contains("image") || !p["image"].is_string()) continue;
+      pulls.push_back(
+          {p["image"].get<std::string>(), p.value("auth", ""), p.value("insecure", false)});
     }
   } catch (const std::exception& e) {
     return {StatusCode::kInternal, fmt::format("unreadable heartbeat answer: {}", e.what())};
@@ -165,6 +173,7 @@ Status AgentClient::Beat() {
   };
   const bool changed = key(assignments) != key(assignments_);
   assignments_ = std::move(assignments);
+  pulls_ = std::move(pulls);
   assign_version_ = version;  // the server's own count (it starts again when the server does)
   answered_ = true;
   cv_.notify_all();  // the watch (re)starts from this version
@@ -381,6 +390,33 @@ void AgentClient::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) {
 
 void AgentClient::ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) {
   Enqueue({0, job, task, attempt, TaskEvent::kCheckpointed, 0, false});
+}
+
+void AgentClient::ReportTaskFailed(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                                   const std::string& reason) {
+  TaskReport r{0, job, task, attempt, TaskEvent::kExited, exit_code, false};
+  r.message = reason.substr(0, api::kMaxReportMessageBytes);
+  Enqueue(std::move(r));
+}
+
+void AgentClient::ReportTaskNote(uint64_t job, int32_t task, uint64_t attempt,
+                                 const std::string& message, const std::string& image_digest) {
+  TaskReport r{0, job, task, attempt, TaskEvent::kNote, 0, false};
+  r.message = message.substr(0, api::kMaxReportMessageBytes);
+  r.image_digest = image_digest;
+  Enqueue(std::move(r));
+}
+
+void AgentClient::ReportImages(const std::string& /*node*/, const std::vector<NodeImage>& images) {
+  std::lock_guard<std::mutex> lock(mu_);
+  images_known_ = true;
+  images_ = images;
+  if (images_.size() > kMaxNodeImages) images_.resize(kMaxNodeImages);
+}
+
+std::vector<ImagePull> AgentClient::ImagesToPull(const std::string& /*node*/) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pulls_;
 }
 
 }  // namespace arbiter::agent

@@ -85,6 +85,14 @@ class AgentClient : public node::ExecutionBackend {
                         bool timed_out) override;
   void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
   void ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) override;
+  void ReportTaskFailed(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                        const std::string& reason) override;
+  void ReportTaskNote(uint64_t job, int32_t task, uint64_t attempt, const std::string& message,
+                      const std::string& image_digest) override;
+  // Sent with every heartbeat from now on.
+  void ReportImages(const std::string& node, const std::vector<NodeImage>& images) override;
+  // The last heartbeat answer's `pull_images`.
+  std::vector<ImagePull> ImagesToPull(const std::string& node) override;
 
   // Called on the heartbeat thread after an answer changed the assignments (the executor acts
   // on them at once instead of at its next tick). Set before Start().
@@ -123,9 +131,12 @@ class AgentClient : public node::ExecutionBackend {
   std::deque<TaskReport> queue_;
   uint64_t next_seq_ = 1;
   std::vector<TaskAssignment> assignments_;  // from the last heartbeat answer
-  std::set<TaskKey> finished_;               // reported exited or lost
-  uint64_t assign_version_ = 0;              // of the node's assignments in the last answer
-  bool answered_ = false;  // a heartbeat was answered (assign_version_ is the server's)
+  std::vector<ImagePull> pulls_;             // from the last heartbeat answer
+  bool images_known_ = false;                // the executor listed the node's images
+  std::vector<NodeImage> images_;
+  std::set<TaskKey> finished_;   // reported exited or lost
+  uint64_t assign_version_ = 0;  // of the node's assignments in the last answer
+  bool answered_ = false;        // a heartbeat was answered (assign_version_ is the server's)
   std::function<void()> on_assignments_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

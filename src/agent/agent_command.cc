@@ -145,6 +145,8 @@ node::ExecutorOptions ConfinementOptions(const AgentOptions& o, node::GpuDiscove
   eo.shim_path = o.shim;
   eo.max_task_processes = o.max_task_processes;
   eo.orphan_timeout_ms = o.orphan_timeout_ms >= 0 ? o.orphan_timeout_ms : 10000;
+  eo.containers = o.containers;
+  eo.container.insecure_registries = o.insecure_registries;
   if (const passwd* pw = getpwnam(o.run_as_default.c_str())) {
     eo.default_uid = pw->pw_uid;
     eo.default_gid = pw->pw_gid;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace arbiter::agent {
 
@@ -34,6 +35,10 @@ struct AgentOptions {
   std::string run_as_default = "arbiter-job";  // tasks whose assignment names nobody (as root)
   int fake_gpu_device_major = -1;              // fake GPU i is character device MAJOR:i (drills)
   bool kill_tasks_on_exit = false;             // SIGTERM kills the tasks instead of leaving them
+  // Containers (docs/containers.md): whether this node runs them, and the registries
+  // ("host:port") it reaches over plain HTTP.
+  bool containers = true;
+  std::vector<std::string> insecure_registries;
 };
 
 // Runs until SIGTERM or SIGINT; tasks keep running for the next agent to adopt (unless

@@ -64,6 +64,11 @@ void RegisterAgentCommand(CLI::App& app, int* exit_code) {
   agt->add_option("--fake-gpu-device-major", agent.fake_gpu_device_major,
                   "Fake GPU i is the character device MAJOR:i (device isolation drills)")
       ->check(CLI::Range(0, 4095));
+  agt->add_flag("!--no-containers", agent.containers,
+                "Run no containers (tasks with container_image fail)");
+  agt->add_option("--insecure-registry", agent.insecure_registries,
+                  "A registry (HOST:PORT) pulled from over plain HTTP or without certificate "
+                  "checks (repeatable)");
   agt->add_flag("--kill-tasks-on-exit", agent.kill_tasks_on_exit,
                 "At SIGTERM, kill the tasks (default: leave them for the next agent to adopt)");
   agt->callback([=] { *exit_code = arbiter::agent::RunAgent(agent); });

@@ -217,9 +217,13 @@ json AgentHeartbeatToJson(const AgentHeartbeat& hb) {
       item["exit_code"] = r.exit_code;
       item["timed_out"] = r.timed_out;
     }
+    if (!r.message.empty()) item["message"] = r.message;
+    if (!r.image_digest.empty()) item["image_digest"] = r.image_digest;
     reports.push_back(std::move(item));
   }
-  return {{"name", hb.node}, {"instance", hb.instance}, {"gpus", gpus}, {"reports", reports}};
+  json out = {{"name", hb.node}, {"instance", hb.instance}, {"gpus", gpus}, {"reports", reports}};
+  if (hb.images_known) out["images"] = NodeImagesToJson(hb.images);
+  return out;
 }
 
 Result<AgentHeartbeat> ParseAgentHeartbeat(const json& j) {
@@ -257,13 +261,28 @@ Result<AgentHeartbeat> ParseAgentHeartbeat(const json& j) {
       if (!ParseTaskEvent(event, &r.event)) {
         throw FieldError{
             Join(p, "event"),
-            fmt::format("must be started, exited, lost or checkpointed, got '{}'", event)};
+            fmt::format("must be started, exited, lost, checkpointed or note, got '{}'", event)};
       }
       if (r.event == TaskEvent::kExited) {
         r.exit_code = static_cast<int32_t>(Int(item, p, "exit_code", true, -255, 65535));
         r.timed_out = Bool(item, p, "timed_out", false);
       }
+      r.message = Str(item, p, "message", false, kMaxReportMessageBytes);
+      r.image_digest = Str(item, p, "image_digest", false, 256);
       hb.reports.push_back(r);
+    }
+    if (Member(j, "images") != nullptr) {
+      hb.images_known = true;
+      const json& images = Array(j, "", "images", kMaxNodeImages, none);
+      for (size_t i = 0; i < images.size(); ++i) {
+        const std::string p = fmt::format("images[{}]", i);
+        ExpectObject(images[i], p);
+        NodeImage img;
+        img.name = Str(images[i], p, "name", true, 1024);
+        img.digest = Str(images[i], p, "digest", false, 256);
+        img.size_bytes = Int(images[i], p, "size_bytes", false, 0, int64_t{1} << 50);
+        hb.images.push_back(std::move(img));
+      }
     }
     return hb;
   });
@@ -324,7 +343,21 @@ json TaskAssignmentToJson(const TaskAssignment& a) {
            {{"user", a.run_as.user},
             {"uid", a.run_as.uid},
             {"gid", a.run_as.gid},
-            {"root_allowed", a.run_as.root_allowed}}}};
+            {"root_allowed", a.run_as.root_allowed}}},
+          {"container_image", a.spec.container_image},
+          {"image_pull_auth", a.image_pull_auth},
+          {"image_insecure", a.image_insecure}};
+}
+
+json NodeImagesToJson(const std::vector<NodeImage>& images) {
+  json out = json::array();
+  for (const NodeImage& i : images) {
+    json item = {{"name", i.name}};
+    if (!i.digest.empty()) item["digest"] = i.digest;
+    if (i.size_bytes > 0) item["size_bytes"] = i.size_bytes;
+    out.push_back(std::move(item));
+  }
+  return out;
 }
 
 Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& field) {
@@ -425,6 +458,9 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
       if (Member(r, "gid") != nullptr) a.run_as.gid = Int(r, rp, "gid", true, -1, int64_t{1} << 32);
       a.run_as.root_allowed = Bool(r, rp, "root_allowed", false);
     }
+    a.spec.container_image = Str(j, p, "container_image", false, 1024);
+    a.image_pull_auth = Str(j, p, "image_pull_auth", false, 65536);
+    a.image_insecure = Bool(j, p, "image_insecure", false);
     return a;
   });
 }

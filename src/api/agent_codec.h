@@ -13,12 +13,18 @@
 //                         "memory_used_mib": 60211, "memory_total_mib": 81559,
 //                         "healthy": true, "health_reason": ""}],
 //               "reports": [{"seq": 12, "job": 41, "task": 0, "attempt": 2,
-//                            "event": "exited", "exit_code": 0, "timed_out": false}]}
+//                            "event": "exited", "exit_code": 0, "timed_out": false}],
+//               "images": [{"name": "registry.example.com/team/trainer:1.4",
+//                           "digest": "sha256:...", "size_bytes": 2000000}]}
+//              (a report may carry "message" (kExited: the reason; kNote: the event's text) and
+//              "image_digest"; "images" is absent when the node could not list them)
 //   answer:    {"acked_seq": 12, "assignments": [{"job": 41, "task": 1, "attempt": 2,
 //               "run": true, "grace_ms": 30000, "deadline_ms": 0, "gpus": [0, 1],
 //               "restarts": 0, "master_node": "gpu-06", "master_addr": "10.0.0.6",
 //               "started": true, "tasks": 2, "command": ["python", "train.py"],
-//               "env": {}, "workdir": "", "cpu_milli": 16000, "memory_mib": 65536}]}
+//               "env": {}, "workdir": "", "cpu_milli": 16000, "memory_mib": 65536,
+//               "container_image": "", "image_pull_auth": "", "image_insecure": false}],
+//               "pull_images": [{"image": "...", "auth": "", "insecure": false}]}
 //
 // Errors are InvalidArgument naming the field ("reports[3].event", "gpus[1].index").
 //
@@ -34,6 +40,7 @@ namespace arbiter::api {
 
 inline constexpr size_t kMaxAgentGpus = 1024;
 inline constexpr size_t kMaxAgentReports = 100000;
+inline constexpr size_t kMaxReportMessageBytes = 4096;  // reports[].message
 
 nlohmann::json AgentRegistrationToJson(const AgentRegistration& r);
 Result<AgentRegistration> ParseAgentRegistration(const nlohmann::json& j);
@@ -46,6 +53,8 @@ Result<AgentHeartbeat> ParseAgentHeartbeat(const nlohmann::json& j);
 // ({"path", "target", "read_only"}: host path, path in the container; target filled in), and the
 // per-task CPU and memory (for limits).
 nlohmann::json TaskAssignmentToJson(const TaskAssignment& a);
+// A node's images: [{"name", "digest", "size_bytes"}] (heartbeats, the node's status).
+nlohmann::json NodeImagesToJson(const std::vector<NodeImage>& images);
 Result<TaskAssignment> ParseTaskAssignment(const nlohmann::json& j, const std::string& field);
 
 }  // namespace arbiter::api

@@ -103,6 +103,49 @@ TEST(AgentCodec, MountsTravelWithTheirTargetFilledIn) {
   EXPECT_EQ(refused.status().field(), "a.mounts[0].path");
 }
 
+// A container task: its image, credentials and TLS flag; the node's images and its reports of a
+// pull (notes, the digest, a failure's reason) in heartbeats.
+TEST(AgentCodec, ContainerFieldsRoundTrip) {
+  TaskAssignment a;
+  a.job = 7;
+  a.spec.command = {"true"};
+  a.spec.container_image = "127.0.0.1:5000/lab/busybox:1";
+  a.image_pull_auth = "bot:secret";
+  a.image_insecure = true;
+  auto back = ParseTaskAssignment(TaskAssignmentToJson(a), "a");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->spec.container_image, a.spec.container_image);
+  EXPECT_EQ(back->image_pull_auth, "bot:secret");
+  EXPECT_TRUE(back->image_insecure);
+
+  AgentHeartbeat hb;
+  hb.node = "gpu-07";
+  hb.instance = "abc";
+  TaskReport note{1, 7, 0, 1, TaskEvent::kNote, 0, false};
+  note.message = "pulling x: 50% (1 of 2 layers)";
+  note.image_digest = "sha256:ab";
+  TaskReport failed{2, 7, 0, 1, TaskEvent::kExited, 125, false};
+  failed.message = "ImagePullFailed: manifest unknown";
+  hb.reports = {note, failed};
+  hb.images_known = true;
+  hb.images = {{"127.0.0.1:5000/lab/busybox:1", "sha256:ab", 2000000}};
+  auto beat = ParseAgentHeartbeat(AgentHeartbeatToJson(hb));
+  ASSERT_TRUE(beat.ok()) << beat.status().ToString();
+  ASSERT_EQ(beat->reports.size(), 2u);
+  EXPECT_EQ(beat->reports[0].event, TaskEvent::kNote);
+  EXPECT_EQ(beat->reports[0].message, note.message);
+  EXPECT_EQ(beat->reports[0].image_digest, "sha256:ab");
+  EXPECT_EQ(beat->reports[1].message, failed.message);
+  EXPECT_EQ(beat->reports[1].exit_code, 125);
+  EXPECT_TRUE(beat->images_known);
+  EXPECT_EQ(beat->images, hb.images);
+  // An agent that could not list its images says nothing of them.
+  hb.images_known = false;
+  beat = ParseAgentHeartbeat(AgentHeartbeatToJson(hb));
+  ASSERT_TRUE(beat.ok());
+  EXPECT_FALSE(beat->images_known);
+}
+
 // Errors name the field.
 TEST(AgentCodec, ErrorsNameTheField) {
   struct Case {

@@ -20,6 +20,17 @@ uint32_t StringPool::Find(std::string_view s) const {
   return it == ids_.end() ? Constraints::kUnknown : it->second;
 }
 
+uint32_t Cluster::FindImage(std::string_view name) const {
+  auto it = image_ids_.find(std::string(name));
+  return it == image_ids_.end() ? kNoImage : it->second;
+}
+
+int64_t Cluster::ImageSizeOn(NodeId n, uint32_t image) const {
+  const auto& images = nodes_[n.value()].images;
+  auto it = std::lower_bound(images.begin(), images.end(), std::pair<uint32_t, int64_t>{image, -1});
+  return it != images.end() && it->first == image ? it->second : -1;
+}
+
 Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<Node>& nodes) {
   Cluster c;
   if (models.size() > static_cast<size_t>(kMaxGpuModels)) {
@@ -64,6 +75,17 @@ Result<Cluster> Cluster::Build(std::vector<GpuModel> models, const std::vector<N
     for (const Taint& t : n.taints) {
       info.taints.emplace_back(c.strings_.Intern(t.key), c.strings_.Intern(t.value));
     }
+    for (const NodeImage& img : n.images) {
+      const auto [it, added] =
+          c.image_ids_.emplace(img.name, static_cast<uint32_t>(c.image_nodes_.size()));
+      if (added) c.image_nodes_.push_back(0);
+      const bool seen = std::any_of(info.images.begin(), info.images.end(),
+                                    [&](const auto& p) { return p.first == it->second; });
+      if (seen) continue;
+      ++c.image_nodes_[it->second];
+      info.images.emplace_back(it->second, std::max<int64_t>(0, img.size_bytes));
+    }
+    std::sort(info.images.begin(), info.images.end());
     std::fill(on_node.begin(), on_node.end(), 0);
     for (size_t g = 0; g < n.gpus.size(); ++g) {
       const Gpu& gpu = n.gpus[g];

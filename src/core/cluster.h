@@ -51,6 +51,8 @@ struct NodeInfo {
   uint32_t block = 0;                                 // interned; 0 = unknown
   std::vector<std::pair<uint32_t, uint32_t>> labels;  // sorted (key, value)
   std::vector<std::pair<uint32_t, uint32_t>> taints;  // (key, value)
+  // The container images the node holds: (image id, size in bytes, 0: unknown), sorted by id.
+  std::vector<std::pair<uint32_t, int64_t>> images;
   bool schedulable() const { return state == NodeState::kReady; }
 };
 
@@ -98,6 +100,13 @@ class Cluster {
 
   const StringPool& strings() const { return strings_; }
 
+  // Container images on the nodes (the image-locality score): an image's id by its name as the
+  // nodes list it (kNoImage when no node holds it), its size on node n (-1: not there, 0: there,
+  // size unknown), and how many nodes hold it.
+  uint32_t FindImage(std::string_view name) const;
+  int64_t ImageSizeOn(NodeId n, uint32_t image) const;
+  uint32_t image_nodes(uint32_t image) const { return image_nodes_[image]; }
+
   // Interns a node selector and tolerations into Constraints using this cluster's strings. Names no
   // node uses map to Constraints::kUnknown (a selector on them matches nothing).
   Constraints MakeConstraints(const std::map<std::string, std::string>& selector,
@@ -126,6 +135,8 @@ class Cluster {
   Extent extent_;
   std::vector<ModelExtent> model_extents_;  // by model id
   StringPool strings_;
+  std::unordered_map<std::string, uint32_t> image_ids_;
+  std::vector<uint32_t> image_nodes_;  // by image id
 };
 
 }  // namespace arbiter::core

@@ -54,6 +54,8 @@ struct QuotaVec {
 QuotaVec JobQuotaRequest(const TaskResources& per_task, int32_t tasks, GpuModelId model);
 
 inline constexpr GpuModelId kNoModel{0xffff};
+// No container image (Cluster::FindImage of an image no node holds).
+inline constexpr uint32_t kNoImage = 0xffffffff;
 
 // Node constraints shared by many jobs (selector, tolerations, node lists, exclusive use),
 // interned by the driver into CycleInput::constraints; index 0 means "no constraints".
@@ -98,6 +100,8 @@ struct PendingJob {
   // port: two replicas cannot listen on it on one node).
   uint32_t spread = 0;
   bool spread_distinct = false;
+  // Its container image, as Cluster::FindImage names it (kNoImage: none, or on no node).
+  uint32_t image = kNoImage;
 };
 
 // One GPU's share of a task: which GPU (slot on the node, not the CUDA index), how much of it.

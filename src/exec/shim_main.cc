@@ -445,11 +445,52 @@ class Shim {
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
     FinishOutput();
+    Cleanup();
     if (!spec_.exit_path.empty() && !WriteAtomically(spec_.exit_path, EncodeExitRecord(record_))) {
       Log("cannot write %s: %s", spec_.exit_path, std::strerror(errno));
       return 1;
     }
     return 0;
+  }
+
+  // The cleanup command, bounded (a minute): it runs outside the task's groups' reach, as ours.
+  void Cleanup() {
+    if (spec_.cleanup_argv.empty()) return;
+    std::vector<char*> argv;
+    for (std::string& a : spec_.cleanup_argv) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (std::string& e : spec_.env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      const int in = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      if (in >= 0) {
+        dup2(in, STDIN_FILENO);
+        dup2(in, STDOUT_FILENO);
+      }
+      environ = envp.data();
+      execvp(argv[0], argv.data());
+      _exit(127);
+    }
+    if (pid < 0) return;
+    const int64_t until = NowMs() + 60000;
+    for (;;) {
+      int status = 0;
+      const pid_t r = waitpid(pid, &status, WNOHANG);
+      if (r == pid || (r < 0 && errno != EINTR)) break;
+      if (NowMs() > until) {
+        ::kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        break;
+      }
+      usleep(20000);
+    }
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
   }
 
   // The task's processes are gone: the rest of its output is in the pipes. (A process outside the

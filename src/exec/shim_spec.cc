@@ -57,6 +57,7 @@ std::string EncodeShimSpec(const ShimSpec& s) {
   Put(&out, "heartbeat", s.heartbeat_path);
   Put(&out, "pid_path", s.pid_path);
   Put(&out, "exit_path", s.exit_path);
+  for (const std::string& a : s.cleanup_argv) Put(&out, "cleanup_arg", a);
   out += "end 0\n\n";
   return out;
 }
@@ -115,6 +116,8 @@ bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
       s->pid_path = value;
     } else if (tag == "exit_path") {
       s->exit_path = value;
+    } else if (tag == "cleanup_arg") {
+      s->cleanup_argv.push_back(value);
     } else if (!int_tag) {
       *error = "unknown record " + tag;
       return false;

@@ -52,6 +52,10 @@ struct ShimSpec {
   std::string heartbeat_path;
   std::string pid_path;   // "<shim pid> <attempt> <start time> <boot id>\n"
   std::string exit_path;  // ExitRecord, written once the task's processes are all gone
+  // Run (as the shim's user, with the task's environment, output to the shim's stderr) once the
+  // task's processes are gone and before the exit record is written: what the task leaves
+  // outside its processes (a container's remains, when its podman was killed). Empty: nothing.
+  std::vector<std::string> cleanup_argv;
 };
 
 // How a task ended, as the shim writes it.

@@ -12,13 +12,15 @@ std::string_view TaskEventName(TaskEvent e) {
       return "lost";
     case TaskEvent::kCheckpointed:
       return "checkpointed";
+    case TaskEvent::kNote:
+      return "note";
   }
   return "unknown";
 }
 
 bool ParseTaskEvent(std::string_view s, TaskEvent* out) {
-  for (TaskEvent e :
-       {TaskEvent::kStarted, TaskEvent::kExited, TaskEvent::kLost, TaskEvent::kCheckpointed}) {
+  for (TaskEvent e : {TaskEvent::kStarted, TaskEvent::kExited, TaskEvent::kLost,
+                      TaskEvent::kCheckpointed, TaskEvent::kNote}) {
     if (TaskEventName(e) == s) {
       *out = e;
       return true;

@@ -54,11 +54,25 @@ struct TaskAssignment {
   RunAs run_as;
   // A job array's element (spec.array.id != 0): where its array's indices start, end and step.
   ArrayBounds array_bounds;
+  // spec.container_image only: credentials for its registry ("user:password", or the content of
+  // a containers auth file; "": none), and whether its registry is reached without TLS checks.
+  std::string image_pull_auth = {};
+  bool image_insecure = false;
 };
 
-enum class TaskEvent { kStarted, kExited, kLost, kCheckpointed };
+// kNote: something to tell the job's events ("pulling IMAGE: 40%"), or the image digest it runs.
+// An image a node should pull ahead of the task that needs it.
+struct ImagePull {
+  std::string image;
+  std::string auth;  // as TaskAssignment::image_pull_auth
+  bool insecure = false;
+  bool operator==(const ImagePull&) const = default;
+};
 
-std::string_view TaskEventName(TaskEvent e);  // "started", "exited", "lost", "checkpointed"
+enum class TaskEvent { kStarted, kExited, kLost, kCheckpointed, kNote };
+
+// "started", "exited", "lost", "checkpointed", "note"
+std::string_view TaskEventName(TaskEvent e);
 bool ParseTaskEvent(std::string_view s, TaskEvent* out);
 
 // Something that happened to a task on its node. Applying a report twice changes nothing.
@@ -70,6 +84,10 @@ struct TaskReport {
   TaskEvent event = TaskEvent::kStarted;
   int32_t exit_code = 0;   // kExited: the exit code (128 + signal when killed)
   bool timed_out = false;  // kExited: stopped at its walltime
+  // kExited: why the run failed, when the node knows better than an exit code
+  // ("ImagePullFailed: ..."); kNote: the event's text.
+  std::string message = {};
+  std::string image_digest = {};  // kNote: the digest of the container image the task runs
 };
 
 // One GPU's health and use at one moment.
@@ -101,6 +119,9 @@ struct AgentHeartbeat {
   std::string instance;
   std::vector<GpuTelemetry> gpus;
   std::vector<TaskReport> reports;
+  // The node's container images (its image cache), when it could list them.
+  bool images_known = false;
+  std::vector<NodeImage> images = {};
 };
 
 }  // namespace arbiter

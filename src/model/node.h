@@ -32,6 +32,14 @@ struct Taint {
   bool operator==(const Taint&) const = default;
 };
 
+// A container image present on a node (its image cache, reported by its agent).
+struct NodeImage {
+  std::string name;        // as pulled: "registry.example.com/team/trainer:1.4"
+  std::string digest;      // "sha256:..." ("" when unknown)
+  int64_t size_bytes = 0;  // 0: unknown
+  bool operator==(const NodeImage&) const = default;
+};
+
 struct Node {
   std::string name;
   std::map<std::string, std::string> labels;
@@ -43,7 +51,11 @@ struct Node {
   // Node-level topology: which rack and which network block the node sits in ("" = unknown).
   std::string rack;
   std::string block;
+  // The container images the node holds (its heartbeats say; at most kMaxNodeImages).
+  std::vector<NodeImage> images = {};
 };
+
+inline constexpr size_t kMaxNodeImages = 256;
 
 // Checks names, capacities and GPU indices. `field` prefixes error fields.
 Status ValidateNode(const Node& n, const std::string& field);

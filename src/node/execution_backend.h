@@ -37,6 +37,29 @@ class ExecutionBackend {
   // The task's job wrote a checkpoint (its ARBITER_CHECKPOINT_DIR changed): a preemption now
   // loses only what it did since.
   virtual void ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) = 0;
+  // A task's run failed for a reason the node knows better than an exit code ("ImagePullFailed:
+  // <the registry's message>"): it ended with `exit_code`, and the job's reason says `reason`.
+  virtual void ReportTaskFailed(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                                const std::string& reason) {
+    (void)reason;
+    ReportTaskExited(job, task, attempt, exit_code, false);
+  }
+  // Something for the job's events ("pulling IMAGE: 40%"), and/or (`image_digest` not empty) the
+  // digest of the container image the task runs.
+  virtual void ReportTaskNote(uint64_t job, int32_t task, uint64_t attempt,
+                              const std::string& message, const std::string& image_digest) {
+    (void)job, (void)task, (void)attempt, (void)message, (void)image_digest;
+  }
+  // The node's container images (its image cache), whenever they change.
+  virtual void ReportImages(const std::string& node, const std::vector<NodeImage>& images) {
+    (void)node, (void)images;
+  }
+  // Images the control plane wants this node to hold before a task needs them (a queue head
+  // reserved here): pulled in the background.
+  virtual std::vector<ImagePull> ImagesToPull(const std::string& node) {
+    (void)node;
+    return {};
+  }
 };
 
 }  // namespace arbiter::node

@@ -94,6 +94,11 @@ std::vector<int64_t> GroupsOf(const std::string& name, gid_t gid) {
   return {groups.begin(), groups.begin() + n};
 }
 
+// The container of a task (its name in the node's podman).
+std::string ContainerName(uint64_t job, int32_t task) {
+  return fmt::format("arbiter-task-{}-{}", job, task);
+}
+
 // Processes whose parent is this one and that are not shims we know: what a killed shim's task
 // left (this process is their subreaper).
 void KillStrays(const std::set<pid_t>& shims) {
@@ -164,6 +169,11 @@ LocalExecutor::LocalExecutor(ExecutionBackend* backend, std::string node, std::s
     }
   }
   InstallTaskTools();
+  if (options_.containers) {
+    containers_ = std::make_unique<ContainerRuntime>(
+        work_dir_, options_.container,
+        [this](const std::string& image, const std::string& text) { PullProgress(image, text); });
+  }
   Touch();
 }
 
@@ -197,7 +207,10 @@ void LocalExecutor::InstallTaskTools() {
   tools_dir_ = bin;
 }
 
-LocalExecutor::~LocalExecutor() { Stop(false); }
+LocalExecutor::~LocalExecutor() {
+  Stop(false);
+  containers_.reset();  // its pull thread calls back into this executor: gone first
+}
 
 std::string LocalExecutor::StateDir(uint64_t job) const {
   return fmt::format("{}/jobs/{}", work_dir_, job);
@@ -212,19 +225,35 @@ std::string LocalExecutor::ExitFile(uint64_t job, int32_t task) const {
 }
 
 std::string LocalExecutor::Describe() const {
+  const std::string containers =
+      containers_ ? "; container images run through " + containers_->Describe() : "";
   if (switch_users_) {
     return "tasks run as the users their tenants and users map to (default uid " +
-           std::to_string(options_.default_uid) + "), never as root unless a tenant allows it";
+           std::to_string(options_.default_uid) + "), never as root unless a tenant allows it" +
+           containers;
   }
   const uid_t uid = geteuid();
   const passwd* pw = getpwuid(uid);
   return fmt::format(
       "UNCONFINED: this process runs as {} (uid {}), not root, and cannot switch users: every "
-      "task runs as uid {} and can read and change everything this user can",
-      pw != nullptr ? pw->pw_name : "?", uid, uid);
+      "task runs as uid {} and can read and change everything this user can{}",
+      pw != nullptr ? pw->pw_name : "?", uid, uid, containers);
 }
 
 void LocalExecutor::Recover() {
+  RecoverTasks();
+  if (containers_ == nullptr) return;
+  // The containers of tasks that are not running any more (their shims were killed with their
+  // podman): a node's leftovers, removed as its tasks' groups are.
+  std::set<std::string> keep;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, p] : procs_) keep.insert(ContainerName(key.first, key.second));
+  }
+  containers_->RemoveLeftovers("arbiter-task-", keep);
+}
+
+void LocalExecutor::RecoverTasks() {
   std::error_code ec;
   const std::filesystem::path jobs = std::filesystem::path(work_dir_) / "jobs";
   if (!std::filesystem::is_directory(jobs, ec)) return;
@@ -307,6 +336,10 @@ void LocalExecutor::Stop(bool kill_tasks) {
     std::error_code ec;
     std::filesystem::remove(PidFile(key.first, key.second), ec);
     std::filesystem::remove(ExitFile(key.first, key.second), ec);
+    // A container outlives its killed shim (its monitor is not the shim's child): removed too.
+    if (containers_ != nullptr && (p.container || p.adopted)) {
+      containers_->Remove(ContainerName(key.first, key.second));
+    }
     backend_->ReportTaskLost(key.first, key.second, p.attempt);
   }
   KillStrays(shims);
@@ -468,7 +501,8 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   return out;
 }
 
-void LocalExecutor::FailToStart(const TaskAssignment& a, const std::string& why) {
+void LocalExecutor::FailToStart(const TaskAssignment& a, const std::string& why,
+                                const std::string& reason, int32_t exit_code) {
   spdlog::error("job {} task {}: not started: {}", a.job, a.task, why);
   std::string ignored;
   if (EnsureDir(StateDir(a.job), 0700, &ignored)) {
@@ -484,10 +518,14 @@ void LocalExecutor::FailToStart(const TaskAssignment& a, const std::string& why)
     }
   }
   backend_->ReportTaskStarted(a.job, a.task, a.attempt);
-  backend_->ReportTaskExited(a.job, a.task, a.attempt, 126, false);
+  if (reason.empty()) {
+    backend_->ReportTaskExited(a.job, a.task, a.attempt, exit_code, false);
+  } else {
+    backend_->ReportTaskFailed(a.job, a.task, a.attempt, exit_code, reason);
+  }
 }
 
-void LocalExecutor::Launch(const TaskAssignment& a) {
+void LocalExecutor::Launch(const TaskAssignment& a, const std::string& digest) {
   Identity id;
   std::string why;
   if (!ResolveIdentity(a, &id, &why) || !PrepareFolders(a.job, id, &why)) {
@@ -517,6 +555,9 @@ void LocalExecutor::Launch(const TaskAssignment& a) {
   s.exit_path = ExitFile(a.job, a.task);
   std::error_code ec;
   std::filesystem::remove(s.exit_path, ec);
+  if (!a.spec.container_image.empty() && !ContainerCommand(a, id, &s, &why)) {
+    return FailToStart(a, why);
+  }
   if (options_.limits != nullptr) {
     exec::TaskLimitSpec limits;
     limits.cpu_milli = a.spec.resources.cpu_milli;
@@ -574,20 +615,31 @@ void LocalExecutor::Launch(const TaskAssignment& a) {
   p.attempt = a.attempt;
   p.gpus = a.gpus;
   p.grace_ms = a.grace_ms;
+  p.container = !a.spec.container_image.empty();
   {
     std::lock_guard<std::mutex> lock(mu_);
     procs_[{a.job, a.task}] = p;
   }
   backend_->ReportTaskStarted(a.job, a.task, a.attempt);
-  spdlog::info("job {} task {} started (shim pid {}) on GPUs [{}] as {} (uid {})", a.job, a.task,
-               pid, fmt::join(a.gpus, ","), id.name, id.uid >= 0 ? id.uid : geteuid());
+  if (!a.spec.container_image.empty()) {
+    backend_->ReportTaskNote(
+        a.job, a.task, a.attempt,
+        fmt::format("running {} ({}) in container {}", a.spec.container_image,
+                    digest.empty() ? "digest unknown" : digest, ContainerName(a.job, a.task)),
+        digest);
+  }
+  spdlog::info(
+      "job {} task {} started (shim pid {}) on GPUs [{}] as {} (uid {}){}", a.job, a.task, pid,
+      fmt::join(a.gpus, ","), id.name, id.uid >= 0 ? id.uid : geteuid(),
+      a.spec.container_image.empty() ? "" : " in a container of " + a.spec.container_image);
 }
 
 void LocalExecutor::Tick() {
   const TimeMs now = now_();
   Touch();
   const std::vector<TaskAssignment> assignments = backend_->AssignmentsFor(node_);
-  std::set<Key> wanted;  // tasks assigned here, of the attempt that runs
+  std::set<Key> wanted;                 // tasks assigned here, of the attempt that runs
+  std::set<std::string> failed_images;  // pulls that failed, told to every task waiting
   for (const TaskAssignment& a : assignments) {
     const Key key{a.job, a.task};
     auto it = procs_.find(key);
@@ -598,8 +650,12 @@ void LocalExecutor::Tick() {
         backend_->ReportTaskLost(a.job, a.task, a.attempt);
       } else if (a.run) {
         if (stop_) continue;  // stopping: nothing new starts (it starts after the restart)
-        Launch(a);
         wanted.insert(key);
+        if (a.spec.container_image.empty()) {
+          Launch(a);
+        } else {
+          StartContainerTask(a, &failed_images);
+        }
       } else {
         backend_->ReportTaskExited(a.job, a.task, a.attempt, 143, false);  // stopped before start
       }
@@ -629,8 +685,118 @@ void LocalExecutor::Tick() {
       Terminate(p, p.grace_ms, false);
     }
   }
+  // Tasks that waited for a pull and are no longer assigned (or are running now).
+  {
+    std::lock_guard<std::mutex> lock(pull_mu_);
+    std::erase_if(waiting_, [&](const auto& w) {
+      return !wanted.count(w.first) || procs_.count(w.first) != 0;
+    });
+  }
+  for (const std::string& image : failed_images) containers_->Forget(image);
+  SyncImages(now);
   WatchCheckpoints(now);
   Reap(now);
+}
+
+void LocalExecutor::StartContainerTask(const TaskAssignment& a,
+                                       std::set<std::string>* failed_images) {
+  const std::string& image = a.spec.container_image;
+  if (containers_ == nullptr) {
+    return FailToStart(a, fmt::format("node {} runs no containers (image {})", node_, image),
+                       fmt::format("ContainerFailed: node {} runs no containers", node_), 125);
+  }
+  if (containers_ok_ < 0) {
+    containers_ok_ = containers_->Available(&containers_why_) ? 1 : 0;
+    if (containers_ok_ == 0) spdlog::error("node {}: {}", node_, containers_why_);
+  }
+  if (containers_ok_ == 0) {
+    return FailToStart(a, containers_why_, "ContainerFailed: " + containers_why_, 125);
+  }
+  const Key key{a.job, a.task};
+  const ImageState st = containers_->Ensure({image, a.image_pull_auth, a.image_insecure});
+  if (st.kind == ImageState::Kind::kPulling) {
+    std::lock_guard<std::mutex> lock(pull_mu_);
+    waiting_[key] = {a.attempt, image};
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(pull_mu_);
+    waiting_.erase(key);
+  }
+  if (st.kind == ImageState::Kind::kFailed) {
+    failed_images->insert(image);
+    return FailToStart(a, st.message, st.message, 125);
+  }
+  Launch(a, st.digest);
+}
+
+void LocalExecutor::PullProgress(const std::string& image, const std::string& text) {
+  std::vector<std::pair<Key, uint64_t>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(pull_mu_);
+    for (const auto& [key, w] : waiting_) {
+      if (w.second == image) tasks.push_back({key, w.first});
+    }
+  }
+  spdlog::info("node {}: {}", node_, text);
+  for (const auto& [key, attempt] : tasks) {
+    backend_->ReportTaskNote(key.first, key.second, attempt, text, "");
+  }
+}
+
+void LocalExecutor::SyncImages(TimeMs now) {
+  if (containers_ == nullptr) return;
+  uint64_t version = 0;
+  std::vector<NodeImage> images = containers_->Images(&version);
+  // When they change, and every 30 s (a node the control plane registered again starts empty).
+  if (version != images_version_ || now - images_reported_ >= 30000) {
+    images_version_ = version;
+    images_reported_ = now;
+    if (version > 0) backend_->ReportImages(node_, images);
+  }
+  // Pulls ahead of a task (a queue head reserved here), asked at most every second.
+  if (now - images_asked_ < 1000) return;
+  images_asked_ = now;
+  for (const ImagePull& p : backend_->ImagesToPull(node_)) {
+    const bool present = std::any_of(images.begin(), images.end(),
+                                     [&](const NodeImage& i) { return i.name == p.image; });
+    if (!present) containers_->Ensure(p);
+  }
+}
+
+bool LocalExecutor::ContainerCommand(const TaskAssignment& a, const Identity& id, exec::ShimSpec* s,
+                                     std::string* why) const {
+  TaskContainer c;
+  c.name = ContainerName(a.job, a.task);
+  c.image = a.spec.container_image;
+  c.command = a.spec.command;
+  c.env = s->env;
+  // The task's folders at the same paths as on the host; its working folder is the image's
+  // unless the job names one.
+  c.cwd = a.spec.workdir.empty() ? fmt::format("{}/work/{}", work_dir_, a.job) : a.spec.workdir;
+  for (const char* d : {"work", "tmp", "checkpoints"}) {
+    c.mounts.push_back(fmt::format("{}/{}/{}", work_dir_, d, a.job));
+  }
+  c.binds = a.spec.mounts;
+  // Never the image's user (often root): the task's, or this process's when it cannot switch.
+  c.uid = id.uid >= 0 ? id.uid : static_cast<int64_t>(geteuid());
+  c.gid = id.uid >= 0 ? id.gid : static_cast<int64_t>(getegid());
+  c.groups = id.groups;
+  c.gpus = a.gpus;
+  c.cpu_milli = a.spec.resources.cpu_milli;
+  c.memory_mib = a.spec.resources.memory_mib;
+  c.pids_max = options_.max_task_processes;
+  // The environment file is the executor's, beside the task's logs (0600, the state folder 0700).
+  const std::string env_file = fmt::format("{}/task-{}.env", StateDir(a.job), a.task);
+  if (!containers_->RunCommand(c, env_file, &s->argv, &s->env, why)) return false;
+  s->cleanup_argv = containers_->RemoveCommand(c.name);
+  // podman runs as this process (it switches to the task's user inside the container), in the
+  // task's groups, from a folder it can enter.
+  s->uid = -1;
+  s->gid = -1;
+  s->groups.clear();
+  s->cwd = work_dir_;
+  return true;
 }
 
 namespace {
@@ -694,6 +860,9 @@ void LocalExecutor::Reap(TimeMs now) {
                    it->first.second, p.pid);
       if (!p.adopted || exec::PidRecordAlive(p.record)) ::kill(p.pid, SIGKILL);
       if (options_.limits != nullptr) options_.limits->Release(it->first.first, it->first.second);
+      if (containers_ != nullptr && (p.container || p.adopted)) {
+        containers_->Remove(ContainerName(it->first.first, it->first.second));
+      }
       p.kill_at = now + kBackstopMs;
       backstop = true;
     }
@@ -732,6 +901,11 @@ void LocalExecutor::Finish(const Key& key, const Proc& p, int shim_status) {
   std::error_code ec;
   std::filesystem::remove(PidFile(job, task), ec);
   std::filesystem::remove(ExitFile(job, task), ec);
+  std::filesystem::remove(fmt::format("{}/task-{}.env", StateDir(job), task), ec);
+  // A shim that wrote its record removed its container; one killed may have left it.
+  if (!recorded && (p.container || p.adopted) && containers_ != nullptr) {
+    containers_->Remove(ContainerName(job, task));
+  }
   if (recorded) {
     if (rec.orphaned) {
       spdlog::warn("job {} task {} was stopped by its shim: this node's executor was away", job,

@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -45,6 +46,7 @@
 #include "exec/shim_spec.h"
 #include "exec/task_cgroups.h"
 #include "model/execution.h"
+#include "node/container_runtime.h"
 #include "node/execution_backend.h"
 
 namespace arbiter::node {
@@ -65,6 +67,10 @@ struct ExecutorOptions {
   // Who tasks run as when their assignment names nobody, when this process may switch users.
   int64_t default_uid = 65534;
   int64_t default_gid = 65534;
+  // Tasks with a container_image run in containers (node/container_runtime.h); false: such a
+  // task fails to start, saying that this node runs no containers.
+  bool containers = false;
+  ContainerOptions container;
 };
 
 class LocalExecutor {
@@ -113,6 +119,7 @@ class LocalExecutor {
     TimeMs kill_at = 0;   // SIGKILL to the shim and the task's groups, if still there
     DurationMs grace_ms = 30000;
     bool timed_out = false;
+    bool container = false;  // runs in a container (adopted ones: not known, taken as maybe)
     // Its job's checkpoint folder: the newest time seen in it (-1: not looked yet; what is there
     // at the first look is the run before's), and when it was last looked at.
     int64_t checkpoint_mtime_ns = -1;
@@ -125,13 +132,27 @@ class LocalExecutor {
     std::vector<int64_t> groups;
     std::string name;  // USER
   };
-  void Launch(const TaskAssignment& a);
+  // `digest`: the container image's, for a task with one.
+  void Launch(const TaskAssignment& a, const std::string& digest = "");
+  void RecoverTasks();
+  // A task with a container image: started once its image is on the node (pulled first).
+  void StartContainerTask(const TaskAssignment& a, std::set<std::string>* failed_images);
+  // The container's command line for the shim, in place of the task's own.
+  // False (with *why) when it cannot be made.
+  bool ContainerCommand(const TaskAssignment& a, const Identity& id, exec::ShimSpec* s,
+                        std::string* why) const;
+  // Pull progress, for the tasks waiting for `image` (the pull thread).
+  void PullProgress(const std::string& image, const std::string& text);
+  // The node's images to the backend when they changed; the images it asks for, pulled ahead.
+  void SyncImages(TimeMs now);
   // Who the task runs as; false (with *why) when it may not run here.
   bool ResolveIdentity(const TaskAssignment& a, Identity* id, std::string* why) const;
   // The task's folders, owned by its user; false (with *why) when they cannot be made.
   bool PrepareFolders(uint64_t job, const Identity& id, std::string* why) const;
   std::vector<std::string> Environment(const TaskAssignment& a, const Identity& id) const;
-  void FailToStart(const TaskAssignment& a, const std::string& why);
+  // `reason` ("ImagePullFailed: ..."): the job's reason, with `exit_code`.
+  void FailToStart(const TaskAssignment& a, const std::string& why, const std::string& reason = "",
+                   int32_t exit_code = 126);
   void Terminate(Proc& p, DurationMs grace, bool timed_out);
   void Reap(TimeMs now);
   // Every second, each task's checkpoint folder: a newer file (or the folder itself, when a file
@@ -164,6 +185,15 @@ class LocalExecutor {
   std::condition_variable wake_cv_;
   bool woken_ = false;
   std::thread thread_;
+  // Containers (null: this node runs none), and whether podman works here (checked once).
+  std::unique_ptr<ContainerRuntime> containers_;
+  int containers_ok_ = -1;  // -1: not checked yet
+  std::string containers_why_;
+  std::mutex pull_mu_;  // guards waiting_ (the pull thread reads it)
+  std::map<Key, std::pair<uint64_t, std::string>> waiting_;  // attempt, image
+  uint64_t images_version_ = 0;
+  TimeMs images_reported_ = 0;
+  TimeMs images_asked_ = 0;
 };
 
 }  // namespace arbiter::node

@@ -154,6 +154,8 @@ Status BuiltinNode::Start() {
     cgroups_ = exec::TaskCgroups::Setup(co, &cgroup_status_);
   }
   eo.limits = cgroups_.get();
+  eo.containers = o_.local_containers;
+  eo.container.insecure_registries = o_.insecure_registries;
   spdlog::info("built-in node {}: cgroups: {}", o_.local_node, cgroup_status_);
   executor_ = std::make_unique<node::LocalExecutor>(cp_, o_.local_node, work_dir_, now_, eo);
   if (!executor_->switches_users()) {

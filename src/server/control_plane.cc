@@ -179,6 +179,7 @@ Status ControlPlane::Load() {
       j.attempt = s.value("attempt", uint64_t{0});
       j.held_since = s.value("held_since", TimeMs{0});
       j.task_nodes = s.value("task_nodes", std::vector<std::string>{});
+      j.image_digest = s.value("image_digest", "");
       for (const json& t : s.value("placement", json::array())) {
         PlacedTask p;
         p.node = t.at("node").get<std::string>();

@@ -268,6 +268,13 @@ class ControlPlane : public node::ExecutionBackend {
                         bool timed_out) override;
   void ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) override;
   void ReportTaskCheckpointed(uint64_t job, int32_t task, uint64_t attempt) override;
+  void ReportTaskFailed(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                        const std::string& reason) override;
+  void ReportTaskNote(uint64_t job, int32_t task, uint64_t attempt, const std::string& message,
+                      const std::string& image_digest) override;
+  void ReportImages(const std::string& node, const std::vector<NodeImage>& images) override;
+  // The images the last cycle's reservations need on `node` and it lacks (pre-pulls).
+  std::vector<ImagePull> ImagesToPull(const std::string& node) override;
 
   // Node agents (control_plane_agents.cc); `p` must hold a node token naming the node (403
   // otherwise; the built-in node is never an agent's). Registration validates and records the
@@ -469,6 +476,11 @@ class ControlPlane : public node::ExecutionBackend {
   Stats stats() const;
 
  private:
+  // ImagePullAuth with mu_ held.
+  std::optional<std::string> ImagePullAuthLocked(const std::string& tenant,
+                                                 const std::string& image) const;
+  // Whether the tenant's images.insecure names the image's registry (pulled over plain HTTP).
+  bool ImageInsecureLocked(const std::string& tenant, const std::string& image) const;
   struct Compiled;
   static nlohmann::json NodeJson(const Node& n);  // the stored and listed form
   // Each of these requires mu_.
@@ -563,6 +575,11 @@ class ControlPlane : public node::ExecutionBackend {
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   void RefreshUserIndexLocked();
   // Notes the CPU and memory a node's agent (or the built-in node) reported.
+  // A node's images (its heartbeat, or the built-in node's executor): kept on its entry (mu_).
+  void NodeImagesLocked(const std::string& node, const std::vector<NodeImage>& images);
+  // The pre-pulls of a cycle's reservations (pre_pulls_).
+  void PrePullsLocked(const core::Cluster& cluster,
+                      const std::vector<core::Reservation>& reservations);
   // One report of a node's heartbeat, to ReportTaskStarted / Exited / Lost.
   void ApplyTaskReport(const TaskReport& r);
   // After a cycle's decisions are committed: its admitted jobs may start and its victims stop.
@@ -686,6 +703,8 @@ class ControlPlane : public node::ExecutionBackend {
 
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;
+  // By node: images the queue heads reserved there need and it lacks (guarded by mu_).
+  std::map<std::string, std::vector<ImagePull>> pre_pulls_;
 
   ServiceTable services_;                            // service_table.h; guarded by mu_
   std::map<uint64_t, QuotaRequest> quota_requests_;  // quota_requests.h; by id; guarded by mu_

@@ -163,13 +163,20 @@ void ControlPlane::ApplyTaskReport(const TaskReport& r) {
       ReportTaskStarted(r.job, r.task, r.attempt);
       break;
     case TaskEvent::kExited:
-      ReportTaskExited(r.job, r.task, r.attempt, r.exit_code, r.timed_out);
+      if (r.message.empty()) {
+        ReportTaskExited(r.job, r.task, r.attempt, r.exit_code, r.timed_out);
+      } else {
+        ReportTaskFailed(r.job, r.task, r.attempt, r.exit_code, r.message);
+      }
       break;
     case TaskEvent::kLost:
       ReportTaskLost(r.job, r.task, r.attempt);
       break;
     case TaskEvent::kCheckpointed:
       ReportTaskCheckpointed(r.job, r.task, r.attempt);
+      break;
+    case TaskEvent::kNote:
+      ReportTaskNote(r.job, r.task, r.attempt, r.message, r.image_digest);
       break;
   }
 }
@@ -214,6 +221,7 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
         if (!g.healthy) TasksOnGpu(jobs_.active, hb.node, g.index, &lost);
       }
     }
+    if (hb.images_known) NodeImagesLocked(hb.node, hb.images);
     if (e.status.is_object()) {
       e.status["gpus"] = std::move(telemetry);
       e.status["last_heartbeat"] = now;
@@ -267,7 +275,16 @@ Result<json> ControlPlane::Heartbeat(const Principal& p, const AgentHeartbeat& h
     }
     for (const TaskAssignment& a : assignments) items.push_back(api::TaskAssignmentToJson(a));
   }
-  return json{{"acked_seq", acked}, {"assignments", items}, {"assign_version", version}};
+  json answer = {{"acked_seq", acked}, {"assignments", items}, {"assign_version", version}};
+  const std::vector<ImagePull> pulls = ImagesToPull(hb.node);
+  if (!pulls.empty()) {
+    json list = json::array();
+    for (const ImagePull& i : pulls) {
+      list.push_back({{"image", i.image}, {"auth", i.auth}, {"insecure", i.insecure}});
+    }
+    answer["pull_images"] = std::move(list);
+  }
+  return answer;
 }
 
 std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,

@@ -74,6 +74,7 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   put("attempt", j.attempt);
   put("held_since", j.held_since);
   put("task_nodes", j.task_nodes);
+  put("image_digest", j.image_digest);
   if (!j.placement.empty()) WritePlacement(w, j.placement, /*stored=*/true);
   w.EndObject();
   r.idempotency_key = j.idempotency_key;
@@ -135,6 +136,7 @@ std::string ControlPlane::JobTextLocked(const JobEntry& j, const Principal& p) c
   if (j.stopping) w.Field("stopping", j.stop_cause);
   WritePlacement(w, j.placement, /*stored=*/false);
   if (!j.gpu_model.empty()) w.Field("gpu_model", j.gpu_model);
+  if (!j.image_digest.empty()) w.Field("image_digest", j.image_digest);
   if (j.verdict && j.state == JobState::kPending) {
     w.Key("pending")
         .BeginObject()

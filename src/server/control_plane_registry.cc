@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "model/mounts.h"
 #include "server/control_plane.h"
 #include "server/control_plane_helpers.h"
@@ -206,21 +208,35 @@ Result<json> ControlPlane::DeleteRegistryCredential(const Principal& p,
 
 std::optional<std::string> ControlPlane::ImagePullAuth(const std::string& tenant,
                                                        const std::string& image) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ImagePullAuthLocked(tenant, image);
+}
+
+bool ControlPlane::ImageInsecureLocked(const std::string& tenant, const std::string& image) const {
+  if (image.empty()) return false;
+  const std::string registry = ImageRegistry(image);
+  for (const api::TenantConfig& c : config_.tenants) {
+    if (c.name != tenant) continue;
+    return std::find(c.images.insecure.begin(), c.images.insecure.end(), registry) !=
+           c.images.insecure.end();
+  }
+  return false;
+}
+
+std::optional<std::string> ControlPlane::ImagePullAuthLocked(const std::string& tenant,
+                                                             const std::string& image) const {
   if (secret_box_ == nullptr || image.empty()) return std::nullopt;
   std::string registry;
   RegistryCredential found;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // The longest prefix that matches, as a tenant's allowed registries match.
-    for (auto it = registry_credentials_.lower_bound({tenant, ""});
-         it != registry_credentials_.end() && it->first.first == tenant; ++it) {
-      ImagePolicy one;
-      one.registries = std::vector<std::string>{it->first.second};
-      const bool match = ImageAllowed(image, one) || ImageRegistry(image) == it->first.second;
-      if (match && it->first.second.size() >= registry.size()) {
-        registry = it->first.second;
-        found = it->second;
-      }
+  // The longest prefix that matches, as a tenant's allowed registries match.
+  for (auto it = registry_credentials_.lower_bound({tenant, ""});
+       it != registry_credentials_.end() && it->first.first == tenant; ++it) {
+    ImagePolicy one;
+    one.registries = std::vector<std::string>{it->first.second};
+    const bool match = ImageAllowed(image, one) || ImageRegistry(image) == it->first.second;
+    if (match && it->first.second.size() >= registry.size()) {
+      registry = it->first.second;
+      found = it->second;
     }
   }
   if (registry.empty()) return std::nullopt;

@@ -65,6 +65,7 @@ core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster&
   p.not_before = j.not_before;
   if (pc != nullptr) p.grace_period = SecondsToMs(pc->grace_period_seconds);
   if (j.spec.grace_period_seconds) p.grace_period = SecondsToMs(*j.spec.grace_period_seconds);
+  if (!j.spec.container_image.empty()) p.image = cluster.FindImage(j.spec.container_image);
   return p;
 }
 
@@ -363,6 +364,7 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
                                     store::WriteBatch* b) {
   const core::Cluster& cluster = *in.cluster;
   const core::QuotaTree& tree = *in.tree;
+  PrePullsLocked(cluster, r.reservations);
   for (const core::Admission& a : r.admissions) {
     auto it = jobs_.all.find(a.job.value());
     if (it == jobs_.all.end() || it->second.state != JobState::kPending) continue;
@@ -558,6 +560,10 @@ std::vector<TaskAssignment> ControlPlane::AssignmentsFor(const std::string& node
                        ? j.started_at + SecondsToMs(j.spec.walltime_seconds)
                        : 0;
       a.spec = j.spec;
+      if (!j.spec.container_image.empty()) {
+        a.image_pull_auth = ImagePullAuthLocked(j.spec.tenant, j.spec.container_image).value_or("");
+        a.image_insecure = ImageInsecureLocked(j.spec.tenant, j.spec.container_image);
+      }
       if (j.spec.array.id != 0) {
         auto arr = jobs_.arrays.find(j.spec.array.id);
         if (arr != jobs_.arrays.end()) a.array_bounds = arr->second.bounds;
@@ -697,6 +703,89 @@ std::vector<core::TenantBudget> ControlPlane::BudgetsLocked(TimeMs now) {
   return out;
 }
 
+void ControlPlane::ReportTaskFailed(uint64_t job, int32_t task, uint64_t attempt, int32_t exit_code,
+                                    const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobEntry* j = jobs_.Find(job);
+    if (j != nullptr && attempt == j->attempt && !IsFinal(j->state) && j->fail_reason.empty()) {
+      j->fail_reason = reason;
+    }
+  }
+  ReportTaskExited(job, task, attempt, exit_code, false);
+}
+
+void ControlPlane::ReportTaskNote(uint64_t job, int32_t /*task*/, uint64_t attempt,
+                                  const std::string& message, const std::string& image_digest) {
+  std::shared_future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobEntry* j = jobs_.Find(job);
+    if (j == nullptr || attempt != j->attempt || IsFinal(j->state)) return;
+    store::WriteBatch b;
+    if (!image_digest.empty() && image_digest != j->image_digest) {
+      j->image_digest = image_digest;
+      b.PutJob(JobRecordLocked(*j));
+    }
+    if (!message.empty()) {
+      // An event of the job that changes no state ("pulling IMAGE: 40%").
+      const std::string state(JobStateName(j->state));
+      b.AppendJobEvent({0, job, now_(), state, state, message, ""});
+      PushJobEventLocked(*j, state, state, message);
+    }
+    done = store_->WriteAsync(std::move(b));
+  }
+  done.get();
+}
+
+void ControlPlane::PrePullsLocked(const core::Cluster& cluster,
+                                  const std::vector<core::Reservation>& reservations) {
+  // A queue head reserved on nodes that lack its image: they pull it now, so that its start is
+  // not delayed by the pull when the capacity frees.
+  std::map<std::string, std::vector<ImagePull>> pulls;
+  for (const core::Reservation& res : reservations) {
+    auto it = jobs_.all.find(res.job.value());
+    if (it == jobs_.all.end() || it->second.spec.container_image.empty()) continue;
+    const std::string& image = it->second.spec.container_image;
+    const uint32_t id = cluster.FindImage(image);
+    for (const core::TaskPlacement& t : res.tasks) {
+      if (id != core::kNoImage && cluster.ImageSizeOn(t.node, id) >= 0) continue;
+      std::vector<ImagePull>& v = pulls[cluster.node(t.node).name];
+      if (std::none_of(v.begin(), v.end(), [&](const ImagePull& p) { return p.image == image; })) {
+        const std::string& tenant = it->second.spec.tenant;
+        v.push_back({image, ImagePullAuthLocked(tenant, image).value_or(""),
+                     ImageInsecureLocked(tenant, image)});
+      }
+    }
+  }
+  pre_pulls_ = std::move(pulls);
+}
+
+std::vector<ImagePull> ControlPlane::ImagesToPull(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pre_pulls_.find(node);
+  return it == pre_pulls_.end() ? std::vector<ImagePull>{} : it->second;
+}
+
+void ControlPlane::ReportImages(const std::string& node, const std::vector<NodeImage>& images) {
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeImagesLocked(node, images);
+}
+
+void ControlPlane::NodeImagesLocked(const std::string& node, const std::vector<NodeImage>& images) {
+  NodeEntry* e = nodes_.Find(node);
+  if (e == nullptr) return;
+  std::vector<NodeImage> kept = images;
+  if (kept.size() > kMaxNodeImages) kept.resize(kMaxNodeImages);
+  if (!e->status.is_object()) e->status = nlohmann::json::object();
+  if (kept == e->node.images && e->status.contains("images")) return;
+  if (kept != e->node.images) {
+    e->node.images = std::move(kept);
+    dirty_ = true;  // the cluster the cycle sees has the node's images (image-locality)
+  }
+  e->status["images"] = api::NodeImagesToJson(e->node.images);
+}
+
 void ControlPlane::ReportTaskCheckpointed(uint64_t job, int32_t /*task*/, uint64_t attempt) {
   std::lock_guard<std::mutex> lock(mu_);
   JobEntry* j = jobs_.Find(job);
@@ -724,6 +813,8 @@ void ControlPlane::ReportTaskLost(uint64_t job, int32_t task, uint64_t attempt) 
 // Every task is gone: decide the job's next state from why it stopped.
 void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
   const std::string cause = j.stop_cause;
+  const std::string fail_reason = std::move(j.fail_reason);
+  j.fail_reason.clear();
   // Metering: the interval during which each task held its resources, from the admission of this
   // run to their release, recorded exactly once: here, in the batch that clears the placement
   // (cost from the model's price per GPU-hour). Jobs stored before held_since existed fall back
@@ -814,7 +905,9 @@ void ControlPlane::FinishExecutionLocked(JobEntry& j, store::WriteBatch* b) {
     RecordTransitionLocked(j, JobState::kSucceeded, "all tasks exited 0", b);
     return;
   }
-  RecordTransitionLocked(j, JobState::kFailed, fmt::format("a task exited with code {}", code), b);
+  RecordTransitionLocked(
+      j, JobState::kFailed,
+      fail_reason.empty() ? fmt::format("a task exited with code {}", code) : fail_reason, b);
   if (ShouldRetry(j.spec.retry, j.restarts, code)) {
     ++j.restarts;
     const int64_t backoff = RetryBackoffSeconds(j.spec.retry, j.restarts);

@@ -67,6 +67,11 @@ struct JobEntry {
   uint64_t attempt = 0;                 // the run: grows at every admission
   TimeMs held_since = 0;                // when the current run was admitted (metering)
   std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
+  // The container image's digest its latest run started with ("": none, or not known).
+  std::string image_digest;
+  // Why the current run failed, when its node said better than an exit code ("ImagePullFailed:
+  // ..."): the reason of its failure (in memory; cleared when the run ends).
+  std::string fail_reason;
   bool dispatchable = true;  // false from an admission until it is committed: not yet assigned
   // A stop (cancel, suspend, preemption, failure of the gang, timeout, loss) not committed yet:
   // its nodes keep running the tasks until it is (PublishStops), so that a crash before the

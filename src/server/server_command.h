@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace arbiter::server {
 
@@ -59,6 +60,10 @@ struct ServerOptions {
   std::string shim;
   int fake_gpu_device_major = -1;
   bool kill_tasks_on_exit = false;  // SIGTERM kills the built-in node's tasks (default: kept)
+  // The built-in node's containers (docs/containers.md): whether it runs them, and the
+  // registries ("host:port") it reaches over plain HTTP.
+  bool local_containers = true;
+  std::vector<std::string> insecure_registries;
   // Tenants that name no run_as get uids from base + 1 on (one each, never reused).
   int64_t tenant_uid_base = 200000;
   // Nodes run by agents whose heartbeats stop for this long are down (their tasks are lost).

@@ -132,6 +132,11 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
   srv->add_flag("--kill-tasks-on-exit", server.kill_tasks_on_exit,
                 "At SIGTERM, kill the built-in node's tasks (default: they keep running and the "
                 "next start adopts them)");
+  srv->add_flag("!--no-containers", server.local_containers,
+                "The built-in node runs no containers (tasks with container_image fail)");
+  srv->add_option("--insecure-registry", server.insecure_registries,
+                  "A registry (HOST:PORT) the built-in node pulls from over plain HTTP or "
+                  "without certificate checks (repeatable)");
   srv->add_option("--tenant-uid-base", server.tenant_uid_base,
                   "Tenants whose configuration names no run_as get their own uid from this + 1 on")
       ->check(CLI::Range(int64_t{1000}, int64_t{4000000000}))

@@ -394,6 +394,7 @@ class CycleRunner {
   // The task request of `j` on model `m`, with its spread group's counts.
   TaskRequest RequestOf(const PendingJob& j, GpuModelId m) {
     TaskRequest req{&j.resources, m, ConstraintsOf(j), j.type};
+    req.image = j.image;
     if (j.spread != 0) {
       req.spread = &spread_[j.spread];
       req.spread_distinct = j.spread_distinct;

@@ -234,7 +234,9 @@ Result<ProfileSpec> Profile::Named(std::string_view name) {
     // every node that holds a task inside one NVLink domain, so for single tasks it only breaks
     // NVLink islands when nothing else fits; for a gang its node, rack and block terms
     // (up to kMaxScore / 2) outweigh fgd-plus's usual differences.
-    p.scores = {{"fgd-plus", 1}, {"topology", 1}};
+    // image-locality, with the same modest weight, prefers among otherwise equal nodes one that
+    // holds the job's container image (it starts without a pull).
+    p.scores = {{"fgd-plus", 1}, {"topology", 1}, {"image-locality", 1}};
     p.gpu_selector = "fgd";
   } else if (name == "fgd") {
     p.scores = {{"fgd", 1}};

@@ -67,6 +67,7 @@ struct TaskRequest {
   // has one is not feasible.
   const SpreadCounts* spread = nullptr;
   bool spread_distinct = false;
+  uint32_t image = kNoImage;  // its container image (Cluster::FindImage)
 };
 
 // What the tasks of the gang placed so far occupy (for distinct nodes and topology).

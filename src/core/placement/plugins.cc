@@ -451,8 +451,35 @@ std::vector<std::string_view> BuiltinFilterNames() {
           "gpu-memory", "cpu",           "memory",    "exclusive", "gang-distinct-nodes"};
 }
 
+// image-locality (Kubernetes' ImageLocality): prefer nodes that already hold the task's container
+// image, so that it starts without a pull. A big image counts more than a small one, and an image
+// few nodes hold counts less (so that the jobs of one image do not all pile onto those nodes):
+//   scaled = size x (nodes holding it / nodes)
+//   score  = kMaxScore x (clamp(scaled, 23 MiB, 1000 MiB) - 23 MiB) / (1000 MiB - 23 MiB)
+// A node that holds it, of a size nobody reported: kMaxScore / 2. A node without it, or a task
+// without an image: 0.
+class ImageLocalityScore final : public ScorePlugin {
+ public:
+  std::string_view name() const override { return "image-locality"; }
+  int64_t Score(const PlacementContext& ctx, const TaskRequest& req, NodeId n,
+                const std::vector<GpuShare>&) const override {
+    if (req.image == kNoImage) return 0;
+    const Cluster& c = ctx.snapshot->cluster();
+    const int64_t size = c.ImageSizeOn(n, req.image);
+    if (size < 0) return 0;
+    if (size == 0) return kMaxScore / 2;
+    constexpr int64_t kMin = int64_t{23} << 20;
+    constexpr int64_t kMax = int64_t{1000} << 20;
+    __extension__ using I128 = __int128;
+    const int64_t scaled = static_cast<int64_t>(static_cast<I128>(size) * c.image_nodes(req.image) /
+                                                std::max<size_t>(1, c.num_nodes()));
+    return kMaxScore * (std::clamp(scaled, kMin, kMax) - kMin) / (kMax - kMin);
+  }
+};
+
 std::vector<std::string_view> BuiltinScoreNames() {
-  std::vector<std::string_view> names = {"binpack", "spread", "topology", "fgd", "fgd-plus"};
+  std::vector<std::string_view> names = {"binpack", "spread",   "topology",
+                                         "fgd",     "fgd-plus", "image-locality"};
   for (std::string_view b : BaselineScoreNames()) names.push_back(b);
   return names;
 }
@@ -478,6 +505,7 @@ std::unique_ptr<ScorePlugin> MakeScore(std::string_view name) {
   if (name == "topology") return std::make_unique<TopologyScore>();
   if (name == "fgd") return std::make_unique<FgdScore>();
   if (name == "fgd-plus") return std::make_unique<FgdPlusScore>();
+  if (name == "image-locality") return std::make_unique<ImageLocalityScore>();
   return MakeBaselineScore(name);
 }
 

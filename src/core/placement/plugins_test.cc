@@ -669,9 +669,10 @@ TEST(FgdPlusScoreTest, DefaultProfileNeedsTheDistribution) {
   const Profile p = ::arbiter::testing::NamedProfile("default");
   EXPECT_TRUE(p.needs_distribution());
   EXPECT_EQ(p.gpu_selector(), GpuSelector::kFgd);
-  ASSERT_EQ(p.scores().size(), 2u);
+  ASSERT_EQ(p.scores().size(), 3u);
   EXPECT_EQ(p.scores()[0].first->name(), "fgd-plus");
   EXPECT_EQ(p.scores()[1].first->name(), "topology");
+  EXPECT_EQ(p.scores()[2].first->name(), "image-locality");
 }
 
 TEST(TaskDistributionTest, DemandRatiosAreOverEveryGpuTask) {
@@ -888,6 +889,69 @@ TEST(ProfileTest, NodesToScoreIsAdaptive) {
   const Result<Profile> fixed = Profile::Build(Spec({{"binpack", 1}}, {}, "best-fit", 7));
   ASSERT_TRUE(fixed.ok());
   EXPECT_EQ(fixed->NodesToScore(10000), 7u);
+}
+
+// --- image-locality ----------------------------------------------------------------------------
+
+// Four CPU nodes: a and b hold a 500 MiB image, c holds it with no size known, d holds nothing.
+struct ImageBed {
+  ImageBed()
+      : cluster(MakeCluster()),
+        tree(TreeBuilder().Tenant("t").Queue("q", "t").Build(cluster.models())),
+        snap(cluster, tree) {}
+  static Cluster MakeCluster() {
+    std::vector<arbiter::Node> nodes;
+    for (const char* name : {"a", "b", "c", "d"}) {
+      arbiter::Node n;
+      n.name = name;
+      n.cpu_milli = 8000;
+      n.memory_mib = 8192;
+      nodes.push_back(n);
+    }
+    const int64_t size = int64_t{500} << 20;
+    nodes[0].images = {{"reg/trainer:1", "sha256:1", size}, {"reg/small:1", "sha256:2", 1 << 20}};
+    nodes[1].images = {{"reg/trainer:1", "sha256:1", size}};
+    nodes[2].images = {{"reg/trainer:1", "sha256:1", 0}};
+    auto c = Cluster::Build({}, nodes);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(c).value();
+  }
+  int64_t Score(const std::string& image, const std::string& node) const {
+    const TaskResources r = {};
+    TaskRequest req{&r, kNoModel, nullptr, JobType::kTraining};
+    req.image = cluster.FindImage(image);
+    PlacementContext ctx{&snap, nullptr, nullptr};
+    return MakeScore("image-locality")->Score(ctx, req, NodeNamed(cluster, node), {});
+  }
+  Cluster cluster;
+  QuotaTree tree;
+  Snapshot snap;
+};
+
+TEST(ImageLocalityScoreTest, PrefersNodesThatHoldTheImageWeightedBySize) {
+  const ImageBed bed;
+  EXPECT_EQ(bed.cluster.image_nodes(bed.cluster.FindImage("reg/trainer:1")), 3u);
+  EXPECT_EQ(bed.cluster.FindImage("reg/other:1"), kNoImage);
+  // scaled = 500 MiB x 3 / 4 = 375 MiB: kMaxScore x (375 - 23) / (1000 - 23).
+  const int64_t held = kMaxScore * ((int64_t{375} << 20) - (int64_t{23} << 20)) /
+                       ((int64_t{1000} << 20) - (int64_t{23} << 20));
+  EXPECT_EQ(bed.Score("reg/trainer:1", "a"), held);
+  EXPECT_EQ(bed.Score("reg/trainer:1", "b"), held);
+  EXPECT_EQ(bed.Score("reg/trainer:1", "c"), kMaxScore / 2);  // held, size unknown
+  EXPECT_EQ(bed.Score("reg/trainer:1", "d"), 0);              // a pull
+  // An image of 1 MiB is not worth a preference; one no node holds, or none, neither.
+  EXPECT_EQ(bed.Score("reg/small:1", "a"), 0);
+  EXPECT_EQ(bed.Score("reg/other:1", "a"), 0);
+  EXPECT_EQ(bed.Score("", "a"), 0);
+}
+
+TEST(ImageLocalityScoreTest, IsInTheDefaultProfile) {
+  auto spec = Profile::Named("default");
+  ASSERT_TRUE(spec.ok());
+  bool found = false;
+  for (const ScoreWeightSpec& s : spec->scores) found = found || s.plugin == "image-locality";
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(Profile::Build(*spec).ok());
 }
 
 }  // namespace
