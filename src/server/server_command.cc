@@ -574,8 +574,9 @@ int RunServer(const ServerOptions& o) {
   }
   if (election && !o.local_node.empty()) {
     spdlog::error(
-        "--local-node: not with leader election (several servers): run an agent on the node "
-        "instead (arbiter agent), so that its tasks do not depend on which server leads");
+        "--local-node: not with leader election (several servers, the default on PostgreSQL): "
+        "run an agent on the node instead (arbiter agent), so that its tasks do not depend on "
+        "which server leads; or, for one server alone on its store, --leader-election off");
     return 2;
   }
   if (o.lease_renew_ms * 2 > o.lease_ms) {

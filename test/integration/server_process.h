@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -131,6 +132,13 @@ class ServerProcess {
         return false;
       }
       extra.insert(extra.begin(), {"--store", uri});
+    }
+    // A test's server is alone on its store: no election (which PostgreSQL turns on by default),
+    // unless the test asks for one.
+    if (std::find(extra.begin(), extra.end(), "--leader-election") == extra.end() &&
+        std::any_of(extra.begin(), extra.end(),
+                    [](const std::string& a) { return a.starts_with("postgres"); })) {
+      extra.insert(extra.end(), {"--leader-election", "off"});
     }
     int out[2];
     if (pipe(out) != 0) return false;
