@@ -36,7 +36,7 @@ run() {  # run STORE N
   local store=$1 n=$2 data="$WORK/data-$1-$2" flags=()
   if [ "$store" = postgres ]; then
     "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U arbiter "bench_$n"
-    flags=(--store "postgres://arbiter@127.0.0.1:$PGPORT/bench_$n")
+    flags=(--store "postgres://arbiter@127.0.0.1:$PGPORT/bench_$n" --leader-election off)
   fi
   "$BIN" server --data-dir "$data" --listen 127.0.0.1:0 --config "$WORK/bench.yaml" \
     --rate-limit 0 "${flags[@]}" > "$WORK/server.out" 2>&1 &
