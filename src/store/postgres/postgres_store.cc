@@ -692,7 +692,7 @@ Result<std::vector<AuditRecord>> Reader::QueryAudit(const AuditQuery& q) {
       "audit", kAuditCols, fmt::format("WHERE {} ORDER BY seq LIMIT {}", where, next()));
   p.Int(postgres::ClampLimit(q.limit));
   std::vector<AuditRecord> out;
-  ARBITER_RETURN_IF_ERROR(conn_->Query(sql, p, "store: audit query", out, postgres::ReadAudit));
+  ARBITER_RETURN_IF_ERROR(conn_->Query(sql, p, "store: audit query", out, ReadAudit));
   return out;
 }
 
@@ -847,27 +847,27 @@ class PostgresStore final : public Store {
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) override {
     return Read([&](Reader& r) {
       return r.Query<JobEventRecord>("events_of_job", Params().Uint(job_id), "store: job events",
-                                     postgres::ReadEvent);
+                                     ReadEvent);
     });
   }
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override {
     return Read([&](Reader& r) {
       return r.Query<JobEventRecord>("events_since",
                                      Params().Uint(after_seq).Int(postgres::ClampLimit(limit)),
-                                     "store: events since", postgres::ReadEvent);
+                                     "store: events since", ReadEvent);
     });
   }
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override {
     return Read([&](Reader& r) {
       return r.Query<UsageRecord>("usage", Params().Int(from_ms).Int(to_ms), "store: usage",
-                                  postgres::ReadUsage);
+                                  ReadUsage);
     });
   }
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override {
     return Read([&](Reader& r) {
       return r.Query<AuditRecord>("audit",
                                   Params().Uint(after_seq).Int(postgres::ClampLimit(limit)),
-                                  "store: audit", postgres::ReadAudit);
+                                  "store: audit", ReadAudit);
     });
   }
   Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q) override {
@@ -876,19 +876,19 @@ class PostgresStore final : public Store {
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms) override {
     return Read([&](Reader& r) {
       return r.Query<ClusterSampleRecord>("cluster_samples", Params().Int(from_ms).Int(to_ms),
-                                          "store: cluster samples", postgres::ReadClusterSample);
+                                          "store: cluster samples", ReadClusterSample);
     });
   }
   Result<std::vector<GpuSampleRecord>> GpuSamples(int64_t from_ms, int64_t to_ms) override {
     return Read([&](Reader& r) {
       return r.Query<GpuSampleRecord>("gpu_samples", Params().Int(from_ms).Int(to_ms),
-                                      "store: gpu samples", postgres::ReadGpuSample);
+                                      "store: gpu samples", ReadGpuSample);
     });
   }
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms) override {
     return Read([&](Reader& r) {
       return r.Query<ServingStatRecord>("serving_stats", Params().Int(from_ms).Int(to_ms),
-                                        "store: serving stats", postgres::ReadServingStat);
+                                        "store: serving stats", ReadServingStat);
     });
   }
   Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(const std::string& webhook_id,
@@ -896,7 +896,7 @@ class PostgresStore final : public Store {
     return Read([&](Reader& r) {
       return r.Query<WebhookDeliveryRecord>(
           "deliveries_of_hook", Params().Text(webhook_id).Int(postgres::ClampLimit(limit)),
-          "store: webhook deliveries", postgres::ReadWebhookDelivery);
+          "store: webhook deliveries", ReadWebhookDelivery);
     });
   }
 

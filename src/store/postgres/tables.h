@@ -9,6 +9,7 @@
 
 #include "store/columns.h"
 #include "store/postgres/connection.h"
+#include "store/row_readers.h"
 #include "store/store.h"
 
 namespace arbiter::store::postgres {
@@ -26,24 +27,5 @@ std::string SelectSql(std::string_view table, Columns cols, std::string_view tai
 std::string AppendSql(std::string_view table, Columns cols);
 // A LIMIT (BIGINT).
 int64_t ClampLimit(size_t limit);
-
-TenantRecord ReadTenant(Row& r);
-QueueRecord ReadQueue(Row& r);
-UserRecord ReadUser(Row& r);
-TokenRecord ReadToken(Row& r);
-PriorityClassRecord ReadPriorityClass(Row& r);
-GpuModelRecord ReadGpuModel(Row& r);
-NodeRecord ReadNode(Row& r);
-JobRecord ReadJob(Row& r);
-KvRecord ReadKv(Row& r);
-JobEventRecord ReadEvent(Row& r);
-UsageRecord ReadUsage(Row& r);
-AuditRecord ReadAudit(Row& r);
-ClusterSampleRecord ReadClusterSample(Row& r);
-GpuSampleRecord ReadGpuSample(Row& r);
-ServiceRecord ReadService(Row& r);
-ServingStatRecord ReadServingStat(Row& r);
-WebhookRecord ReadWebhook(Row& r);
-WebhookDeliveryRecord ReadWebhookDelivery(Row& r);
 
 }  // namespace arbiter::store::postgres

@@ -46,6 +46,7 @@ class Row {
   uint64_t Uint() { return static_cast<uint64_t>(Int()); }
   int32_t Int32() { return static_cast<int32_t>(Int()); }
   bool Bool() { return Int() != 0; }
+  std::string Bytes() { return Text(); }  // a BLOB column
 
  private:
   sqlite3_stmt* s_;

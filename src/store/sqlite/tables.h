@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "store/columns.h"
+#include "store/row_readers.h"
 #include "store/sqlite/connection.h"
 #include "store/store.h"
 
@@ -38,24 +39,6 @@ std::string InsertSql(std::string_view table, Columns cols);
 std::string UpsertSql(std::string_view table, Columns cols);
 std::string DeleteSql(std::string_view table, Columns cols);
 std::string SelectSql(std::string_view table, Columns cols, std::string_view tail);
-TenantRecord ReadTenant(Row& r);
-QueueRecord ReadQueue(Row& r);
-UserRecord ReadUser(Row& r);
-TokenRecord ReadToken(Row& r);
-PriorityClassRecord ReadPriorityClass(Row& r);
-GpuModelRecord ReadGpuModel(Row& r);
-NodeRecord ReadNode(Row& r);
-JobRecord ReadJob(Row& r);
-KvRecord ReadKv(Row& r);
-JobEventRecord ReadEvent(Row& r);
-UsageRecord ReadUsage(Row& r);
-AuditRecord ReadAudit(Row& r);
-ClusterSampleRecord ReadClusterSample(Row& r);
-GpuSampleRecord ReadGpuSample(Row& r);
-ServiceRecord ReadService(Row& r);
-ServingStatRecord ReadServingStat(Row& r);
-WebhookRecord ReadWebhook(Row& r);
-WebhookDeliveryRecord ReadWebhookDelivery(Row& r);
 // Prepares `sql` into `out`, or returns why not.
 Status PrepareInto(Connection& conn, Statement& out, const std::string& sql);
 // A LIMIT for SQLite (int64).
