@@ -15,6 +15,7 @@
 #include <thread>
 #include <variant>
 
+#include "store/commit_stats.h"
 #include "store/open_store.h"
 #include "store/postgres/connection.h"
 #include "store/postgres/migrations.h"
@@ -1012,26 +1013,7 @@ void PostgresStore::WriterLoop() {
 
 void PostgresStore::RecordStats(const std::vector<Pending>& group, const GroupOutcome& outcome) {
   std::lock_guard lock(stats_mu_);
-  stats_.batches += group.size();
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (outcome.statuses[i].ok()) {
-      stats_.ops += group[i].batch.size();
-    } else {
-      ++stats_.failed_batches;
-    }
-  }
-  if (outcome.commit_us.size() == 1) {
-    stats_.max_group = std::max<uint64_t>(stats_.max_group, group.size());
-  }
-  for (uint64_t us : outcome.commit_us) {
-    ++stats_.commits;
-    stats_.total_commit_us += us;
-    stats_.max_commit_us = std::max(stats_.max_commit_us, us);
-    const auto& bounds = StoreStats::kCommitUsBounds;
-    const auto bucket =
-        static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), us) - bounds.begin());
-    ++stats_.commit_us_histogram[bucket];
-  }
+  RecordGroupCommit(stats_, group, outcome.statuses, outcome.commit_us);
 }
 
 StoreStats PostgresStore::stats() const {
