@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -508,6 +509,17 @@ bool ContainerRuntime::RunCommand(const TaskContainer& c, const std::string& env
         target.find_first_of(":,") != std::string::npos) {
       *why =
           fmt::format("mount {} -> {}: a path with ':' or ',' cannot be mounted", m.path, target);
+      return false;
+    }
+    // The tenant's rules were checked on the path as written; a symbolic link on the way (one a
+    // job may have made in a read-write folder) would bind whatever it points to instead.
+    char resolved[PATH_MAX];
+    if (::realpath(m.path.c_str(), resolved) == nullptr) {
+      *why = fmt::format("mount {}: no such folder on this node", m.path);
+      return false;
+    }
+    if (m.path != resolved) {
+      *why = fmt::format("mount {}: goes through a symbolic link (to {})", m.path, resolved);
       return false;
     }
     argv->push_back(fmt::format("--volume={}:{}:{}", m.path, target, m.read_only ? "ro" : "rw"));

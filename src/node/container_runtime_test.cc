@@ -128,5 +128,37 @@ TEST(ContainerRuntime, GpusAsCdiDevicesWhereTheToolkitIsPresent) {
             (std::vector<std::string>{"--device=nvidia.com/gpu=1", "--device=nvidia.com/gpu=3"}));
 }
 
+TEST(ContainerRuntime, AMountThroughASymbolicLinkIsRefused) {
+  // Normalized (no "//", no link on the way), as the paths a job may name are.
+  const std::string dir =
+      std::filesystem::weakly_canonical(std::filesystem::path(::testing::TempDir()) /
+                                        "container-runtime-links")
+          .string();
+  std::filesystem::create_directories(dir + "/data/real");
+  std::error_code ec;
+  std::filesystem::remove(dir + "/data/link", ec);
+  std::filesystem::create_directory_symlink("/etc", dir + "/data/link");
+  ContainerOptions o;
+  o.cdi_dirs = {};
+  ContainerRuntime rt(dir, o, nullptr);
+  TaskContainer c;
+  c.name = "arbiter-task-8-0";
+  c.image = "127.0.0.1:5000/lab/busybox:1";
+  c.command = {"true"};
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string why;
+  c.binds = {{dir + "/data/real", "/data", true}};
+  ASSERT_TRUE(rt.RunCommand(c, dir + "/task.env", &argv, &env, &why)) << why;
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--volume=" + dir + "/data/real:/data:ro"),
+            argv.end());
+  c.binds = {{dir + "/data/link", "/data", false}};
+  EXPECT_FALSE(rt.RunCommand(c, dir + "/task.env", &argv, &env, &why));
+  EXPECT_NE(why.find("symbolic link (to /etc)"), std::string::npos) << why;
+  c.binds = {{dir + "/data/missing", "/data", true}};
+  EXPECT_FALSE(rt.RunCommand(c, dir + "/task.env", &argv, &env, &why));
+  EXPECT_NE(why.find("no such folder"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace arbiter::node
