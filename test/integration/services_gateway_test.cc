@@ -191,10 +191,12 @@ TEST_F(ServicesGatewayTest, NoRequestFailsThroughKillsUpdatesCanaryAndRollback) 
   ASSERT_EQ(created->status, 201) << created->body;
   ASSERT_TRUE(WaitReady([](const auto& r) { return Count(r, 1) == 3; }, 60)) << Service().dump();
 
-  // The replicas are spread over both nodes.
+  // The ready replicas are spread over both nodes (a replacement being placed has no node yet).
   std::set<std::string> nodes;
   const json first = Service();
-  for (const json& rep : first["status"]["replicas"]) nodes.insert(rep.value("node", ""));
+  for (const json& rep : first["status"]["replicas"]) {
+    if (rep.value("state", "") == "ready") nodes.insert(rep.value("node", ""));
+  }
   EXPECT_EQ(nodes.size(), 2u) << Service().dump();
 
   httplib::Client client("127.0.0.1", gateway_port_);
