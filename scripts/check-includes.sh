@@ -35,13 +35,15 @@ check api "common model"
 check store "common model"
 check testing "common model core"
 check sim "common model core api"
+# Capacity planning: forecasts and what-if replays of recorded history.
+check plan "common model core"
 check bench "common model core"
 check exec "common model"
 check net "common model"
 check node "common model exec net"
 # The agent and the server never include each other; both use node/ and net/.
 check agent "common model api exec node net"
-check server "common model core api store exec node net gateway"
+check server "common model core api store exec node net gateway plan"
 # The gateway of online services talks to the server only over HTTP, as the client does. (The
 # server includes gateway/gateway.h, to run the built-in gateway, and gateway/latency_buckets.h,
 # the buckets of the stats gateways post.)
