@@ -21,6 +21,7 @@ using replay_math::GpuDemand;
 using replay_math::Int128;
 using replay_math::Jain;
 using replay_math::JoinNames;
+using replay_math::kMsPerDay;
 using replay_math::kMsPerHour;
 using replay_math::kNever;
 using replay_math::Percent;
@@ -228,6 +229,10 @@ class Replayer {
         arrival_series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
                         o.max_series_points,
                         w.jobs.empty() ? 0 : w.jobs.back().pending.submit_time) {
+    if (!w.jobs.empty()) {
+      first_submit_ = w.jobs.front().pending.submit_time;
+      last_submit_ = w.jobs.back().pending.submit_time;
+    }
     for (const core::QuotaNode& n : w.tree->nodes()) decay_ = decay_ || n.half_life_seconds > 0;
     if (decay_) {
       history_.assign(w.tree->size(), core::QuotaVec{});
@@ -326,6 +331,14 @@ class Replayer {
   size_t waiting_ = 0;
   Int128 alloc_int_ = 0;
   Int128 idle_while_waiting_int_ = 0;
+  // The busy window: from the first submit to the last time a job was waiting or still to arrive
+  // (busy_end_), and the allocation integral over it; and the integral per day since the first
+  // submit.
+  TimeMs first_submit_ = 0;
+  TimeMs last_submit_ = 0;
+  TimeMs busy_end_ = 0;
+  Int128 busy_alloc_int_ = 0;
+  std::vector<Int128> daily_alloc_int_;
   Int128 lost_int_ = 0;
   std::vector<Int128> queue_alloc_int_;
   std::vector<TimeMs> queue_wait_time_;
@@ -349,6 +362,19 @@ class Replayer {
 void Replayer::Integrate(TimeMs t) {
   const TimeMs dt = t - last_;
   if (dt <= 0) return;
+  // Busy until t while a job waits, else until the last submit if that is still ahead.
+  const TimeMs busy_until = waiting_ > 0 ? t : std::min(t, last_submit_);
+  if (busy_until > last_) {
+    busy_end_ = busy_until;
+    busy_alloc_int_ = alloc_int_ + Int128{alloc_} * (busy_until - last_);
+  }
+  for (TimeMs a = last_; a < t;) {
+    const auto day = static_cast<size_t>((a - first_submit_) / kMsPerDay);
+    const TimeMs b = std::min<TimeMs>(t, first_submit_ + static_cast<TimeMs>(day + 1) * kMsPerDay);
+    if (daily_alloc_int_.size() <= day) daily_alloc_int_.resize(day + 1, 0);
+    daily_alloc_int_[day] += Int128{alloc_} * (b - a);
+    a = b;
+  }
   series_.Add(last_, t, alloc_);
   arrival_series_.Add(last_, t, alloc_);
   alloc_int_ += Int128{alloc_} * dt;
@@ -982,6 +1008,16 @@ ReplayReport Replayer::Report(std::string_view policy) const {
   const Int128 window = rep.end - rep.start;
   rep.gpu_alloc_pct = Percent(alloc_int_, Int128{capacity_} * window);
   rep.gpu_hours_allocated = static_cast<double>(alloc_int_) / kMilliPerGpu / kMsPerHour;
+  rep.busy_hours = static_cast<double>(busy_end_ - rep.start) / kMsPerHour;
+  rep.gpu_alloc_busy_pct =
+      busy_end_ > rep.start ? Percent(busy_alloc_int_, Int128{capacity_} * (busy_end_ - rep.start))
+                            : 0;
+  for (size_t d = 0; d < daily_alloc_int_.size(); ++d) {
+    const TimeMs from = rep.start + static_cast<TimeMs>(d) * kMsPerDay;
+    const TimeMs to = std::min<TimeMs>(rep.end, from + kMsPerDay);
+    rep.gpu_alloc_daily_pct.push_back(
+        to > from ? Percent(daily_alloc_int_[d], Int128{capacity_} * (to - from)) : 0);
+  }
   Int128 services_int = 0;
   for (const ServiceRun& r : svc_) services_int += r.alloc_int;
   rep.gpu_hours_jobs = static_cast<double>(alloc_int_ - services_int) / kMilliPerGpu / kMsPerHour;

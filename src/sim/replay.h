@@ -280,6 +280,13 @@ struct ReplayReport {
   std::vector<GroupReport> types;  // job types that occur, in JobType order
   // Time-averaged allocated GPU milli / the cluster's GPU milli over the makespan, percent.
   double gpu_alloc_pct = 0;
+  // The same over the busy window only: from the first submit to the last time a job was waiting
+  // or still to arrive (busy_hours long), where the average says how well the cluster was used
+  // while there was work for it; a long job running on alone afterwards does not dilute it.
+  double gpu_alloc_busy_pct = 0;
+  double busy_hours = 0;
+  // Per day since the first submit (the last day over its part before the end), percent.
+  std::vector<double> gpu_alloc_daily_pct;
   double gpu_hours_allocated = 0;
   double gpu_hours_jobs = 0;  // allocated to the trace's jobs (all but services' replicas)
   double gpu_hours_idle_while_waiting = 0;  // unallocated GPU-hours while any job waited

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -285,6 +286,16 @@ std::string FormatReplayTable(const std::vector<ReplayReport>& reports) {
   add("JCT p50 / p95 / p99 / max (s)", [](const ReplayReport& r) { return Quartet(r.jct); });
   add("GPU allocation, time-averaged (%)",
       [](const ReplayReport& r) { return Num(r.gpu_alloc_pct, 2); });
+  add("GPU allocation while work queued or arriving (%), over (h)", [](const ReplayReport& r) {
+    return fmt::format("{} over {}", Num(r.gpu_alloc_busy_pct, 2), Num(r.busy_hours, 2));
+  });
+  add("GPU allocation per day (%): first / min / max", [](const ReplayReport& r) {
+    if (r.gpu_alloc_daily_pct.empty()) return std::string("-");
+    const auto [lo, hi] =
+        std::minmax_element(r.gpu_alloc_daily_pct.begin(), r.gpu_alloc_daily_pct.end());
+    return fmt::format("{} / {} / {}", Num(r.gpu_alloc_daily_pct.front(), 2), Num(*lo, 2),
+                       Num(*hi, 2));
+  });
   add("idle GPU-hours while jobs waited",
       [](const ReplayReport& r) { return Num(r.gpu_hours_idle_while_waiting, 1); });
   add("preemptions (priority / reclaim / anywhere)", [](const ReplayReport& r) {

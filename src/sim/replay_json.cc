@@ -97,6 +97,8 @@ nlohmann::json ReplayReportJson(const ReplayReport& r) {
   for (double v : r.alloc_series.alloc_pct) alloc.push_back(std::round(v * 1e4) / 1e4);
   const nlohmann::json series = {{"step_seconds", r.alloc_series.step_seconds},
                                  {"alloc_pct", alloc}};
+  nlohmann::json daily = nlohmann::json::array();
+  for (double v : r.gpu_alloc_daily_pct) daily.push_back(std::round(v * 1e4) / 1e4);
   nlohmann::json out = {
       {"policy", r.policy},
       {"seed", r.seed},
@@ -110,6 +112,9 @@ nlohmann::json ReplayReportJson(const ReplayReport& r) {
       {"wait_seconds", StatsJson(r.wait)},
       {"jct_seconds", StatsJson(r.jct)},
       {"gpu_alloc_pct", r.gpu_alloc_pct},
+      {"gpu_alloc_busy_pct", r.gpu_alloc_busy_pct},
+      {"busy_hours", r.busy_hours},
+      {"gpu_alloc_daily_pct", daily},
       {"gpu_hours_allocated", r.gpu_hours_allocated},
       {"gpu_hours_idle_while_waiting", r.gpu_hours_idle_while_waiting},
       {"gpu_hours_lost_to_preemption", r.gpu_hours_lost_to_preemption},

@@ -18,6 +18,7 @@ __extension__ using Int128 = __int128;
 
 inline constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
 inline constexpr double kMsPerHour = 3600.0 * 1000.0;
+inline constexpr TimeMs kMsPerDay = 24 * 3600 * 1000;
 
 inline std::string JoinNames(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, ", "));

@@ -161,6 +161,29 @@ TEST(Replay, WaitsMakespanAndAllocationOfAFifoQueue) {
   EXPECT_NEAR(a.alloc_pct[3], 100.0 * (8 * 4 + 16 * 20) / (16 * 24), 1e-12);
 }
 
+TEST(Replay, AllocationOverTheBusyWindowAndPerDay) {
+  // A (8 GPUs, 100 s) and B (8 GPUs, three days) fill both nodes at 0; C (t=10) waits for A and
+  // runs on [100, 150). Work is queued or arriving until 100: the busy window is [0, 100), fully
+  // allocated, while B running alone for three days brings the whole run's average near 50%.
+  constexpr int64_t kDay = 86400;
+  Scenario s({Job(0, 100, 8), Job(0, 3 * kDay, 8), Job(10, 50, 8)});
+  const ReplayReport r = s.Run();
+  EXPECT_EQ(r.completed, 3);
+  EXPECT_NEAR(r.busy_hours, 100 / kGpuSecondsPerHour, 1e-12);
+  EXPECT_NEAR(r.gpu_alloc_busy_pct, 100, 1e-9);
+  // 16 GPUs on [0, 150), then 8 to the end at 3 days.
+  EXPECT_NEAR(r.gpu_alloc_pct, 100.0 * (16.0 * 150 + 8.0 * (3 * kDay - 150)) / (16.0 * 3 * kDay),
+              1e-9);
+  ASSERT_EQ(r.gpu_alloc_daily_pct.size(), 3u);
+  EXPECT_NEAR(r.gpu_alloc_daily_pct[0], 100.0 * (16.0 * 150 + 8.0 * (kDay - 150)) / (16.0 * kDay),
+              1e-9);
+  EXPECT_NEAR(r.gpu_alloc_daily_pct[1], 50, 1e-9);
+  EXPECT_NEAR(r.gpu_alloc_daily_pct[2], 50, 1e-9);
+  const nlohmann::json j = ReplayReportJson(r);
+  EXPECT_NEAR(j.at("gpu_alloc_busy_pct").get<double>(), 100, 1e-9);
+  EXPECT_EQ(j.at("gpu_alloc_daily_pct").size(), 3u);
+}
+
 TEST(AllocSeriesBuilder, MergesStepsExactlyAndStaysBounded) {
   // 10 GPUs; 5 allocated on [0, 3 s), 10 on [3 s, 10 s), then 0 until 1000 s.
   AllocSeriesBuilder b(0, 10 * kMilliPerGpu, 8);
