@@ -9,13 +9,15 @@ namespace arbiter::store::postgres {
 
 namespace {
 
-// unnest($first::types[0][], $first+1::types[1][], ...)
-std::string Unnest(Columns types, size_t first) {
-  std::string out = "unnest(";
+// unnest($1::types[0][]), unnest($2::types[1][]), ...: set-returning functions in the select
+// list, which PostgreSQL runs in lockstep, one row per element, without materializing them (in a
+// FROM clause each would first be copied into a tuplestore).
+std::string Unnests(Columns types) {
+  std::string out;
   for (size_t i = 0; i < types.size(); ++i) {
-    out += fmt::format("{}${}::{}[]", i > 0 ? ", " : "", first + i, types[i]);
+    out += fmt::format("{}unnest(${}::{}[])", i > 0 ? ", " : "", i + 1, types[i]);
   }
-  return out + ")";
+  return out;
 }
 
 std::string UpdateSet(Columns cols, size_t key_cols) {
@@ -69,17 +71,16 @@ std::string AppendSql(std::string_view table, Columns cols) {
 }
 
 std::string UpsertManySql(std::string_view table, Columns cols, Columns types, size_t key_cols) {
-  return fmt::format("INSERT INTO {} ({}) SELECT * FROM {} ON CONFLICT ({}) DO UPDATE SET {}",
-                     table, Join(cols), Unnest(types, 1), Join(cols.first(key_cols)),
+  return fmt::format("INSERT INTO {} ({}) SELECT {} ON CONFLICT ({}) DO UPDATE SET {}", table,
+                     Join(cols), Unnests(types), Join(cols.first(key_cols)),
                      UpdateSet(cols, key_cols));
 }
 
 std::string AppendManySql(std::string_view table, Columns cols, Columns types) {
-  const Columns rest = cols.subspan(1);
   return fmt::format(
-      "INSERT INTO {} ({}) SELECT b.base + u.ord, {} FROM (SELECT COALESCE(MAX(seq), 0) AS base "
-      "FROM {}) b CROSS JOIN {} WITH ORDINALITY AS u({}, ord)",
-      table, Join(cols), Join(rest, "u."), table, Unnest(types, 1), Join(rest));
+      "INSERT INTO {} ({}) SELECT (SELECT COALESCE(MAX(seq), 0) FROM {}) + "
+      "generate_subscripts($1::{}[], 1), {}",
+      table, Join(cols), table, types[0], Unnests(types));
 }
 
 int64_t ClampLimit(size_t limit) {

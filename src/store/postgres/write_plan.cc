@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <string_view>
 #include <unordered_set>
 #include <variant>
