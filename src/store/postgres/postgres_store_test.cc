@@ -688,6 +688,30 @@ TEST_F(PostgresStoreTest, AFailingBatchOfAGatheredGroupFailsAlone) {
   EXPECT_TRUE(usage->empty());
 }
 
+TEST_F(PostgresStoreTest, ABatchAloneWhoseGatheredStatementFailsNamesItsOp) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  WriteBatch b;
+  b.PutJob(MakeJob(21));
+  JobRecord dup = MakeJob(22);  // the idempotency key of job 21, in the same statement
+  dup.tenant = MakeJob(21).tenant;
+  dup.user = MakeJob(21).user;
+  dup.idempotency_key = MakeJob(21).idempotency_key;
+  b.PutJob(dup);
+  b.AppendJobEvent({0, 21, 1, "", "pending", "submitted", "{}"});
+  b.AppendJobEvent({0, 22, 1, "", "pending", "submitted", "{}"});
+  Status st = store->Write(std::move(b));
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find("PutJob(id=22)"), std::string::npos) << st.message();
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(state->jobs.empty());
+  auto events = store->EventsSince(0, 100);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(events->empty());
+  EXPECT_TRUE(store->Write(JobBatch(23)).ok()) << "the writer goes on";
+}
+
 TEST_F(PostgresStoreTest, AFencedGatheredGroupCommitsNothing) {
   auto a = MustOpen();
   auto b = MustOpen();
