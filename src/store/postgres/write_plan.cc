@@ -4,10 +4,13 @@
 
 #include <array>
 #include <cstdint>
-#include <cstdlib>
+#include <span>
+#include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "store/columns.h"
 #include "store/postgres/tables.h"
@@ -40,6 +43,10 @@ constexpr std::array<std::string_view, 12> kUsageTypes = {kBigint, kBigint, kTex
                                                           kBigint, kBigint, kBigint, kBigint};
 constexpr std::array<std::string_view, 9> kAuditTypes = {kBigint, kText, kText, kText, kText,
                                                          kText,   kText, kText, kText};
+static_assert(kJobTypes.size() == kJobCols.size());
+static_assert(kEventTypes.size() + 1 == kEventCols.size());
+static_assert(kUsageTypes.size() + 1 == kUsageCols.size());
+static_assert(kAuditTypes.size() + 1 == kAuditCols.size());
 
 // One array parameter in PostgreSQL's binary format (array_recv): a header (dimensions: 1, no
 // nulls, the element type's OID, the length, the lower bound 1), then each element as its length
