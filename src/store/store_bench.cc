@@ -1,10 +1,11 @@
-// store_bench: write throughput of the SQLite store.
+// store_bench: write throughput of the SQLite store (or, with --store, the PostgreSQL store).
 //
-//   store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] [--dir DIR]
-//               [--store postgres://USER@HOST/DB]
+//   store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] [--submission]
+//               [--dir DIR] [--store postgres://USER@HOST/DB]
 //
-// N threads each write B single-job batches (one PutJob of a realistic job record). In `sync` mode
-// each thread waits for every write before the next, as the server's request handlers do (one
+// N threads each write B single-job batches (one PutJob of a realistic job record; with
+// --submission also the job's first event and an audit record, as a submission writes). In `sync`
+// mode each thread waits for every write before the next, as the server's request handlers do (one
 // acknowledgement per request); in `async` mode each thread enqueues all its batches, then waits.
 // --normal uses synchronous=NORMAL instead of FULL. Prints jobs/s and the group commit figures.
 #include <fmt/format.h>
@@ -26,7 +27,9 @@ namespace {
 using arbiter::store::JobRecord;
 using arbiter::store::WriteBatch;
 
-arbiter::store::WriteBatch JobBatch(uint64_t id) {
+// One job's put, or (submission) a job, its first event and an audit record, as a submission
+// through the server writes them.
+arbiter::store::WriteBatch JobBatch(uint64_t id, bool submission) {
   JobRecord j;
   j.id = id;
   j.tenant = "research";
@@ -46,14 +49,20 @@ arbiter::store::WriteBatch JobBatch(uint64_t id) {
   j.submitted_at_ms = 1'700'000'000'000 + static_cast<int64_t>(id);
   j.updated_at_ms = j.submitted_at_ms;
   WriteBatch b;
+  const int64_t at = j.submitted_at_ms;
   b.PutJob(std::move(j));
+  if (submission) {
+    b.AppendJobEvent({0, id, at, "", "pending", "submitted", "{}"});
+    b.AppendAudit({0, at, "alice", "job.submit", fmt::format("job/{}", id), "ok", "{}", "tok-1",
+                   "10.0.0.1", "research"});
+  }
   return b;
 }
 
 int Usage() {
   std::fprintf(stderr,
                "usage: store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] "
-               "[--dir DIR] [--store postgres://USER@HOST/DB]\n");
+               "[--submission] [--dir DIR] [--store postgres://USER@HOST/DB]\n");
   return 2;
 }
 
@@ -64,6 +73,7 @@ int main(int argc, char** argv) {
   int batches = 2000;
   bool sync = true;
   bool normal = false;
+  bool submission = false;  // a job, its event and an audit record per batch
   std::string dir;
   std::string url;  // --store: a PostgreSQL database instead of SQLite in --dir
   for (int i = 1; i < argc; ++i) {
@@ -79,6 +89,8 @@ int main(int argc, char** argv) {
       sync = m == "sync";
     } else if (a == "--normal") {
       normal = true;
+    } else if (a == "--submission") {
+      submission = true;
     } else if (a == "--dir" && i + 1 < argc) {
       dir = next();
     } else if (a == "--store" && i + 1 < argc) {
@@ -118,7 +130,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < batches; ++i) {
         const auto id = static_cast<uint64_t>(t) * static_cast<uint64_t>(batches) +
                         static_cast<uint64_t>(i) + 1;
-        auto f = (*store)->WriteAsync(JobBatch(id));
+        auto f = (*store)->WriteAsync(JobBatch(id, submission));
         if (sync) {
           failures[static_cast<size_t>(t)] += f.get().ok() ? 0 : 1;
         } else {
@@ -138,11 +150,11 @@ int main(int argc, char** argv) {
   for (int f : failures) failed += f;
   const double jobs = static_cast<double>(threads) * batches;
   fmt::print(
-      "threads={} batches/thread={} mode={} synchronous={}\n"
+      "threads={} batches/thread={} mode={} synchronous={}{}\n"
       "jobs/s={:.0f} ({:.0f} jobs in {:.3f} s, {} failed)\n"
       "commits={} batches/commit={:.1f} max_group={} mean_commit_us={:.0f} max_commit_us={}\n",
-      threads, batches, sync ? "sync" : "async", normal ? "NORMAL" : "FULL", jobs / seconds, jobs,
-      seconds, failed, s.commits,
+      threads, batches, sync ? "sync" : "async", normal ? "NORMAL" : "FULL",
+      submission ? " submission" : "", jobs / seconds, jobs, seconds, failed, s.commits,
       s.commits > 0 ? static_cast<double>(s.batches) / static_cast<double>(s.commits) : 0.0,
       s.max_group,
       s.commits > 0 ? static_cast<double>(s.total_commit_us) / static_cast<double>(s.commits) : 0.0,

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <utility>
 
 namespace arbiter::store::postgres {
 namespace {
@@ -57,6 +58,13 @@ Params& Params::Int(int64_t v) { return Text(std::to_string(v)); }
 
 Params& Params::Bytes(std::string_view v) {
   values_.emplace_back(v);
+  null_.push_back(false);
+  formats_.push_back(1);
+  return *this;
+}
+
+Params& Params::Binary(std::string v) {
+  values_.push_back(std::move(v));
   null_.push_back(false);
   formats_.push_back(1);
   return *this;

@@ -42,6 +42,9 @@ class Params {
   Params& Uint(uint64_t v) { return Int(static_cast<int64_t>(v)); }
   Params& Bool(bool v) { return Text(v ? "true" : "false"); }
   Params& Bytes(std::string_view v);  // a BYTEA, any bytes
+  // A value already in PostgreSQL's binary format for the parameter's type (the arrays of a
+  // multi-row statement, write_plan.cc).
+  Params& Binary(std::string v);
   Params& Null();
   // A sequence number: NULL when 0 (the store assigns the next one).
   Params& SeqOrNull(uint64_t v) { return v == 0 ? Null() : Uint(v); }

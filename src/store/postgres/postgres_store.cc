@@ -20,22 +20,17 @@
 #include "store/postgres/connection.h"
 #include "store/postgres/migrations.h"
 #include "store/postgres/tables.h"
+#include "store/postgres/write_plan.h"
 
 namespace arbiter::store {
 namespace {
 
+using postgres::Call;
 using postgres::Connection;
 using postgres::Params;
 using postgres::PgResult;
 using postgres::PgStatus;
 using postgres::Row;
-
-template <typename... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <typename... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -60,14 +55,6 @@ struct GroupOutcome {
   std::vector<uint64_t> commit_us;  // one per committed transaction
 };
 
-// One statement of one op.
-struct Call {
-  const char* stmt = "";  // a prepared statement's name
-  Params params;
-  size_t batch = 0;
-  const WriteOp* op = nullptr;
-};
-
 class Writer {
  public:
   static Result<std::unique_ptr<Writer>> Create(std::unique_ptr<Connection> conn);
@@ -77,7 +64,6 @@ class Writer {
  private:
   explicit Writer(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
   Status PrepareAll();
-  static void Encode(const WriteOp& op, size_t batch, std::vector<Call>& out);
 
   // What one pipelined transaction did.
   struct Attempt {
@@ -105,243 +91,16 @@ Result<std::unique_ptr<Writer>> Writer::Create(std::unique_ptr<Connection> conn)
 }
 
 Status Writer::PrepareAll() {
-  using namespace postgres;  // NOLINT(google-build-using-namespace): the SQL builders
-  const std::pair<const char*, std::string> all[] = {
-      {"fence", "SELECT arbiter_check_fence($1)"},
-      {"put_tenant", UpsertSql("tenants", kTenantCols)},
-      {"del_tenant", DeleteSql("tenants", kTenantCols)},
-      {"put_queue", UpsertSql("queues", kQueueCols)},
-      {"del_queue", DeleteSql("queues", kQueueCols)},
-      {"put_user", UpsertSql("users", kUserCols)},
-      {"del_user", DeleteSql("users", kUserCols)},
-      {"put_token", UpsertSql("tokens", kTokenCols)},
-      {"del_token", DeleteSql("tokens", kTokenCols)},
-      {"put_priority_class", UpsertSql("priority_classes", kPriorityClassCols)},
-      {"del_priority_class", DeleteSql("priority_classes", kPriorityClassCols)},
-      {"put_gpu_model", UpsertSql("gpu_models", kGpuModelCols)},
-      {"del_gpu_model", DeleteSql("gpu_models", kGpuModelCols)},
-      {"put_node", UpsertSql("nodes", kNodeCols)},
-      {"del_node", DeleteSql("nodes", kNodeCols)},
-      {"put_job", UpsertSql("jobs", kJobCols)},
-      {"del_job", DeleteSql("jobs", kJobCols)},
-      {"put_kv", UpsertSql("kv", kKvCols)},
-      {"del_kv", DeleteSql("kv", kKvCols)},
-      {"append_event", AppendSql("job_events", kEventCols)},
-      {"append_usage", AppendSql("usage", kUsageCols)},
-      {"append_audit", AppendSql("audit", kAuditCols)},
-      {"put_cluster_sample", UpsertSql("cluster_samples", kClusterSampleCols)},
-      // Keyed by (at_ms, node, gpu, resolution_ms): the columns' order differs from the key's.
-      {"put_gpu_sample",
-       fmt::format("{} ON CONFLICT (at_ms, node, gpu, resolution_ms) DO UPDATE SET "
-                   "span_ms = EXCLUDED.span_ms, busy_ms = EXCLUDED.busy_ms, "
-                   "memory_max_mib = EXCLUDED.memory_max_mib, "
-                   "memory_mib_ms = EXCLUDED.memory_mib_ms",
-                   InsertSql("gpu_samples", kGpuSampleCols))},
-      // Rolls raw GPU samples older than $1 up into hourly rows, adding to an hourly row there.
-      {"roll_up_gpu_samples",
-       "INSERT INTO gpu_samples (resolution_ms, node, gpu, at_ms, span_ms, busy_ms, "
-       "memory_max_mib, memory_mib_ms) "
-       "SELECT 3600000, node, gpu, (at_ms / 3600000) * 3600000, sum(span_ms), sum(busy_ms), "
-       "max(memory_max_mib), sum(memory_mib_ms) "
-       "FROM gpu_samples WHERE resolution_ms < 3600000 AND at_ms < $1 "
-       "GROUP BY node, gpu, at_ms / 3600000 "
-       "ON CONFLICT (at_ms, node, gpu, resolution_ms) DO UPDATE SET "
-       "span_ms = gpu_samples.span_ms + EXCLUDED.span_ms, "
-       "busy_ms = gpu_samples.busy_ms + EXCLUDED.busy_ms, "
-       "memory_max_mib = greatest(gpu_samples.memory_max_mib, EXCLUDED.memory_max_mib), "
-       "memory_mib_ms = gpu_samples.memory_mib_ms + EXCLUDED.memory_mib_ms"},
-      {"del_raw_gpu_samples",
-       "DELETE FROM gpu_samples WHERE resolution_ms < 3600000 AND at_ms < $1"},
-      {"del_hourly_gpu_samples",
-       "DELETE FROM gpu_samples WHERE resolution_ms >= 3600000 AND at_ms < $1"},
-      {"del_cluster_samples", "DELETE FROM cluster_samples WHERE at_ms < $1"},
-      {"put_service", UpsertSql("services", kServiceCols)},
-      {"del_service", DeleteSql("services", kServiceCols)},
-      {"put_serving_stat", UpsertSql("serving_stats", kServingStatCols, 3)},
-      {"del_serving_stats", "DELETE FROM serving_stats WHERE minute_ms < $1"},
-      {"put_webhook", UpsertSql("webhooks", kWebhookCols)},
-      {"del_webhook", DeleteSql("webhooks", kWebhookCols)},
-      {"del_webhook_deliveries", "DELETE FROM webhook_deliveries WHERE webhook_id = $1"},
-      {"put_webhook_delivery", UpsertSql("webhook_deliveries", kWebhookDeliveryCols)},
-      {"prune_webhook_deliveries",
-       "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND updated_at_ms < $1"},
-  };
-  for (const auto& [name, sql] : all) ARBITER_RETURN_IF_ERROR(conn_->Prepare(name, sql));
+  for (const auto& [name, sql] : postgres::WriteStatements()) {
+    ARBITER_RETURN_IF_ERROR(conn_->Prepare(name, sql));
+  }
   return Status::Ok();
 }
 
-void Writer::Encode(const WriteOp& op, size_t batch, std::vector<Call>& out) {
-  auto add = [&](const char* stmt, Params p) {
-    out.push_back(Call{stmt, std::move(p), batch, &op});
-  };
-  std::visit(
-      Overloaded{
-          [&](const TenantRecord& r) {
-            add("put_tenant", Params().Text(r.name).Text(r.spec_json).Int(r.created_at_ms));
-          },
-          [&](const op::DeleteTenant& r) { add("del_tenant", Params().Text(r.name)); },
-          [&](const QueueRecord& r) {
-            add("put_queue", Params().Text(r.name).Text(r.tenant).Text(r.parent).Text(r.spec_json));
-          },
-          [&](const op::DeleteQueue& r) { add("del_queue", Params().Text(r.name)); },
-          [&](const UserRecord& r) {
-            add("put_user", Params().Text(r.name).Text(r.tenant).Text(r.role).Int(r.created_at_ms));
-          },
-          [&](const op::DeleteUser& r) { add("del_user", Params().Text(r.name)); },
-          [&](const TokenRecord& r) {
-            add("put_token", Params()
-                                 .Text(r.id)
-                                 .Text(r.hash_hex)
-                                 .Text(r.user)
-                                 .Text(r.tenant)
-                                 .Text(r.role)
-                                 .Text(r.kind)
-                                 .Int(r.created_at_ms)
-                                 .Int(r.expires_at_ms)
-                                 .Bool(r.revoked)
-                                 .Text(r.node)
-                                 .Text(r.scope));
-          },
-          [&](const op::DeleteToken& r) { add("del_token", Params().Text(r.id)); },
-          [&](const PriorityClassRecord& r) {
-            add("put_priority_class", Params().Text(r.name).Text(r.spec_json));
-          },
-          [&](const op::DeletePriorityClass& r) {
-            add("del_priority_class", Params().Text(r.name));
-          },
-          [&](const GpuModelRecord& r) {
-            add("put_gpu_model", Params().Text(r.name).Text(r.spec_json));
-          },
-          [&](const op::DeleteGpuModel& r) { add("del_gpu_model", Params().Text(r.name)); },
-          [&](const NodeRecord& r) {
-            add("put_node",
-                Params().Text(r.name).Text(r.spec_json).Text(r.state).Int(r.updated_at_ms));
-          },
-          [&](const op::DeleteNode& r) { add("del_node", Params().Text(r.name)); },
-          [&](const JobRecord& r) {
-            add("put_job", Params()
-                               .Uint(r.id)
-                               .Text(r.tenant)
-                               .Text(r.queue)
-                               .Text(r.user)
-                               .Text(r.name)
-                               .Text(r.type)
-                               .Text(r.state)
-                               .Text(r.spec_json)
-                               .Text(r.status_json)
-                               .Text(r.idempotency_key)
-                               .Int(r.submitted_at_ms)
-                               .Int(r.updated_at_ms)
-                               .Text(r.secret_env_json)
-                               .Text(r.request_digest));
-          },
-          [&](const op::DeleteJob& r) { add("del_job", Params().Uint(r.id)); },
-          [&](const KvRecord& r) { add("put_kv", Params().Text(r.key).Bytes(r.value)); },
-          [&](const op::DeleteKv& r) { add("del_kv", Params().Text(r.key)); },
-          [&](const JobEventRecord& r) {
-            add("append_event", Params()
-                                    .SeqOrNull(r.seq)
-                                    .Uint(r.job_id)
-                                    .Int(r.at_ms)
-                                    .Text(r.from_state)
-                                    .Text(r.to_state)
-                                    .Text(r.reason)
-                                    .Text(r.detail_json));
-          },
-          [&](const UsageRecord& r) {
-            add("append_usage", Params()
-                                    .SeqOrNull(r.seq)
-                                    .Uint(r.job_id)
-                                    .Int(r.task)
-                                    .Text(r.tenant)
-                                    .Text(r.queue)
-                                    .Text(r.user)
-                                    .Text(r.job_type)
-                                    .Text(r.gpu_model)
-                                    .Int(r.gpu_milli)
-                                    .Int(r.gpu_memory_mib)
-                                    .Int(r.start_ms)
-                                    .Int(r.end_ms)
-                                    .Int(r.cost_micro));
-          },
-          [&](const AuditRecord& r) {
-            add("append_audit", Params()
-                                    .SeqOrNull(r.seq)
-                                    .Int(r.at_ms)
-                                    .Text(r.actor)
-                                    .Text(r.action)
-                                    .Text(r.target)
-                                    .Text(r.result)
-                                    .Text(r.detail_json)
-                                    .Text(r.token_id)
-                                    .Text(r.source)
-                                    .Text(r.tenant));
-          },
-          [&](const ClusterSampleRecord& r) {
-            add("put_cluster_sample", Params().Int(r.at_ms).Int(r.interval_ms).Text(r.data_json));
-          },
-          [&](const GpuSampleRecord& r) {
-            add("put_gpu_sample", Params()
-                                      .Int(r.resolution_ms)
-                                      .Text(r.node)
-                                      .Int(r.gpu)
-                                      .Int(r.at_ms)
-                                      .Int(r.span_ms)
-                                      .Int(r.busy_ms)
-                                      .Int(r.memory_max_mib)
-                                      .Int(r.memory_mib_ms));
-          },
-          [&](const op::CompactSamples& r) {
-            // Roll up, then delete what was rolled up: one op, so in one transaction.
-            add("roll_up_gpu_samples", Params().Int(r.gpu_rollup_before_ms));
-            add("del_raw_gpu_samples", Params().Int(r.gpu_rollup_before_ms));
-            add("del_hourly_gpu_samples", Params().Int(r.gpu_hourly_before_ms));
-            add("del_cluster_samples", Params().Int(r.cluster_before_ms));
-            add("del_serving_stats", Params().Int(r.serving_before_ms));
-          },
-          [&](const ServiceRecord& r) {
-            add("put_service", Params()
-                                   .Text(r.name)
-                                   .Text(r.tenant)
-                                   .Text(r.spec_json)
-                                   .Text(r.secret_env_json)
-                                   .Int(r.updated_at_ms));
-          },
-          [&](const op::DeleteService& r) { add("del_service", Params().Text(r.name)); },
-          [&](const ServingStatRecord& r) {
-            add("put_serving_stat",
-                Params().Int(r.minute_ms).Text(r.service).Int(r.revision).Text(r.data_json));
-          },
-          [&](const WebhookRecord& r) {
-            add("put_webhook", Params()
-                                   .Text(r.id)
-                                   .Text(r.tenant)
-                                   .Text(r.user)
-                                   .Text(r.spec_json)
-                                   .Text(r.secret)
-                                   .Int(r.created_at_ms));
-          },
-          [&](const op::DeleteWebhook& r) {
-            add("del_webhook_deliveries", Params().Text(r.id));
-            add("del_webhook", Params().Text(r.id));
-          },
-          [&](const WebhookDeliveryRecord& r) {
-            add("put_webhook_delivery", Params()
-                                            .Text(r.id)
-                                            .Text(r.webhook_id)
-                                            .Text(r.state)
-                                            .Int(r.created_at_ms)
-                                            .Int(r.updated_at_ms)
-                                            .Text(r.data_json));
-          },
-          [&](const op::PruneWebhookDeliveries& r) {
-            add("prune_webhook_deliveries", Params().Int(r.finished_before_ms));
-          },
-      },
-      op);
-}
-
 Status Writer::CallError(const Call& c, const PGresult* r) {
+  if (c.op == nullptr) {
+    return PgStatus(conn_->get(), r, fmt::format("store: {} ({} ops)", c.stmt, c.rows));
+  }
   return PgStatus(conn_->get(), r, fmt::format("store: {}", DescribeWriteOp(*c.op)));
 }
 
@@ -486,12 +245,15 @@ void Writer::WithSavepoints(std::span<const WriteBatch* const> batches,
 
 // 1. If no batch has an op, there is nothing to commit: all succeed (a barrier).
 // 2. Reconnect if the connection was lost; if that fails, every batch gets the error.
-// 3. One pipeline: BEGIN, the fence, every op of every batch, COMMIT. The path of nearly every
-//    group: one round trip per chunk of statements, one WAL flush for the group.
+// 3. One pipeline: BEGIN, the fence, the group's statements (PlanGroup: one multi-row statement
+//    per table for the ops every submission writes), COMMIT. The path of nearly every group: one
+//    round trip, one WAL flush for the group.
 // 4. Fenced: every batch fails with the fence's status. The connection lost: every batch fails
 //    with kUnavailable (a commit in flight may have happened: "committed, reply lost").
-// 5. A statement failed: the transaction was rolled back; with more than one batch, redo them
-//    each in its own savepoint, so the failing batch fails alone.
+// 5. A statement failed: the transaction was rolled back. If it wrote one op of the only batch
+//    with ops, that batch fails with its error. Otherwise (several batches, or a multi-row
+//    statement, whose error names no op) redo the group op by op, each batch in its own
+//    savepoint, so the failing batch fails alone with the error of its op.
 GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
   GroupOutcome out;
   out.statuses.resize(batches.size());
@@ -502,10 +264,7 @@ GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
     for (auto& s : out.statuses) s = st;
     return out;
   }
-  std::vector<Call> calls;
-  for (size_t b = 0; b < batches.size(); ++b) {
-    for (const WriteOp& op : batches[b]->ops()) Encode(op, b, calls);
-  }
+  const std::vector<Call> calls = postgres::PlanGroup(batches);
   const uint64_t fence = fence_.load(std::memory_order_acquire);
   const auto start = std::chrono::steady_clock::now();
   Attempt a = Pipelined(calls, fence);
@@ -516,9 +275,11 @@ GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
                                   .count()));
     return out;
   }
+  const bool statement_failed = a.failed_call < calls.size() && !conn_->broken();
   const bool retry =
-      a.failed_call < calls.size() && !conn_->broken() &&
-      std::count_if(batches.begin(), batches.end(), [](const auto* b) { return !b->empty(); }) > 1;
+      statement_failed && (calls[a.failed_call].op == nullptr ||
+                           std::count_if(batches.begin(), batches.end(),
+                                         [](const auto* b) { return !b->empty(); }) > 1);
   if (!retry) {
     // One batch with ops (it gets the error), or a failure of the whole transaction (every batch
     // with ops gets it). Empty batches are barriers: they never fail.
@@ -527,7 +288,7 @@ GroupOutcome Writer::CommitGroup(std::span<const WriteBatch* const> batches) {
     }
     return out;
   }
-  WithSavepoints(batches, calls, fence, out);
+  WithSavepoints(batches, postgres::EncodeOps(batches), fence, out);
   return out;
 }
 

@@ -8,6 +8,8 @@
 #include <libpq-fe.h>
 
 #include <atomic>
+#include <chrono>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -20,6 +22,25 @@ namespace arbiter::store {
 namespace {
 
 using arbiter::testing::PostgresCluster;
+
+JobRecord MakeJob(uint64_t id) {
+  JobRecord j;
+  j.id = id;
+  j.tenant = fmt::format("tenant-{}", id % 3);
+  j.queue = fmt::format("queue-{}", id % 5);
+  j.user = fmt::format("user-{}", id % 7);
+  j.name = fmt::format("train-{}", id);
+  j.type = id % 2 == 0 ? "training" : "inference";
+  j.state = "pending";
+  j.spec_json = fmt::format(R"({{"tasks":{},"gpus":8,"image":"registry/llm:{}"}})", id % 4, id);
+  j.status_json = R"({"attempts":0})";
+  j.idempotency_key = fmt::format("key-{}", id);
+  j.submitted_at_ms = 1'700'000'000'000 + static_cast<int64_t>(id);
+  j.updated_at_ms = j.submitted_at_ms + 5;
+  j.secret_env_json = id % 2 == 0 ? R"({"TOKEN":"s"})" : "";
+  j.request_digest = fmt::format("{:064x}", id);
+  return j;
+}
 
 // Each test: a fresh database of the shared cluster.
 class PostgresStoreTest : public ::testing::Test {
@@ -52,28 +73,43 @@ class PostgresStoreTest : public ::testing::Test {
     return error;
   }
 
+  // How many transactions (and savepoints) wrote the rows of `table` that pass `where`: rows
+  // written by one transaction share its id (xmin); a savepoint's rows have their own.
+  std::string Writers(const std::string& table, const std::string& where = "true") {
+    last_value_.clear();
+    EXPECT_EQ(Sql(fmt::format("SELECT count(DISTINCT xmin::text) FROM {} WHERE {}", table, where)),
+              "");
+    return last_value_;
+  }
+
+  // Enqueues `batches` so that they commit as one group: another connection holds `gate_table`
+  // while the writer takes a first batch (a job, id kGateJobId) and blocks on it, and the batches
+  // queue up behind it. Returns the first batch's future, then one per batch.
+  std::vector<std::shared_future<Status>> WriteAsOneGroup(Store& store,
+                                                          std::vector<WriteBatch> batches,
+                                                          const std::string& gate_table = "jobs") {
+    PGconn* gate = PQconnectdb(uri_.c_str());
+    PQclear(PQexec(
+        gate, fmt::format("BEGIN; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", gate_table).c_str()));
+    std::vector<std::shared_future<Status>> futures;
+    WriteBatch first;
+    first.PutJob(MakeJob(kGateJobId));
+    futures.push_back(store.WriteAsync(std::move(first)));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (store.stats().queued != 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();  // until the writer took it
+    }
+    for (WriteBatch& b : batches) futures.push_back(store.WriteAsync(std::move(b)));
+    PQclear(PQexec(gate, "COMMIT"));
+    PQfinish(gate);
+    return futures;
+  }
+
+  static constexpr uint64_t kGateJobId = 1000;
+
   std::string uri_;
   std::string last_value_;
 };
-
-JobRecord MakeJob(uint64_t id) {
-  JobRecord j;
-  j.id = id;
-  j.tenant = fmt::format("tenant-{}", id % 3);
-  j.queue = fmt::format("queue-{}", id % 5);
-  j.user = fmt::format("user-{}", id % 7);
-  j.name = fmt::format("train-{}", id);
-  j.type = id % 2 == 0 ? "training" : "inference";
-  j.state = "pending";
-  j.spec_json = fmt::format(R"({{"tasks":{},"gpus":8,"image":"registry/llm:{}"}})", id % 4, id);
-  j.status_json = R"({"attempts":0})";
-  j.idempotency_key = fmt::format("key-{}", id);
-  j.submitted_at_ms = 1'700'000'000'000 + static_cast<int64_t>(id);
-  j.updated_at_ms = j.submitted_at_ms + 5;
-  j.secret_env_json = id % 2 == 0 ? R"({"TOKEN":"s"})" : "";
-  j.request_digest = fmt::format("{:064x}", id);
-  return j;
-}
 
 WriteBatch JobBatch(uint64_t id) {
   WriteBatch b;
@@ -405,6 +441,305 @@ TEST_F(PostgresStoreTest, AFailingBatchFailsAloneInsideItsGroup) {
   for (const auto& j : state->jobs) ids.push_back(j.id);
   EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 4, 5}));
   EXPECT_TRUE(state->tenants.empty()) << "the failed batch's first op must be undone too";
+}
+
+// ---- Multi-row statements: a group's job puts and appends become one statement per table. ----
+
+// The ids of the jobs in `state`, without the gate's.
+std::vector<uint64_t> JobIds(const StoreState& state) {
+  std::vector<uint64_t> ids;
+  for (const auto& j : state.jobs) {
+    if (j.id != 1000) ids.push_back(j.id);
+  }
+  return ids;
+}
+
+TEST_F(PostgresStoreTest, AJobPutTwiceInOneGroupKeepsTheLastPut) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  std::vector<WriteBatch> batches(6);
+  JobRecord v1 = MakeJob(1);
+  JobRecord v2 = v1;
+  v2.state = "running";
+  v2.status_json = R"({"attempts":1})";
+  JobRecord v3 = v2;
+  v3.state = "succeeded";
+  batches[0].PutJob(v1);
+  batches[1].PutJob(MakeJob(2));
+  batches[2].PutJob(v2);
+  batches[3].PutJob(MakeJob(3));
+  batches[4].PutJob(v3);
+  // Twice in one batch, too.
+  JobRecord four = MakeJob(4);
+  batches[5].PutJob(four);
+  four.state = "queued";
+  batches[5].PutJob(four);
+  auto futures = WriteAsOneGroup(*store, std::move(batches));
+  for (auto& f : futures) EXPECT_TRUE(f.get().ok()) << f.get().ToString();
+  EXPECT_EQ(store->stats().max_group, 6u) << "the batches committed as one group";
+
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(JobIds(*state), (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(state->jobs[0], v3);
+  EXPECT_EQ(state->jobs[3], four);
+  EXPECT_EQ(Writers("jobs", "id <> 1000"), "1") << "one transaction, without savepoints";
+}
+
+TEST_F(PostgresStoreTest, PutsAndDeletesOfOneJobInOneGroupKeepTheirOrder) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write(JobBatch(9)).ok());
+  JobRecord again = MakeJob(5);
+  again.name = "put again";
+  std::vector<WriteBatch> batches(7);
+  batches[0].PutJob(MakeJob(5));
+  batches[1].PutJob(MakeJob(6));
+  batches[2].DeleteJob(5);
+  batches[3].PutJob(MakeJob(7));
+  batches[4].PutJob(again);  // put, delete, put: present, as put last
+  batches[5].PutJob(MakeJob(8));
+  batches[5].DeleteJob(6);  // put, then deleted: absent
+  batches[6].DeleteJob(9);  // deleted, then put in the same batch: present
+  batches[6].PutJob(MakeJob(9));
+  batches[6].PutJob(MakeJob(10));
+  batches[6].DeleteJob(10);
+  auto futures = WriteAsOneGroup(*store, std::move(batches));
+  for (auto& f : futures) EXPECT_TRUE(f.get().ok()) << f.get().ToString();
+  EXPECT_EQ(store->stats().max_group, 7u);
+
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(JobIds(*state), (std::vector<uint64_t>{5, 7, 8, 9}));
+  EXPECT_EQ(state->jobs[0], again);
+  EXPECT_EQ(state->max_job_id, 1000u);
+  EXPECT_EQ(Writers("jobs", "id <> 1000"), "1") << "one transaction, without savepoints";
+}
+
+TEST_F(PostgresStoreTest, AppendsOfOneGroupTakeSeqsInOpOrder) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  std::vector<WriteBatch> batches(4);
+  batches[0].AppendJobEvent({0, 1, 10, "", "pending", "a", "{}"});
+  batches[0].AppendJobEvent({0, 2, 11, "", "pending", "b", "{}"});
+  batches[1].AppendJobEvent({0, 1, 12, "pending", "running", "c", "{}"});
+  batches[2].AppendJobEvent({100, 2, 13, "pending", "running", "d", "{}"});  // its own seq
+  batches[3].AppendJobEvent({0, 1, 14, "running", "succeeded", "e", "{}"});
+  batches[3].AppendJobEvent({0, 2, 15, "running", "failed", "f", "{}"});
+  auto futures = WriteAsOneGroup(*store, std::move(batches));
+  for (auto& f : futures) EXPECT_TRUE(f.get().ok()) << f.get().ToString();
+
+  auto events = store->EventsSince(0, 100);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::pair<uint64_t, std::string>> got;
+  for (const auto& e : *events) got.emplace_back(e.seq, e.reason);
+  EXPECT_EQ(got, (std::vector<std::pair<uint64_t, std::string>>{
+                     {1, "a"}, {2, "b"}, {3, "c"}, {100, "d"}, {101, "e"}, {102, "f"}}));
+  EXPECT_EQ(Writers("job_events"), "1");
+}
+
+TEST_F(PostgresStoreTest, OddTextValuesRoundTripThroughAGroup) {
+  const std::vector<std::string> odd = {
+      "",
+      "NULL",
+      "null",
+      R"("quoted")",
+      "it's",
+      R"(back\slash)",
+      R"(\N)",
+      R"(\\)",
+      "a,b",
+      "{braces}",
+      "{}",
+      R"({"a":[1,2],"b":"c,d"})",
+      "{\"x\"}",
+      "(paren)",
+      "  spaced  ",
+      "tab\tnew\nline\r",
+      "unicode \u00e9 \u65e5\u672c \U0001F680",
+      std::string(5000, 'x'),
+  };
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  std::vector<WriteBatch> batches;
+  std::vector<JobRecord> jobs;
+  std::vector<JobEventRecord> events;
+  std::vector<AuditRecord> audits;
+  std::vector<UsageRecord> usages;
+  for (size_t i = 0; i < odd.size(); ++i) {
+    const std::string& v = odd[i];
+    const std::string& w = odd[(i + 1) % odd.size()];
+    JobRecord j = MakeJob(i + 1);
+    j.name = v;
+    j.type = w;
+    j.state = v;
+    j.spec_json = v;
+    j.status_json = w;
+    j.secret_env_json = v;
+    j.request_digest = w;
+    jobs.push_back(j);
+    events.push_back({i + 1, i + 1, static_cast<int64_t>(i), v, w, v, w});
+    audits.push_back({i + 1, static_cast<int64_t>(i), v, w, v, w, v, w, v, w});
+    UsageRecord u{i + 1, i + 1, static_cast<int32_t>(i), v, w, v, w, v};
+    u.gpu_milli = -1;
+    u.gpu_memory_mib = std::numeric_limits<int64_t>::max();
+    u.start_ms = std::numeric_limits<int64_t>::min() + 1;
+    u.end_ms = static_cast<int64_t>(i);
+    u.cost_micro = -static_cast<int64_t>(i);
+    usages.push_back(u);
+    WriteBatch b;
+    b.PutJob(j);
+    JobEventRecord e = events.back();
+    e.seq = 0;
+    b.AppendJobEvent(e);
+    AuditRecord a = audits.back();
+    a.seq = 0;
+    b.AppendAudit(a);
+    u.seq = 0;
+    b.AppendUsage(u);
+    batches.push_back(std::move(b));
+  }
+  auto futures = WriteAsOneGroup(*store, std::move(batches));
+  for (auto& f : futures) EXPECT_TRUE(f.get().ok()) << f.get().ToString();
+  EXPECT_EQ(store->stats().max_group, odd.size());
+
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  state->jobs.pop_back();  // the gate's
+  EXPECT_EQ(state->jobs, jobs);
+  auto got_events = store->EventsSince(0, 1000);
+  ASSERT_TRUE(got_events.ok());
+  EXPECT_EQ(*got_events, events);
+  auto got_audits = store->Audit(0, 1000);
+  ASSERT_TRUE(got_audits.ok());
+  EXPECT_EQ(*got_audits, audits);
+  auto got_usages =
+      store->Usage(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(got_usages.ok());
+  EXPECT_EQ(*got_usages, usages);
+  // Written by the multi-row statements (write_plan_test.cc), not redone op by op.
+  for (const char* table : {"jobs", "job_events", "audit", "usage"}) {
+    EXPECT_EQ(Writers(table, table == std::string("jobs") ? "id <> 1000" : "true"), "1") << table;
+  }
+}
+
+TEST_F(PostgresStoreTest, AFailingBatchOfAGatheredGroupFailsAlone) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  // Each batch: a job, its event and an audit record, as a submission writes them.
+  auto submission = [](const JobRecord& j) {
+    WriteBatch b;
+    b.PutJob(j);
+    b.AppendJobEvent({0, j.id, 1, "", "pending", "submitted", "{}"});
+    b.AppendAudit({0, 1, "alice", "job.submit", fmt::format("job/{}", j.id), "ok", "{}"});
+    return b;
+  };
+  std::vector<WriteBatch> batches;
+  batches.push_back(submission(MakeJob(11)));
+  JobRecord dup = MakeJob(12);  // the idempotency key of job 11
+  dup.tenant = MakeJob(11).tenant;
+  dup.user = MakeJob(11).user;
+  dup.idempotency_key = MakeJob(11).idempotency_key;
+  batches.push_back(submission(dup));
+  batches.push_back(submission(MakeJob(13)));
+  WriteBatch bad_usage = submission(MakeJob(14));
+  UsageRecord u;
+  u.job_id = 14;
+  u.start_ms = 10;
+  u.end_ms = 5;  // ends before it starts
+  bad_usage.AppendUsage(u);
+  batches.push_back(std::move(bad_usage));
+  batches.push_back(submission(MakeJob(15)));
+  auto futures = WriteAsOneGroup(*store, std::move(batches));
+
+  EXPECT_TRUE(futures[0].get().ok()) << futures[0].get().ToString();
+  EXPECT_TRUE(futures[1].get().ok()) << futures[1].get().ToString();
+  EXPECT_EQ(futures[2].get().code(), StatusCode::kInternal);
+  EXPECT_NE(futures[2].get().message().find("PutJob(id=12)"), std::string::npos)
+      << futures[2].get().message();
+  EXPECT_NE(futures[2].get().message().find("duplicate key"), std::string::npos)
+      << futures[2].get().message();
+  EXPECT_TRUE(futures[3].get().ok()) << futures[3].get().ToString();
+  EXPECT_EQ(futures[4].get().code(), StatusCode::kInternal);
+  EXPECT_NE(futures[4].get().message().find("AppendUsage(job_id=14"), std::string::npos)
+      << futures[4].get().message();
+  EXPECT_TRUE(futures[5].get().ok()) << futures[5].get().ToString();
+  const StoreStats stats = store->stats();
+  EXPECT_EQ(stats.commits, 2u);
+  EXPECT_EQ(stats.max_group, 5u);
+  EXPECT_EQ(stats.failed_batches, 2u);
+
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(JobIds(*state), (std::vector<uint64_t>{11, 13, 15}));
+  EXPECT_EQ(Writers("jobs", "id <> 1000"), "3") << "redone with a savepoint per batch";
+  auto events = store->EventsSince(0, 100);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::pair<uint64_t, uint64_t>> seq_job;
+  for (const auto& e : *events) seq_job.emplace_back(e.seq, e.job_id);
+  EXPECT_EQ(seq_job, (std::vector<std::pair<uint64_t, uint64_t>>{{1, 11}, {2, 13}, {3, 15}}));
+  auto audits = store->Audit(0, 100);
+  ASSERT_TRUE(audits.ok());
+  std::vector<std::string> targets;
+  for (const auto& a : *audits) targets.push_back(a.target);
+  EXPECT_EQ(targets, (std::vector<std::string>{"job/11", "job/13", "job/15"}));
+  auto usage = store->Usage(0, 100);
+  ASSERT_TRUE(usage.ok());
+  EXPECT_TRUE(usage->empty());
+}
+
+TEST_F(PostgresStoreTest, ABatchAloneWhoseGatheredStatementFailsNamesItsOp) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  WriteBatch b;
+  b.PutJob(MakeJob(21));
+  JobRecord dup = MakeJob(22);  // the idempotency key of job 21, in the same statement
+  dup.tenant = MakeJob(21).tenant;
+  dup.user = MakeJob(21).user;
+  dup.idempotency_key = MakeJob(21).idempotency_key;
+  b.PutJob(dup);
+  b.AppendJobEvent({0, 21, 1, "", "pending", "submitted", "{}"});
+  b.AppendJobEvent({0, 22, 1, "", "pending", "submitted", "{}"});
+  Status st = store->Write(std::move(b));
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find("PutJob(id=22)"), std::string::npos) << st.message();
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(state->jobs.empty());
+  auto events = store->EventsSince(0, 100);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(events->empty());
+  EXPECT_TRUE(store->Write(JobBatch(23)).ok()) << "the writer goes on";
+}
+
+TEST_F(PostgresStoreTest, AFencedGatheredGroupCommitsNothing) {
+  auto a = MustOpen();
+  auto b = MustOpen();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->AcquireLease("a", "http://a", 0, 600'000).ok());
+  a->SetFence(1);
+  ASSERT_TRUE(a->Write(JobBatch(1)).ok());
+  ASSERT_TRUE(a->ReleaseLease("a", 1).ok());
+  ASSERT_EQ(b->AcquireLease("b", "http://b", 0, 600'000)->term, 2u);
+
+  std::vector<WriteBatch> batches;
+  for (uint64_t id = 2; id <= 6; ++id) {
+    WriteBatch w = JobBatch(id);
+    w.AppendJobEvent({0, id, 1, "", "pending", "submitted", "{}"});
+    batches.push_back(std::move(w));
+  }
+  // The gate holds the lease's row: the fence check of a's first group waits for it.
+  auto futures = WriteAsOneGroup(*a, std::move(batches), "leader_lease");
+  for (auto& f : futures) {
+    Status st = f.get();
+    EXPECT_TRUE(IsFenced(st)) << st.ToString();
+  }
+  auto state = b->Load();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(JobIds(*state), (std::vector<uint64_t>{1}));
+  auto events = b->EventsSince(0, 100);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(events->empty());
 }
 
 TEST_F(PostgresStoreTest, EmptyBatchIsABarrierAndCloseFlushesThenRefuses) {
