@@ -698,9 +698,11 @@ tenants:
   EXPECT_TRUE(r->tenants[2].volumes.empty());
 
   const std::string dumped = DumpConfigYaml(*r);
-  EXPECT_NE(dumped.find("volumes: [{name: ckpt, mode: rw, size_gib: 500}, {name: datasets, mode: "
-                        "ro}, {name: scratch, mode: rw}]"),
+  EXPECT_NE(dumped.find("    volumes:\n      - {name: ckpt, mode: rw, size_gib: 500}\n      - "
+                        "{name: datasets, mode: ro}\n      - {name: scratch, mode: rw}\n"),
             std::string::npos)
+      << dumped;
+  EXPECT_NE(dumped.find("{name: nlp, volumes: [{name: ckpt, mode: rw}]}"), std::string::npos)
       << dumped;
   Result<ClusterConfig> back = ParseConfigYaml(dumped);
   ASSERT_TRUE(back.ok()) << back.status().ToString() << dumped;

@@ -16,7 +16,9 @@
 // attached (its stdout and stderr are the task's, its exit code the container's), named after
 // the task, removed when it ends (`--rm`, `--replace` for a leftover of the same name), with the
 // task's user, GPUs, environment (inherited from podman's own, never on a command line), working
-// folders mounted at the same paths, host networking, and its CPU, memory and process limits.
+// folders mounted at the same paths, its job's host-path mounts and its tenant's named volumes
+// (podman volumes "arbiter-<tenant>_<name>", made by EnsureVolume), host networking, and its CPU,
+// memory and process limits.
 //
 // Thread safety: every public call is thread-safe; the progress callback runs on the pull thread.
 #pragma once

@@ -201,28 +201,18 @@ TEST(ContainerRuntime, EnsureVolumeCreatesOnceAndGivesItToTheUser) {
   const std::string fake = dir + "/podman";
   {
     std::ofstream f(fake);
-    f << "#!/bin/sh
-         "
-      << "echo \"$*\" >> " << dir
-      << "/calls
-         "
-      << "while [ $# -gt 0 ]; do case \"$1\" in --*) shift 2;; *) break;; esac; done
-         "
-      << "case \"$1 $2\" in
-         "
-      << "  'volume inspect') [ -d " << dir
-      << "/vols/$5 ] || { echo no such volume; exit 125; }
-         "
-      << "    echo " << dir
-      << "/vols/$5/_data;;
-         "
-      << "  'volume create') for a; do n=$a; done; mkdir -p " << dir << "/vols/$n/_data;"
-      << " echo $n;;
-         "
-      << "  *) exit 1;;
-         "
-      << "esac
-         ";
+    // Global options come in pairs; then "volume inspect --format F NAME" or "volume create
+    // --label L --label L NAME". VOLS is where the volumes are kept.
+    f << "#!/bin/sh\nVOLS=" << dir << "/vols\nCALLS=" << dir << "/calls\n"
+      << R"(echo "$*" >> "$CALLS"
+while [ $# -gt 0 ]; do case "$1" in --*) shift 2;; *) break;; esac; done
+case "$1 $2" in
+  'volume inspect') [ -d "$VOLS/$5" ] || { echo no such volume; exit 125; }
+    echo "$VOLS/$5/_data";;
+  'volume create') for a; do n=$a; done; mkdir -p "$VOLS/$n/_data"; echo "$n";;
+  *) exit 1;;
+esac
+)";
   }
   std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   ContainerOptions o;

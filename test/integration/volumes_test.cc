@@ -208,10 +208,9 @@ TEST_F(VolumesTest, SubmissionsAskingForVolumesBeyondTheRulesAreRefused) {
 TEST_F(VolumesTest, ConfigurationShowsVolumesAndADryRunTheirChange) {
   auto got = admin_->Get("/api/v1/config");
   ASSERT_TRUE(got && got->status == 200);
-  EXPECT_NE(got->body.find("volumes: [{name: ckpt, mode: rw, size_gib: 100}, {name: datasets, "
-                           "mode: ro}]"),
-            std::string::npos)
+  EXPECT_NE(got->body.find("{name: ckpt, mode: rw, size_gib: 100}"), std::string::npos)
       << got->body;
+  EXPECT_NE(got->body.find("{name: datasets, mode: ro}"), std::string::npos) << got->body;
   std::string changed = kConfig;
   const std::string from = "volumes: [{name: ckpt}]";
   changed.replace(changed.find(from), from.size(), "volumes: [{name: ckpt, mode: ro}]");
