@@ -20,7 +20,8 @@ void RegisterAgentCommand(CLI::App& app, int* exit_code) {
   agt->add_option("--token", agent.token, "A node token (admins: POST /api/v1/tokens role node)");
   agt->add_option("--token-file", agent.token_file, "A file whose first line is the node token");
   agt->add_option("--name", agent.name, "The node's name")->required();
-  agt->add_option("--work-dir", agent.work_dir, "Folder of task logs, pid files and checkpoints")
+  agt->add_option("--work-dir", agent.work_dir,
+                  "Folder of task logs, pid files, checkpoints and volumes")
       ->capture_default_str();
   agt->add_option("--listen", agent.listen,
                   "HOST:PORT of the log port the server reads task logs from (port 0: any)")

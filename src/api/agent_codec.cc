@@ -293,9 +293,11 @@ namespace {
 json MountsToJson(const std::vector<Mount>& mounts) {
   json out = json::array();
   for (const Mount& m : mounts) {
-    out.push_back({{"path", m.path},
-                   {"target", m.target.empty() ? m.path : m.target},
-                   {"read_only", m.read_only}});
+    json j = {{"path", m.path},
+              {"target", m.target.empty() ? m.path : m.target},
+              {"read_only", m.read_only}};
+    if (!m.volume.empty()) j["volume"] = m.volume;  // "path" is "" then
+    out.push_back(std::move(j));
   }
   return out;
 }
@@ -409,9 +411,17 @@ Result<TaskAssignment> ParseTaskAssignment(const json& j, const std::string& fie
       const std::string mp = fmt::format("{}[{}]", Join(p, "mounts"), i);
       ExpectObject(mounts[i], mp);
       Mount m;
-      m.path = Str(mounts[i], mp, "path", true, kMaxMountPathBytes);
+      m.volume = Str(mounts[i], mp, "volume", false, kMaxVolumeNameBytes);
+      m.path = Str(mounts[i], mp, "path", m.volume.empty(), kMaxMountPathBytes);
       m.target = Str(mounts[i], mp, "target", false, kMaxMountPathBytes);
       m.read_only = Bool(mounts[i], mp, "read_only", true);
+      if (!m.volume.empty() && !IsValidVolumeName(m.volume)) {
+        throw FieldError{Join(mp, "volume"), "is not a volume name"};
+      }
+      if (!m.volume.empty() && !m.path.empty()) {
+        throw FieldError{Join(mp, "volume"), "a mount has a path or a volume, not both"};
+      }
+      if (m.volume.empty() && m.path.empty()) throw FieldError{Join(mp, "path"), "is empty"};
       for (const std::string* path : {&m.path, &m.target}) {
         if (path->empty()) continue;
         if (std::string why = MountPathProblem(*path); !why.empty()) {

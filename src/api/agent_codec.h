@@ -50,8 +50,9 @@ nlohmann::json AgentHeartbeatToJson(const AgentHeartbeat& hb);
 Result<AgentHeartbeat> ParseAgentHeartbeat(const nlohmann::json& j);
 
 // Only what a node needs of the job's spec travels: tasks, command, env, workdir, mounts
-// ({"path", "target", "read_only"}: host path, path in the container; target filled in), and the
-// per-task CPU and memory (for limits).
+// ({"path", "target", "read_only"}: host path, path in the container; target filled in; a
+// volume mount has "volume" (the tenant's volume name) and an empty "path"), the tenant (whose
+// volumes they are), and the per-task CPU and memory (for limits).
 nlohmann::json TaskAssignmentToJson(const TaskAssignment& a);
 // A node's images: [{"name", "digest", "size_bytes"}] (heartbeats, the node's status).
 nlohmann::json NodeImagesToJson(const std::vector<NodeImage>& images);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace arbiter::api {
 namespace {
 
@@ -101,6 +103,44 @@ TEST(AgentCodec, MountsTravelWithTheirTargetFilledIn) {
   auto refused = ParseTaskAssignment(bad, "a");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().field(), "a.mounts[0].path");
+}
+
+// A volume mount travels by name with the job's tenant, whose volume it is; the node makes it.
+TEST(AgentCodec, VolumeMountsTravelByNameWithTheTenant) {
+  TaskAssignment a;
+  a.job = 7;
+  a.spec.command = {"python"};
+  a.spec.tenant = "vision";
+  a.spec.container_image = "registry.example.com/vision/train:1";
+  a.spec.mounts = {{"", "/ckpt", false, "ckpt"}, {"/data/imagenet", "/data", true}};
+  const nlohmann::json j = TaskAssignmentToJson(a);
+  EXPECT_EQ(j["mounts"][0]["volume"], "ckpt");
+  EXPECT_EQ(j["mounts"][0]["path"], "");
+  EXPECT_EQ(j["mounts"][0]["target"], "/ckpt");
+  EXPECT_FALSE(j["mounts"][1].contains("volume"));
+  EXPECT_EQ(j["tenant"], "vision");
+  auto back = ParseTaskAssignment(j, "a");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->spec.mounts, a.spec.mounts);
+  EXPECT_EQ(back->spec.tenant, "vision");
+
+  // A host process's volume: no target.
+  a.spec.container_image.clear();
+  a.spec.mounts = {{"", "", false, "ckpt"}};
+  auto host = ParseTaskAssignment(TaskAssignmentToJson(a), "a");
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(host->spec.mounts, a.spec.mounts);
+
+  for (const auto& [key, value, field] :
+       {std::tuple{"volume", nlohmann::json("../x"), "a.mounts[0].volume"},
+        std::tuple{"path", nlohmann::json("/data"), "a.mounts[0].volume"},
+        std::tuple{"volume", nlohmann::json(""), "a.mounts[0].path"}}) {
+    nlohmann::json bad = TaskAssignmentToJson(a);
+    bad["mounts"][0][key] = value;
+    auto refused = ParseTaskAssignment(bad, "a");
+    ASSERT_FALSE(refused.ok()) << bad.dump();
+    EXPECT_EQ(refused.status().field(), field) << refused.status().ToString();
+  }
 }
 
 // A container task: its image, credentials and TLS flag; the node's images and its reports of a

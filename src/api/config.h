@@ -49,6 +49,8 @@ struct TenantConfig {
   // host paths they may mount (none: no mounts): model/mounts.h, docs/config.md.
   ImagePolicy images;
   std::vector<MountRule> mounts;
+  // Its named volumes: storage of its own on each node, which its jobs mount by name.
+  std::vector<VolumeRule> volumes;
   // The tenant itself first (is_tenant = true, no parent), then every queue under it, parents
   // before their children, each naming its parent: the form QuotaTree::Build takes.
   std::vector<QueueSpec> queues;

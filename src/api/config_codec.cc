@@ -425,6 +425,36 @@ class ConfigParser {
     return Status::Ok();
   }
 
+  // volumes: [{name: ckpt, mode: rw, size_gib: 500}, {name: datasets, mode: ro}].
+  static Status VolumeRules(const Value& v, const std::string& path, std::vector<VolumeRule>* out) {
+    ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxTenantVolumes));
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      MappingReader m(v.items[i], IndexPath(path, i));
+      ARBITER_RETURN_IF_ERROR(m.Check({"name", "mode", "size_gib"}));
+      ARBITER_RETURN_IF_ERROR(m.Require("name"));
+      VolumeRule r;
+      ARBITER_RETURN_IF_ERROR(m.String("name", 1024, &r.name));
+      if (!IsValidVolumeName(r.name)) {
+        return ErrorAt(*m.Get("name"), m.PathOf("name"),
+                       fmt::format("{} is not a volume name: lower-case letters, digits and '-', "
+                                   "starting and ending with a letter or digit (at most {})",
+                                   Quote(r.name), kMaxVolumeNameBytes));
+      }
+      for (const VolumeRule& earlier : *out) {
+        if (earlier.name == r.name) {
+          return ErrorAt(*m.Get("name"), m.PathOf("name"),
+                         fmt::format("duplicate volume {}", Quote(r.name)));
+        }
+      }
+      std::string mode = "rw";
+      ARBITER_RETURN_IF_ERROR(ReadChoice(m, "mode", {"ro", "rw"}, &mode));
+      r.read_only = mode == "ro";
+      ARBITER_RETURN_IF_ERROR(m.Int("size_gib", 1, kMaxVolumeSizeGib, &r.size_gib));
+      out->push_back(std::move(r));
+    }
+    return Status::Ok();
+  }
+
   // POSIX portable user names, as useradd takes them.
   static bool IsValidUnixUserName(const std::string& s) {
     if (s.empty() || s.size() > 32 || s[0] == '-') return false;
@@ -559,7 +589,7 @@ class ConfigParser {
       ARBITER_RETURN_IF_ERROR(
           m.Check({"name", "budget", "guaranteed", "max", "lending_limit", "weight",
                    "default_walltime_seconds", "allowed_types", "fair_share", "queues", "run_as",
-                   "allow_root", "default_queue", "images", "mounts"}));
+                   "allow_root", "default_queue", "images", "mounts", "volumes"}));
     } else {
       ARBITER_RETURN_IF_ERROR(m.Check({"name", "guaranteed", "max", "lending_limit", "weight",
                                        "default_walltime_seconds", "allowed_types", "fair_share",
@@ -592,6 +622,9 @@ class ConfigParser {
       }
       if (const Value* mo = m.Get("mounts")) {
         ARBITER_RETURN_IF_ERROR(MountRules(*mo, m.PathOf("mounts"), &t->mounts));
+      }
+      if (const Value* vo = m.Get("volumes")) {
+        ARBITER_RETURN_IF_ERROR(VolumeRules(*vo, m.PathOf("volumes"), &t->volumes));
       }
     } else if (const Value* a = m.Get("aliases")) {
       ARBITER_RETURN_IF_ERROR(Aliases(*a, m.PathOf("aliases"), &s));

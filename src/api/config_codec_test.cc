@@ -680,6 +680,83 @@ tenants:
   }
 }
 
+TEST(TenantBoundariesConfig, VolumesParseDumpAndDiff) {
+  Result<ClusterConfig> r = ParseConfigYaml(R"(
+tenants:
+  - name: vision
+    volumes: [{name: ckpt, mode: rw, size_gib: 500}, {name: datasets, mode: ro}, {name: scratch}]
+  - name: nlp
+    volumes:
+      - name: ckpt
+  - name: open
+)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tenants[0].volumes,
+            (std::vector<VolumeRule>{
+                {"ckpt", false, 500}, {"datasets", true, 0}, {"scratch", false, 0}}));
+  EXPECT_EQ(r->tenants[1].volumes, (std::vector<VolumeRule>{{"ckpt", false, 0}}));
+  EXPECT_TRUE(r->tenants[2].volumes.empty());
+
+  const std::string dumped = DumpConfigYaml(*r);
+  EXPECT_NE(dumped.find("    volumes:\n      - {name: ckpt, mode: rw, size_gib: 500}\n      - "
+                        "{name: datasets, mode: ro}\n      - {name: scratch, mode: rw}\n"),
+            std::string::npos)
+      << dumped;
+  EXPECT_NE(dumped.find("{name: nlp, volumes: [{name: ckpt, mode: rw}]}"), std::string::npos)
+      << dumped;
+  Result<ClusterConfig> back = ParseConfigYaml(dumped);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << dumped;
+  EXPECT_TRUE(DiffConfig(*r, *back).empty()) << dumped;
+  EXPECT_EQ(DumpConfigYaml(*back), dumped);
+
+  ClusterConfig changed = *r;
+  changed.tenants[0].volumes[1].read_only = false;
+  changed.tenants[2].volumes = {{"ckpt", false, 10}};
+  const std::vector<ConfigChange> changes = DiffConfig(*r, changed);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].name, "open");
+  EXPECT_EQ(changes[0].detail, "volumes: (none) -> [{name: ckpt, mode: rw, size_gib: 10}]");
+  EXPECT_EQ(changes[1].name, "vision");
+  EXPECT_NE(changes[1].detail.find("{name: datasets, mode: ro}"), std::string::npos)
+      << changes[1].detail;
+  EXPECT_NE(changes[1].detail.find("-> [{name: ckpt, mode: rw, size_gib: 500}, {name: datasets, "
+                                   "mode: rw}"),
+            std::string::npos)
+      << changes[1].detail;
+
+  struct Bad {
+    const char* yaml;
+    const char* field;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"tenants: [{name: t, volumes: [{name: ckpt}, {name: Ckpt}]}]",
+            "tenants[0].volumes[1].name", "is not a volume name"},
+           {"tenants: [{name: t, volumes: [{name: ckpt-}]}]", "tenants[0].volumes[0].name",
+            "is not a volume name"},
+           {"tenants: [{name: t, volumes: [{name: ckpt}, {name: ckpt, mode: ro}]}]",
+            "tenants[0].volumes[1].name", "duplicate volume"},
+           {"tenants: [{name: t, volumes: [{mode: ro}]}]", "tenants[0].volumes[0].name",
+            "required"},
+           {"tenants: [{name: t, volumes: [{name: a, mode: rx}]}]", "tenants[0].volumes[0].mode",
+            "must be one of ro, rw"},
+           {"tenants: [{name: t, volumes: [{name: a, size_gib: 0}]}]",
+            "tenants[0].volumes[0].size_gib", ""},
+           {"tenants: [{name: t, volumes: [{name: a, size_gib: big}]}]",
+            "tenants[0].volumes[0].size_gib", ""},
+           {"tenants: [{name: t, volumes: [{name: a, path: /x}]}]", "tenants[0].volumes[0].path",
+            "unknown field"},
+           {"tenants: [{name: t, volumes: {name: a}}]", "tenants[0].volumes", ""},
+           {"tenants: [{name: t, queues: [{name: q, volumes: []}]}]",
+            "tenants[0].queues[0].volumes", "unknown field"},
+       }) {
+    Result<ClusterConfig> c = ParseConfigYaml(b.yaml);
+    ASSERT_FALSE(c.ok()) << b.yaml;
+    EXPECT_EQ(c.status().field(), b.field) << c.status().ToString();
+    EXPECT_NE(c.status().message().find(b.message), std::string::npos) << c.status().ToString();
+  }
+}
+
 TEST(QueueNamesConfig, DefaultQueueAndAliasesParseDumpAndDiff) {
   Result<ClusterConfig> r = ParseConfigYaml(R"(
 tenants:

@@ -288,6 +288,15 @@ Value TenantValue(const TenantConfig& t) {
       m.Set("mode", Value::String(std::string(MountModeName(r.read_only))));
     }
   }
+  if (!t.volumes.empty()) {
+    Value& volumes = v.Set("volumes", Value::Sequence());
+    for (const VolumeRule& r : t.volumes) {
+      Value& m = volumes.Add(Value::Mapping());
+      m.Set("name", Value::String(r.name));
+      m.Set("mode", Value::String(std::string(MountModeName(r.read_only))));
+      if (r.size_gib > 0) m.Set("size_gib", Int(r.size_gib));
+    }
+  }
   if (!t.queues.empty() && t.queues.front().is_tenant) AddQueueFields(t.queues.front(), &v);
   return v;
 }

@@ -254,18 +254,31 @@ Status ParseGpuModels(const Value& v, const std::string& path, std::vector<std::
   return Status::Ok();
 }
 
-// "mounts": [{"path": "/data/imagenet", "target": "/data", "mode": "ro"}]; mode defaults to
-// "ro", target to the path. ValidateJobSpec checks the paths.
+// "mounts": [{"path": "/data/imagenet", "target": "/data", "mode": "ro"},
+//            {"volume": "ckpt", "target": "/ckpt", "mode": "rw"}]: exactly one of path and volume;
+// mode defaults to "ro" for a path and "rw" for a volume (the tenant's own storage), target to
+// the path. ValidateJobSpec checks the paths and names.
 Status ParseMounts(const Value& v, const std::string& path, std::vector<Mount>* out) {
   ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, kMaxJobMounts));
   for (size_t i = 0; i < v.items.size(); ++i) {
     MappingReader m(v.items[i], IndexPath(path, i));
-    ARBITER_RETURN_IF_ERROR(m.Check({"path", "target", "mode"}));
+    ARBITER_RETURN_IF_ERROR(m.Check({"path", "volume", "target", "mode"}));
     Mount mount;
-    ARBITER_RETURN_IF_ERROR(m.Require("path"));
-    ARBITER_RETURN_IF_ERROR(m.String("path", kMaxMountPathBytes, &mount.path));
+    if (m.Get("path") != nullptr && m.Get("volume") != nullptr) {
+      return ErrorAt(*m.Get("volume"), m.PathOf("volume"),
+                     "give either path (a host path) or volume (a volume of the tenant), not both");
+    }
+    if (m.Get("volume") != nullptr) {
+      ARBITER_RETURN_IF_ERROR(m.String("volume", kMaxVolumeNameBytes, &mount.volume));
+      if (mount.volume.empty()) {
+        return ErrorAt(*m.Get("volume"), m.PathOf("volume"), "must not be empty");
+      }
+    } else {
+      ARBITER_RETURN_IF_ERROR(m.Require("path"));
+      ARBITER_RETURN_IF_ERROR(m.String("path", kMaxMountPathBytes, &mount.path));
+    }
     ARBITER_RETURN_IF_ERROR(m.String("target", kMaxMountPathBytes, &mount.target));
-    std::string mode = "ro";
+    std::string mode = mount.volume.empty() ? "ro" : "rw";
     ARBITER_RETURN_IF_ERROR(m.String("mode", 63, &mode));
     if (mode != "ro" && mode != "rw") {
       return ErrorAt(*m.Get("mode"), m.PathOf("mode"),
@@ -658,8 +671,10 @@ std::string JobSpecJsonText(const JobSpec& job, bool env_values) {
   if (!job.mounts.empty()) {
     w.Key("mounts").BeginArray();
     for (const Mount& m : job.mounts) {
-      w.BeginObject().Field("mode", MountModeName(m.read_only)).Field("path", m.path);
+      w.BeginObject().Field("mode", MountModeName(m.read_only));
+      if (!m.path.empty()) w.Field("path", m.path);
       if (!m.target.empty()) w.Field("target", m.target);
+      if (!m.volume.empty()) w.Field("volume", m.volume);
       w.EndObject();
     }
     w.EndArray();

@@ -93,6 +93,45 @@ TEST(ParseJobSubmission, MountsParseAndRoundTrip) {
   }
 }
 
+// A volume mount: the tenant's volume by name (rw unless said), with or without an image.
+TEST(ParseJobSubmission, VolumeMountsParseAndRoundTrip) {
+  auto job = ParseJobSubmission(Body(
+      R"("container_image": "busybox", "mounts": [{"volume": "ckpt", "target": "/ckpt"},
+      {"volume": "datasets", "target": "/data", "mode": "ro"}, {"path": "/x"}])"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->mounts,
+            (std::vector<Mount>{
+                {"", "/ckpt", false, "ckpt"}, {"", "/data", true, "datasets"}, {"/x", "", true}}));
+  const std::string text = JobSpecJsonText(*job);
+  EXPECT_NE(text.find(R"({"mode":"rw","target":"/ckpt","volume":"ckpt"})"), std::string::npos)
+      << text;
+  auto back = ParseStoredJob(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->mounts, job->mounts);
+
+  auto host = ParseJobSubmission(Body(R"("mounts": [{"volume": "ckpt"}])"));
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(host->mounts, (std::vector<Mount>{{"", "", false, "ckpt"}}));
+
+  struct Bad {
+    const char* extra;
+    const char* field;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {R"("mounts": [{"volume": "ckpt", "path": "/d"}])", "mounts[0].volume"},
+           {R"("mounts": [{"volume": ""}])", "mounts[0].volume"},
+           {R"("mounts": [{"volume": "Ckpt"}])", "mounts[0].volume"},
+           {R"("mounts": [{"volume": 3}])", "mounts[0].volume"},
+           {R"("mounts": [{"volume": "ckpt", "mode": "ro"}])", "mounts[0].mode"},
+           {R"("mounts": [{"volume": "ckpt", "target": "/ckpt"}])", "mounts[0].target"},
+           {R"("container_image": "x", "mounts": [{"volume": "ckpt"}])", "mounts[0].target"},
+       }) {
+    auto r = ParseJobSubmission(Body(b.extra));
+    ASSERT_FALSE(r.ok()) << b.extra;
+    EXPECT_EQ(r.status().field(), b.field) << r.status().ToString();
+  }
+}
+
 TEST(ParseJobSubmission, Defaults) {
   Result<JobSpec> r = ParseJobSubmission(Body(""));
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -113,6 +113,14 @@ class Translator {
   }
 
  private:
+  // A pod volume Arbiter reads: a hostPath (`path`), or a persistentVolumeClaim, which is the
+  // tenant's volume of the claim's name (`volume`).
+  struct PodVolume {
+    std::string path;
+    std::string volume;
+    bool read_only = false;  // the claim's readOnly
+  };
+
   // ---- Reading, and noting what was read ----
 
   void Use(const std::string& path) { used_.insert(path); }
@@ -360,8 +368,8 @@ class Translator {
     std::optional<int64_t> grace;
     ARBITER_RETURN_IF_ERROR(Int(*spec, sp, "terminationGracePeriodSeconds", 0, 86400, &grace));
     if (grace) (*out)["grace_period_seconds"] = *grace;
-    // hostPath volumes by name; the others have no meaning here.
-    std::map<std::string, std::string> host_paths;
+    // hostPath and persistentVolumeClaim volumes by name; the others have no meaning here.
+    std::map<std::string, PodVolume> volumes;
     if (const Value* vols = Find(*spec, sp, "volumes")) {
       const std::string vp = ChildPath(sp, "volumes");
       ARBITER_RETURN_IF_ERROR(ExpectSequence(*vols, vp, 256));
@@ -369,16 +377,28 @@ class Translator {
         const Value& v = vols->items[i];
         const std::string ip = IndexPath(vp, i);
         const Value* hp = v.kind == Value::Kind::kMapping ? v.Find("hostPath") : nullptr;
-        if (hp == nullptr) continue;
+        const Value* pvc =
+            v.kind == Value::Kind::kMapping ? v.Find("persistentVolumeClaim") : nullptr;
+        if (hp == nullptr && pvc == nullptr) continue;
         std::string name;
-        std::string host;
+        PodVolume source;
         ARBITER_RETURN_IF_ERROR(Str(v, ip, "name", true, &name));
-        ARBITER_RETURN_IF_ERROR(Str(*hp, ChildPath(ip, "hostPath"), "path", true, &host));
-        UseWhole(ChildPath(ip, "hostPath"));  // its `type` (DirectoryOrCreate...) included
-        host_paths[name] = host;
+        if (hp != nullptr) {
+          ARBITER_RETURN_IF_ERROR(Str(*hp, ChildPath(ip, "hostPath"), "path", true, &source.path));
+          UseWhole(ChildPath(ip, "hostPath"));  // its `type` (DirectoryOrCreate...) included
+        } else {
+          // A claim is storage of the workload's own that outlives it: the tenant's volume of
+          // the claim's name.
+          const std::string cp_ = ChildPath(ip, "persistentVolumeClaim");
+          ARBITER_RETURN_IF_ERROR(Str(*pvc, cp_, "claimName", true, &source.volume));
+          if (const Value* ro = Find(*pvc, cp_, "readOnly")) {
+            ARBITER_RETURN_IF_ERROR(ReadBool(*ro, ChildPath(cp_, "readOnly"), &source.read_only));
+          }
+        }
+        volumes[name] = std::move(source);
       }
     }
-    return Container(containers->items[0], IndexPath(cp, 0), service, host_paths, out);
+    return Container(containers->items[0], IndexPath(cp, 0), service, volumes, out);
   }
 
   Status Tolerations(const Value& v, const std::string& path, json* out) {
@@ -405,7 +425,7 @@ class Translator {
   }
 
   Status Container(const Value& c, const std::string& path, bool service,
-                   const std::map<std::string, std::string>& host_paths, json* out) {
+                   const std::map<std::string, PodVolume>& volumes, json* out) {
     std::string s;
     ARBITER_RETURN_IF_ERROR(Str(c, path, "name", false, &s));  // the container's own name
     ARBITER_RETURN_IF_ERROR(Str(c, path, "image", true, &s));
@@ -435,7 +455,7 @@ class Translator {
       ARBITER_RETURN_IF_ERROR(Resources(*res, ChildPath(path, "resources"), out));
     }
     if (const Value* vm = Find(c, path, "volumeMounts")) {
-      ARBITER_RETURN_IF_ERROR(Mounts(*vm, ChildPath(path, "volumeMounts"), host_paths, out));
+      ARBITER_RETURN_IF_ERROR(Mounts(*vm, ChildPath(path, "volumeMounts"), volumes, out));
     }
     if (service) {
       if (const Value* ports = c.Find("ports");
@@ -516,7 +536,7 @@ class Translator {
   }
 
   Status Mounts(const Value& v, const std::string& path,
-                const std::map<std::string, std::string>& host_paths, json* out) {
+                const std::map<std::string, PodVolume>& volumes, json* out) {
     ARBITER_RETURN_IF_ERROR(ExpectSequence(v, path, 256));
     json mounts = json::array();
     for (size_t i = 0; i < v.items.size(); ++i) {
@@ -524,17 +544,25 @@ class Translator {
       const std::string ip = IndexPath(path, i);
       const Value* name = m.kind == Value::Kind::kMapping ? m.Find("name") : nullptr;
       if (name == nullptr || !name->is_scalar()) continue;
-      const auto host = host_paths.find(name->text);
-      if (host == host_paths.end()) continue;  // not a hostPath volume: stays listed
+      const auto source = volumes.find(name->text);
+      if (source == volumes.end()) continue;  // not a hostPath or claim volume: stays listed
       std::string target;
       ARBITER_RETURN_IF_ERROR(Str(m, ip, "mountPath", true, &target));
       Use(ChildPath(ip, "name"));
-      bool read_only = false;
+      bool read_only = source->second.read_only;
       if (const Value* ro = Find(m, ip, "readOnly")) {
-        ARBITER_RETURN_IF_ERROR(ReadBool(*ro, ChildPath(ip, "readOnly"), &read_only));
+        bool mount_ro = false;
+        ARBITER_RETURN_IF_ERROR(ReadBool(*ro, ChildPath(ip, "readOnly"), &mount_ro));
+        read_only = read_only || mount_ro;
       }
-      json mj = {{"path", host->second}, {"mode", read_only ? "ro" : "rw"}};
-      if (target != host->second) mj["target"] = target;
+      json mj = {{"mode", read_only ? "ro" : "rw"}};
+      if (!source->second.volume.empty()) {
+        mj["volume"] = source->second.volume;
+        mj["target"] = target;
+      } else {
+        mj["path"] = source->second.path;
+        if (target != source->second.path) mj["target"] = target;
+      }
       mounts.push_back(std::move(mj));
     }
     if (!mounts.empty()) (*out)["mounts"] = std::move(mounts);

@@ -13,6 +13,9 @@
 //   containers[0].resources.limits, else .requests: nvidia.com/gpu -> resources.gpus,
 //                                          cpu -> cpu_milli, memory -> memory_mib
 //   containers[0].volumeMounts of hostPath volumes -> mounts (readOnly -> mode ro)
+//   containers[0].volumeMounts of persistentVolumeClaim volumes -> mounts of the tenant's
+//                                          volume named claimName (its or the mount's readOnly
+//                                          -> mode ro)
 //   priorityClassName, nodeSelector, tolerations[].key/value, terminationGracePeriodSeconds
 //   Job: spec.parallelism -> tasks (a gang), backoffLimit -> retry.max_retries,
 //        activeDeadlineSeconds -> walltime_seconds

@@ -157,6 +157,63 @@ TEST(K8sManifestTest, ReadsEveryFieldThatHasAMeaning) {
   EXPECT_EQ(j->mounts[1], (Mount{"/checkpoints/vision", "", false}));
 }
 
+// A claim is storage of the workload's own that outlives it: the tenant's volume of its name.
+TEST(K8sManifestTest, PersistentVolumeClaimsAreTheTenantsVolumes) {
+  auto t = TranslateK8sManifest(R"(
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  template:
+    spec:
+      volumes:
+      - name: ckpt
+        persistentVolumeClaim: {claimName: ckpt}
+      - name: datasets
+        persistentVolumeClaim: {claimName: shared-data, readOnly: true}
+      - name: cache
+        emptyDir: {}
+      containers:
+      - name: main
+        image: registry.example.com/vision/train:1.2
+        command: ["python3", "train.py"]
+        volumeMounts:
+        - {name: ckpt, mountPath: /ckpt}
+        - {name: datasets, mountPath: /data}
+        - {name: ckpt, mountPath: /ckpt-ro, readOnly: true}
+        - {name: cache, mountPath: /cache}
+)");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->body["mounts"], json::parse(R"([
+      {"volume": "ckpt", "target": "/ckpt", "mode": "rw"},
+      {"volume": "shared-data", "target": "/data", "mode": "ro"},
+      {"volume": "ckpt", "target": "/ckpt-ro", "mode": "ro"}])"))
+      << t->body.dump(2);
+  EXPECT_EQ(json(t->ignored), json({"spec.template.spec.volumes[2]",
+                                    "spec.template.spec.containers[0].volumeMounts[3]"}));
+  // Mounting one claim twice is one volume mounted twice: the submission says so.
+  auto j = ParseJobSubmission(t->body.dump());
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().field(), "mounts[2].volume") << j.status().ToString();
+
+  auto missing = TranslateK8sManifest(R"(
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  template:
+    spec:
+      volumes:
+      - name: ckpt
+        persistentVolumeClaim: {readOnly: true}
+      containers:
+      - {name: main, image: x, command: ["true"], volumeMounts: [{name: ckpt, mountPath: /c}]}
+)");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().field(),
+            "spec.template.spec.volumes[0].persistentVolumeClaim.claimName");
+}
+
 TEST(K8sManifestTest, RefusalsNameTheField) {
   struct Case {
     const char* yaml;

@@ -326,7 +326,9 @@ json TemplateFields(const JobSpec& t, bool secrets) {
   if (!t.workdir.empty()) j["workdir"] = t.workdir;
   if (!t.container_image.empty()) j["container_image"] = t.container_image;
   for (const Mount& m : t.mounts) {
-    json mj = {{"path", m.path}, {"mode", MountModeName(m.read_only)}};
+    json mj = {{"mode", MountModeName(m.read_only)}};
+    if (!m.path.empty()) mj["path"] = m.path;
+    if (!m.volume.empty()) mj["volume"] = m.volume;
     if (!m.target.empty()) mj["target"] = m.target;
     j["mounts"].push_back(std::move(mj));
   }

@@ -12,9 +12,10 @@
 //      (supplementary groups, gid, uid), no new privileges, SIGKILL when the shim dies, the
 //      working directory entered as that user, the clean environment.
 //   3. Wait, copying the task's output into its log files as it comes (exec/log_pump.h). SIGTERM
-//      (a stop) or SIGUSR1 (a stop at the walltime) sends SIGTERM to every process of the task,
-//      SIGKILL after the grace period. A stale executor heartbeat (the executor is gone) and the
-//      walltime backstop stop it the same way.
+//      (a stop) or SIGUSR1 (a stop at the walltime) sends SIGTERM to every process of the task
+//      (but its first one, for a spec with stop_spares_main), SIGKILL after the grace period. A
+//      stale executor heartbeat (the executor is gone) and the walltime backstop stop it the
+//      same way.
 //   4. When the task's first process exits: SIGKILL to whatever it left (its group, its cgroups,
 //      every descendant), reap it all, copy the rest of its output, write the exit record, exit 0.
 //
@@ -405,7 +406,22 @@ class Shim {
   }
 
   // Sends `sig` to every process of the task: its group, its cgroups' members, every descendant.
+  // A stop's SIGTERM spares the first process when the spec says so (stop_spares_main), unless it
+  // is alone (nothing else of the task started yet).
   void Signal(int sig) {
+    if (sig == SIGTERM && spec_.stop_spares_main && main_ > 0) {
+      std::vector<pid_t> others;
+      for (pid_t p : CgroupMembers(spec_.cgroup_dirs)) {
+        if (p != main_) others.push_back(p);
+      }
+      for (pid_t p : Descendants()) {
+        if (p != main_) others.push_back(p);
+      }
+      if (!others.empty()) {
+        for (pid_t p : others) ::kill(p, sig);
+        return;
+      }
+    }
     if (main_ > 0) ::kill(-main_, sig);
     if (sig == SIGKILL) {
       for (const std::string& dir : spec_.cgroup_dirs) {

@@ -58,15 +58,16 @@ std::string EncodeShimSpec(const ShimSpec& s) {
   Put(&out, "pid_path", s.pid_path);
   Put(&out, "exit_path", s.exit_path);
   for (const std::string& a : s.cleanup_argv) Put(&out, "cleanup_arg", a);
+  if (s.stop_spares_main) PutInt(&out, "stop_spares_main", 1);
   out += "end 0\n\n";
   return out;
 }
 
 bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
   static const char* const kIntTags[] = {
-      "job",      "task",        "attempt",          "uid",
-      "gid",      "group",       "no_new_privs",     "rlimit_nproc",
-      "grace_ms", "walltime_ms", "orphan_timeout_ms"};
+      "job",      "task",        "attempt",           "uid",
+      "gid",      "group",       "no_new_privs",      "rlimit_nproc",
+      "grace_ms", "walltime_ms", "orphan_timeout_ms", "stop_spares_main"};
   *s = ShimSpec{};
   size_t at = 0;
   bool ended = false;
@@ -143,6 +144,8 @@ bool DecodeShimSpec(const std::string& text, ShimSpec* s, std::string* error) {
       s->walltime_ms = n;
     } else if (tag == "orphan_timeout_ms") {
       s->orphan_timeout_ms = n;
+    } else if (tag == "stop_spares_main") {
+      s->stop_spares_main = n != 0;
     }
   }
   if (!ended) {

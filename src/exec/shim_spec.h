@@ -56,6 +56,13 @@ struct ShimSpec {
   // task's processes are gone and before the exit record is written: what the task leaves
   // outside its processes (a container's remains, when its podman was killed). Empty: nothing.
   std::vector<std::string> cleanup_argv;
+  // A stop's SIGTERM goes to every process of the task but its first one (SIGKILL, after the
+  // grace period, to all). For `podman run`, whose exit code is its container's: podman forwards
+  // a SIGTERM to the container, and when the container has already ended (it got the shim's own
+  // SIGTERM and exited) it kills itself with it, exiting 143 in place of the container's code.
+  // The first process is signalled as well while it is the only one (the container not started).
+  // Encoded only when set, so that a shim of an older build refuses only such tasks.
+  bool stop_spares_main = false;
 };
 
 // How a task ended, as the shim writes it.

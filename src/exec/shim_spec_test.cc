@@ -53,6 +53,12 @@ TEST(ShimSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(back.heartbeat_path, s.heartbeat_path);
   EXPECT_EQ(back.pid_path, s.pid_path);
   EXPECT_EQ(back.exit_path, s.exit_path);
+  EXPECT_FALSE(back.stop_spares_main);
+  // Written only when set: a spec without it reads as it did before.
+  EXPECT_EQ(EncodeShimSpec(s).find("stop_spares_main"), std::string::npos);
+  s.stop_spares_main = true;
+  ASSERT_TRUE(DecodeShimSpec(EncodeShimSpec(s), &back, &error)) << error;
+  EXPECT_TRUE(back.stop_spares_main);
 }
 
 // A spec from another build is refused whole, never half understood.

@@ -162,6 +162,41 @@ TEST_F(ShimTest, StopSendsTermThenKillsAfterTheGrace) {
   EXPECT_LT(took, 5000);
 }
 
+// A first process that forwards a stop to its child and, finding the child already ended, dies of
+// the signal itself, as `podman run` does: a stop that spares it records the child's own exit
+// code; one that does not, the forwarder's 143.
+TEST_F(ShimTest, StopThatSparesTheFirstProcessKeepsTheChildsExitCode) {
+  const std::vector<std::string> argv = {
+      "/bin/sh", "-c",
+      "trap 'exit 143' TERM; "
+      "sh -c \"trap 'exit 5' TERM; echo ready > ready; while true; do sleep 0.05; done\" & "
+      "wait $!; exit $?"};
+  for (const bool spare : {true, false}) {
+    std::filesystem::remove(dir_.File("ready"));
+    ShimSpec s = Spec(argv);
+    s.stop_spares_main = spare;
+    s.grace_ms = 5000;
+    const pid_t pid = Start(s);
+    for (int i = 0; i < 400 && Read(dir_.File("ready")).empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid, SIGTERM);
+    EXPECT_EQ(Wait(pid).code, spare ? 5 : 143) << "spare " << spare;
+  }
+  // Alone (its child not started yet), the first process gets the stop itself.
+  ShimSpec alone = Spec({"/bin/sh", "-c",
+                         "trap 'exit 7' TERM; echo ready > ready; "
+                         "while true; do :; done"});
+  std::filesystem::remove(dir_.File("ready"));
+  alone.stop_spares_main = true;
+  const pid_t pid = Start(alone);
+  for (int i = 0; i < 400 && Read(dir_.File("ready")).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGTERM);
+  EXPECT_EQ(Wait(pid).code, 7);
+}
+
 // SIGUSR1 is a stop at the walltime: recorded as timed out.
 TEST_F(ShimTest, WalltimeStopIsRecordedAsTimedOut) {
   const pid_t pid = Start(Spec({"/bin/sleep", "1000"}));

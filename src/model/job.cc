@@ -132,38 +132,84 @@ bool IsMailType(std::string_view type) {
 
 namespace {
 
-// Mounts are binds into a container: a host process (no image) sees the node's files as its
-// user does, so mounts there would promise a confinement that does not exist.
+// Host-path mounts are binds into a container: a host process (no image) sees the node's files
+// as its user does, so mounts there would promise a confinement that does not exist. A volume is
+// storage of the tenant's own: a container gets it at its target, a host process finds its folder
+// in ARBITER_VOLUME_<NAME>; it cannot be kept from writing there, so only containers take a volume
+// read-only.
+Status ValidateMountShape(const JobSpec& job, size_t i) {
+  const Mount& m = job.mounts[i];
+  const std::string at = fmt::format("mounts[{}]", i);
+  if (!m.volume.empty() && !m.path.empty()) {
+    return InvalidArgument(at + ".volume",
+                           "give either path (a host path) or volume (a volume of the tenant), "
+                           "not both");
+  }
+  if (m.volume.empty()) {
+    if (job.container_image.empty()) {
+      return InvalidArgument("mounts",
+                             "mounts bind host paths into a container: set container_image (a "
+                             "task without an image runs on the node and sees its files as its "
+                             "user does)");
+    }
+    if (std::string why = MountPathProblem(m.path); !why.empty()) {
+      return InvalidArgument(at + ".path", fmt::format("{}: {}", m.path, why));
+    }
+  } else {
+    if (!IsValidVolumeName(m.volume)) {
+      return InvalidArgument(at + ".volume",
+                             fmt::format("'{}' is not a volume name: lower-case letters, digits "
+                                         "and '-', starting and ending with a letter or digit "
+                                         "(at most {})",
+                                         m.volume, kMaxVolumeNameBytes));
+    }
+    if (job.container_image.empty() && !m.target.empty()) {
+      return InvalidArgument(at + ".target",
+                             fmt::format("a task without container_image finds volume {} at the "
+                                         "folder ${} names; target is for containers",
+                                         m.volume, VolumeEnvName(m.volume)));
+    }
+    if (job.container_image.empty() && m.read_only) {
+      return InvalidArgument(at + ".mode",
+                             fmt::format("a task without container_image can write to any volume "
+                                         "it is given: mount volume {} with mode rw, or set "
+                                         "container_image to mount it read-only",
+                                         m.volume));
+    }
+    if (!job.container_image.empty() && m.target.empty()) {
+      return InvalidArgument(
+          at + ".target",
+          fmt::format("is required: where volume {} is in the container", m.volume));
+    }
+  }
+  if (m.target.empty()) return Status::Ok();
+  if (std::string why = MountPathProblem(m.target); !why.empty()) {
+    return InvalidArgument(at + ".target", fmt::format("{}: {}", m.target, why));
+  }
+  return Status::Ok();
+}
+
 Status ValidateMounts(const JobSpec& job) {
   if (job.mounts.empty()) return Status::Ok();
-  if (job.container_image.empty()) {
-    return InvalidArgument("mounts",
-                           "mounts bind host paths into a container: set container_image (a "
-                           "task without an image runs on the node and sees its files as its "
-                           "user does)");
-  }
   if (job.mounts.size() > kMaxJobMounts) {
     return InvalidArgument(
         "mounts", fmt::format("at most {} mounts, got {}", kMaxJobMounts, job.mounts.size()));
   }
   for (size_t i = 0; i < job.mounts.size(); ++i) {
-    const Mount& m = job.mounts[i];
-    if (std::string why = MountPathProblem(m.path); !why.empty()) {
-      return InvalidArgument(fmt::format("mounts[{}].path", i), fmt::format("{}: {}", m.path, why));
-    }
-    if (m.target.empty()) continue;
-    if (std::string why = MountPathProblem(m.target); !why.empty()) {
-      return InvalidArgument(fmt::format("mounts[{}].target", i),
-                             fmt::format("{}: {}", m.target, why));
-    }
+    ARBITER_RETURN_IF_ERROR(ValidateMountShape(job, i));
   }
   for (size_t i = 0; i < job.mounts.size(); ++i) {
-    const std::string& ti =
-        job.mounts[i].target.empty() ? job.mounts[i].path : job.mounts[i].target;
+    const Mount& mi = job.mounts[i];
+    const std::string& ti = mi.target.empty() ? mi.path : mi.target;
     for (size_t k = 0; k < i; ++k) {
-      const std::string& tk =
-          job.mounts[k].target.empty() ? job.mounts[k].path : job.mounts[k].target;
-      if (ti == tk) {
+      const Mount& mk = job.mounts[k];
+      if (!mi.volume.empty() && mi.volume == mk.volume) {
+        return InvalidArgument(
+            fmt::format("mounts[{}].volume", i),
+            fmt::format("volume {} is already mounted by mounts[{}]", mi.volume, k));
+      }
+      const std::string& tk = mk.target.empty() ? mk.path : mk.target;
+      if (!ti.empty() && ti == tk) {
         return InvalidArgument(fmt::format("mounts[{}].target", i),
                                fmt::format("{} is already the target of mounts[{}]", ti, k));
       }

@@ -33,6 +33,22 @@ std::string MountPathProblem(std::string_view path) {
   return "";
 }
 
+bool IsValidVolumeName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxVolumeNameBytes) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return name.front() != '-' && name.back() != '-';
+}
+
+std::string VolumeEnvName(std::string_view name) {
+  std::string out = "ARBITER_VOLUME_";
+  for (char c : name) {
+    out += c == '-' ? '_' : (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  }
+  return out;
+}
+
 bool PathIsUnder(std::string_view path, std::string_view base) {
   if (base == "/") return !path.empty() && path[0] == '/';
   if (path.substr(0, base.size()) != base) return false;
@@ -61,12 +77,44 @@ std::string RulesText(const std::vector<MountRule>& rules) {
   return out;
 }
 
+std::string VolumesText(const std::vector<VolumeRule>& volumes) {
+  if (volumes.empty()) return "none";
+  std::string out;
+  for (const VolumeRule& v : volumes) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", v.name, MountModeName(v.read_only));
+  }
+  return out;
+}
+
+Status CheckVolumeAllowed(const Mount& m, const std::vector<VolumeRule>& volumes,
+                          std::string_view tenant, const std::string& field) {
+  for (const VolumeRule& v : volumes) {
+    if (v.name != m.volume) continue;
+    if (!m.read_only && v.read_only) {
+      return InvalidArgument(field + ".mode",
+                             fmt::format("volume {} may only be mounted read-only by tenant {} "
+                                         "(volumes: {})",
+                                         m.volume, tenant, VolumesText(volumes)));
+    }
+    return Status::Ok();
+  }
+  return InvalidArgument(field + ".volume", fmt::format("tenant {} has no volume {} (volumes: {})",
+                                                        tenant, m.volume, VolumesText(volumes)));
+}
+
 }  // namespace
 
 Status CheckMountsAllowed(const std::vector<Mount>& mounts, const std::vector<MountRule>& rules,
-                          std::string_view tenant, const std::string& prefix) {
+                          const std::vector<VolumeRule>& volumes, std::string_view tenant,
+                          const std::string& prefix) {
   for (size_t i = 0; i < mounts.size(); ++i) {
     const Mount& m = mounts[i];
+    if (!m.volume.empty()) {
+      ARBITER_RETURN_IF_ERROR(
+          CheckVolumeAllowed(m, volumes, tenant, fmt::format("{}[{}]", prefix, i)));
+      continue;
+    }
     if (FindMountRule(m, rules) != nullptr) continue;
     bool under_ro = false;
     for (const MountRule& r : rules) under_ro = under_ro || PathIsUnder(m.path, r.path);

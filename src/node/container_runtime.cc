@@ -196,6 +196,10 @@ std::string PullFailureReason(const std::string& output) {
   return "ImagePullFailed: " + reason;
 }
 
+std::string VolumeName(const std::string& tenant, const std::string& volume) {
+  return fmt::format("arbiter-{}_{}", tenant, volume);
+}
+
 std::string RegistryOf(const std::string& image) {
   const size_t slash = image.find('/');
   if (slash == std::string::npos) return "docker.io";
@@ -524,6 +528,14 @@ bool ContainerRuntime::RunCommand(const TaskContainer& c, const std::string& env
     }
     argv->push_back(fmt::format("--volume={}:{}:{}", m.path, target, m.read_only ? "ro" : "rw"));
   }
+  for (const VolumeBind& v : c.volumes) {
+    if (v.target.find_first_of(":,") != std::string::npos) {
+      *why = fmt::format("volume {} -> {}: a path with ':' or ',' cannot be mounted", v.name,
+                         v.target);
+      return false;
+    }
+    argv->push_back(fmt::format("--volume={}:{}:{}", v.name, v.target, v.read_only ? "ro" : "rw"));
+  }
   if (!c.cwd.empty()) argv->push_back("--workdir=" + c.cwd);
   if (cdi_gpus_) {
     for (int32_t g : c.gpus) argv->push_back(fmt::format("--device=nvidia.com/gpu={}", g));
@@ -559,6 +571,64 @@ bool ContainerRuntime::RunCommand(const TaskContainer& c, const std::string& env
   argv->push_back(c.image);
   argv->insert(argv->end(), c.command.begin(), c.command.end());
   return true;
+}
+
+std::string ContainerRuntime::VolumeFolder(const std::string& name, const std::string& tenant,
+                                           const std::string& volume, std::string* why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = volumes_.find(name);
+    if (it != volumes_.end()) return it->second;
+  }
+  auto mountpoint = [&](ToolResult* r) {
+    std::vector<std::string> argv = Podman();
+    argv.insert(argv.end(), {"volume", "inspect", "--format", "{{.Mountpoint}}", name});
+    *r = RunTool(argv, ToolEnv(), 60000, nullptr, &cancel_);
+    return r->exit_code == 0;
+  };
+  ToolResult r;
+  if (!mountpoint(&r)) {
+    std::vector<std::string> argv = Podman();
+    argv.insert(argv.end(), {"volume", "create", "--label", "arbiter.tenant=" + tenant, "--label",
+                             "arbiter.volume=" + volume, name});
+    const ToolResult made = RunTool(argv, ToolEnv(), 60000, nullptr, &cancel_);
+    if (!mountpoint(&r)) {
+      *why = made.exit_code != 0
+                 ? fmt::format("cannot create the volume {} (exit {}): {}", name, made.exit_code,
+                               Trim(made.output))
+                 : fmt::format("cannot find the volume {}: {}", name, Trim(r.output));
+      return "";
+    }
+    spdlog::info("created the volume {} (tenant {}, volume {})", name, tenant, volume);
+  }
+  const std::string folder = Trim(r.output);
+  if (folder.empty() || folder.front() != '/') {
+    *why = fmt::format("the volume {} has no folder on this node ({})", name, folder);
+    return "";
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  volumes_[name] = folder;
+  return folder;
+}
+
+bool ContainerRuntime::EnsureVolume(const std::string& name, const std::string& tenant,
+                                    const std::string& volume, int64_t uid, int64_t gid,
+                                    std::string* why) {
+  // Twice at most: a volume an operator removed since it was last seen is made again.
+  for (int round = 0; round < 2; ++round) {
+    const std::string folder = VolumeFolder(name, tenant, volume, why);
+    if (folder.empty()) return false;
+    // The task's user owns the top of it (not what is in it: files keep their owners).
+    if (::chown(folder.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0 &&
+        ::chmod(folder.c_str(), 0700) == 0) {
+      return true;
+    }
+    *why = fmt::format("cannot give the volume {} ({}) to uid {}: {}", name, folder, uid,
+                       std::strerror(errno));
+    std::lock_guard<std::mutex> lock(mu_);
+    volumes_.erase(name);
+  }
+  return false;
 }
 
 void ContainerRuntime::Remove(const std::string& name) {

@@ -16,7 +16,9 @@
 // attached (its stdout and stderr are the task's, its exit code the container's), named after
 // the task, removed when it ends (`--rm`, `--replace` for a leftover of the same name), with the
 // task's user, GPUs, environment (inherited from podman's own, never on a command line), working
-// folders mounted at the same paths, host networking, and its CPU, memory and process limits.
+// folders mounted at the same paths, its job's host-path mounts and its tenant's named volumes
+// (podman volumes "arbiter-<tenant>_<name>", made by EnsureVolume), host networking, and its CPU,
+// memory and process limits.
 //
 // Thread safety: every public call is thread-safe; the progress callback runs on the pull thread.
 #pragma once
@@ -59,6 +61,18 @@ struct ImageState {
   int64_t at_ms = 0;    // kFailed: when (a failure older than a minute is pulled again)
 };
 
+// A named volume of the node's podman mounted into a task's container.
+struct VolumeBind {
+  std::string name;  // podman's name of it (VolumeName)
+  std::string target;
+  bool read_only = false;
+};
+
+// The podman volume that holds the volume `volume` of tenant `tenant` on a node:
+// "arbiter-<tenant>_<volume>". '_' is in neither a tenant's nor a volume's names, so two tenants
+// never share one ("a-b"'s "c" and "a"'s "b-c" would, with '-').
+std::string VolumeName(const std::string& tenant, const std::string& volume);
+
 // One task's container, as the executor describes it.
 struct TaskContainer {
   std::string name;  // the container's name
@@ -70,8 +84,10 @@ struct TaskContainer {
   int64_t gid = -1;
   std::vector<int64_t> groups;
   std::vector<std::string> mounts;  // host folders mounted at the same path, read-write
-  // The job's own mounts (checked against its tenant's allowed paths at submission).
+  // The job's own host-path mounts (checked against its tenant's allowed paths at submission).
   std::vector<Mount> binds;
+  // Its tenant's named volumes (made by EnsureVolume).
+  std::vector<VolumeBind> volumes;
   std::vector<int32_t> gpus;  // CUDA indices: CDI devices where the toolkit is present
   int64_t cpu_milli = 0;      // 0: no limit
   int64_t memory_mib = 0;     // 0: no limit
@@ -108,6 +124,12 @@ class ContainerRuntime {
   bool RunCommand(const TaskContainer& c, const std::string& env_file,
                   std::vector<std::string>* argv, std::vector<std::string>* env,
                   std::string* why) const;
+  // Makes sure the podman volume `name` exists (created with the labels arbiter.tenant=TENANT
+  // and arbiter.volume=VOLUME when missing) and that its folder belongs to uid:gid, mode 0700,
+  // so that a task of that user may write there. False (with *why) when podman cannot make it.
+  // Runs podman (a second or less): once per volume and process, later calls only chown.
+  bool EnsureVolume(const std::string& name, const std::string& tenant, const std::string& volume,
+                    int64_t uid, int64_t gid, std::string* why);
   // The command that removes the container `name` if it is left (its podman was killed).
   std::vector<std::string> RemoveCommand(const std::string& name) const;
   // Removes the container `name` now (killed if it runs), when there is one.
@@ -125,6 +147,9 @@ class ContainerRuntime {
   bool Insecure(const ImagePull& pull) const;
   // An auth file for `pull` ("": none), written 0600 under the node's folder.
   std::string AuthFile(const ImagePull& pull) const;
+  // The folder of the podman volume `name`, made first when missing; "" (with *why) on failure.
+  std::string VolumeFolder(const std::string& name, const std::string& tenant,
+                           const std::string& volume, std::string* why);
 
   std::string dir_;  // WORK_DIR/containers
   ContainerOptions options_;
@@ -137,6 +162,7 @@ class ContainerRuntime {
   std::map<std::string, ImageState> states_;
   std::deque<ImagePull> queue_;
   std::vector<NodeImage> images_;
+  std::map<std::string, std::string> volumes_;  // podman volume -> its folder (made or seen)
   uint64_t images_version_ = 0;
   int64_t listed_ms_ = -1;
   bool stop_ = false;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -158,6 +159,98 @@ TEST(ContainerRuntime, AMountThroughASymbolicLinkIsRefused) {
   c.binds = {{dir + "/data/missing", "/data", true}};
   EXPECT_FALSE(rt.RunCommand(c, dir + "/task.env", &argv, &env, &why));
   EXPECT_NE(why.find("no such folder"), std::string::npos) << why;
+}
+
+// A tenant's volume is a podman volume of its own: the separator is in no tenant's or volume's
+// name, so no two tenants share one.
+TEST(ContainerRuntime, VolumesAreNamedPerTenantAndMountedByName) {
+  EXPECT_EQ(VolumeName("vision", "ckpt"), "arbiter-vision_ckpt");
+  EXPECT_NE(VolumeName("a-b", "c"), VolumeName("a", "b-c"));
+  const std::string dir = ::testing::TempDir() + "/container-runtime-volumes";
+  std::filesystem::create_directories(dir);
+  ContainerOptions o;
+  o.cdi_dirs = {};
+  ContainerRuntime rt(dir, o, nullptr);
+  TaskContainer c;
+  c.name = "arbiter-task-9-0";
+  c.image = "i";
+  c.command = {"true"};
+  c.volumes = {{"arbiter-vision_ckpt", "/ckpt", false}, {"arbiter-vision_data", "/data", true}};
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string why;
+  ASSERT_TRUE(rt.RunCommand(c, "", &argv, &env, &why)) << why;
+  for (const char* v :
+       {"--volume=arbiter-vision_ckpt:/ckpt:rw", "--volume=arbiter-vision_data:/data:ro"}) {
+    EXPECT_NE(std::find(argv.begin(), argv.end(), v), argv.end()) << v;
+  }
+  c.volumes = {{"arbiter-vision_ckpt", "/a:b", false}};
+  EXPECT_FALSE(rt.RunCommand(c, "", &argv, &env, &why));
+  EXPECT_NE(why.find("':' or ','"), std::string::npos) << why;
+}
+
+// EnsureVolume against a stand-in for podman that keeps volumes as folders: a missing volume is
+// created with its labels, once; its folder is the task user's, 0700; one removed meanwhile is
+// made again.
+TEST(ContainerRuntime, EnsureVolumeCreatesOnceAndGivesItToTheUser) {
+  const std::string dir = std::filesystem::weakly_canonical(
+                              std::filesystem::path(::testing::TempDir()) / "container-volumes")
+                              .string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string fake = dir + "/podman";
+  {
+    std::ofstream f(fake);
+    // Global options come in pairs; then "volume inspect --format F NAME" or "volume create
+    // --label L --label L NAME". VOLS is where the volumes are kept.
+    f << "#!/bin/sh\nVOLS=" << dir << "/vols\nCALLS=" << dir << "/calls\n"
+      << R"(echo "$*" >> "$CALLS"
+while [ $# -gt 0 ]; do case "$1" in --*) shift 2;; *) break;; esac; done
+case "$1 $2" in
+  'volume inspect') [ -d "$VOLS/$5" ] || { echo no such volume; exit 125; }
+    echo "$VOLS/$5/_data";;
+  'volume create') for a; do n=$a; done; mkdir -p "$VOLS/$n/_data"; echo "$n";;
+  *) exit 1;;
+esac
+)";
+  }
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  ContainerOptions o;
+  o.cdi_dirs = {};
+  o.podman = fake;
+  ContainerRuntime rt(dir, o, nullptr);
+  std::string why;
+  auto calls = [&] {
+    std::ifstream in(dir + "/calls");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  ASSERT_TRUE(rt.EnsureVolume("arbiter-vision_ckpt", "vision", "ckpt", getuid(), getgid(), &why))
+      << why << calls();
+  const std::string folder = dir + "/vols/arbiter-vision_ckpt/_data";
+  struct stat st {};
+  ASSERT_EQ(::stat(folder.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, getuid());
+  const std::string first = calls();
+  EXPECT_NE(first.find("volume create --label arbiter.tenant=vision --label arbiter.volume=ckpt "
+                       "arbiter-vision_ckpt"),
+            std::string::npos)
+      << first;
+  // Known now: no podman.
+  ASSERT_TRUE(rt.EnsureVolume("arbiter-vision_ckpt", "vision", "ckpt", getuid(), getgid(), &why));
+  EXPECT_EQ(calls(), first);
+  // Removed by an operator: made again.
+  std::filesystem::remove_all(dir + "/vols/arbiter-vision_ckpt");
+  ASSERT_TRUE(rt.EnsureVolume("arbiter-vision_ckpt", "vision", "ckpt", getuid(), getgid(), &why))
+      << why;
+  EXPECT_TRUE(std::filesystem::exists(folder));
+  // podman failing: the reason says so.
+  o.podman = dir + "/no-such-podman";
+  ContainerRuntime broken(dir + "/b", o, nullptr);
+  EXPECT_FALSE(broken.EnsureVolume("arbiter-vision_x", "vision", "x", getuid(), getgid(), &why));
+  EXPECT_NE(why.find("cannot create the volume arbiter-vision_x"), std::string::npos) << why;
 }
 
 }  // namespace

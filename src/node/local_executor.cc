@@ -99,6 +99,15 @@ std::string ContainerName(uint64_t job, int32_t task) {
   return fmt::format("arbiter-task-{}-{}", job, task);
 }
 
+// Whether a tenant's name from an assignment may name a folder: the configuration's tenant names
+// ([a-z0-9][a-z0-9-]*), so never "..", "/" or "".
+bool IsFolderSafeTenant(const std::string& tenant) {
+  if (tenant.empty() || tenant.size() > 63 || tenant[0] == '-') return false;
+  return std::all_of(tenant.begin(), tenant.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
 // Processes whose parent is this one and that are not shims we know: what a killed shim's task
 // left (this process is their subreaper).
 void KillStrays(const std::set<pid_t>& shims) {
@@ -141,7 +150,7 @@ LocalExecutor::LocalExecutor(ExecutionBackend* backend, std::string node, std::s
   std::string why;
   std::filesystem::create_directories(work_dir_, ec);
   bool ok = EnsureDir(work_dir_, 0711, &why) && EnsureDir(work_dir_ + "/jobs", 0700, &why);
-  for (const char* d : {"work", "tmp", "checkpoints"}) {
+  for (const char* d : {"work", "tmp", "checkpoints", "volumes"}) {
     ok = ok && EnsureDir(fmt::format("{}/{}", work_dir_, d), 0711, &why);
   }
   if (!ok) spdlog::error("node {}: {}", node_, why);
@@ -420,6 +429,48 @@ bool LocalExecutor::ResolveIdentity(const TaskAssignment& a, Identity* id, std::
   return true;
 }
 
+std::string LocalExecutor::VolumeFolder(const std::string& tenant,
+                                        const std::string& volume) const {
+  return fmt::format("{}/volumes/{}/{}", work_dir_, tenant, volume);
+}
+
+bool LocalExecutor::PrepareVolumes(const TaskAssignment& a, const Identity& id,
+                                   std::string* why) const {
+  const std::string& tenant = a.spec.tenant;
+  for (const Mount& m : a.spec.mounts) {
+    if (m.volume.empty()) continue;
+    if (!IsFolderSafeTenant(tenant) || !IsValidVolumeName(m.volume)) {
+      *why = fmt::format("volume {} of tenant '{}': not a volume this node can keep", m.volume,
+                         tenant);
+      return false;
+    }
+    if (!a.spec.container_image.empty()) {
+      if (containers_ == nullptr) continue;  // the container fails to start, saying why
+      // The container's user (ContainerCommand): the task's, else this process's.
+      const int64_t uid = id.uid >= 0 ? id.uid : static_cast<int64_t>(geteuid());
+      const int64_t gid = id.uid >= 0 ? id.gid : static_cast<int64_t>(getegid());
+      if (!containers_->EnsureVolume(VolumeName(tenant, m.volume), tenant, m.volume, uid, gid,
+                                     why)) {
+        return false;
+      }
+      continue;
+    }
+    // A host process's volume: volumes/<tenant>/<volume>, 0700, the task's user's; the tenant's
+    // folder (0711, ours) can be crossed, not listed.
+    const std::string folder = VolumeFolder(tenant, m.volume);
+    if (!EnsureDir(fmt::format("{}/volumes/{}", work_dir_, tenant), 0711, why) ||
+        !EnsureDir(folder, 0700, why)) {
+      return false;
+    }
+    if (id.uid >= 0 &&
+        ::chown(folder.c_str(), static_cast<uid_t>(id.uid), static_cast<gid_t>(id.gid)) != 0) {
+      *why = fmt::format("cannot give {} to uid {}: {}", folder, id.uid, std::strerror(errno));
+      return false;
+    }
+  }
+  return true;
+}
+
 bool LocalExecutor::PrepareFolders(uint64_t job, const Identity& id, std::string* why) const {
   if (!EnsureDir(StateDir(job), 0700, why)) return false;
   for (const char* d : {"work", "tmp", "checkpoints"}) {
@@ -481,6 +532,12 @@ std::vector<std::string> LocalExecutor::Environment(const TaskAssignment& a,
   }
   env["ARBITER_NODES"] = nodes.empty() ? node_ : fmt::format("{}", fmt::join(nodes, ","));
   if (!a.step_key.empty()) env["ARBITER_STEP_KEY"] = a.step_key;
+  // Its volumes: where the container has them, or their folders on the node.
+  for (const Mount& m : a.spec.mounts) {
+    if (m.volume.empty()) continue;
+    env[VolumeEnvName(m.volume)] =
+        a.spec.container_image.empty() ? VolumeFolder(a.spec.tenant, m.volume) : m.target;
+  }
   if (a.spec.service) {  // a service's replica: the port it serves on (docs/services.md)
     env[std::string(kServicePortEnvName)] = std::to_string(a.spec.service->port);
     env["ARBITER_SERVICE"] = a.spec.service->name;
@@ -528,7 +585,8 @@ void LocalExecutor::FailToStart(const TaskAssignment& a, const std::string& why,
 void LocalExecutor::Launch(const TaskAssignment& a, const std::string& digest) {
   Identity id;
   std::string why;
-  if (!ResolveIdentity(a, &id, &why) || !PrepareFolders(a.job, id, &why)) {
+  if (!ResolveIdentity(a, &id, &why) || !PrepareFolders(a.job, id, &why) ||
+      !PrepareVolumes(a, id, &why)) {
     return FailToStart(a, why);
   }
   exec::ShimSpec s;
@@ -777,7 +835,13 @@ bool LocalExecutor::ContainerCommand(const TaskAssignment& a, const Identity& id
   for (const char* d : {"work", "tmp", "checkpoints"}) {
     c.mounts.push_back(fmt::format("{}/{}/{}", work_dir_, d, a.job));
   }
-  c.binds = a.spec.mounts;
+  for (const Mount& m : a.spec.mounts) {
+    if (m.volume.empty()) {
+      c.binds.push_back(m);
+    } else {  // made by PrepareVolumes
+      c.volumes.push_back({VolumeName(a.spec.tenant, m.volume), m.target, m.read_only});
+    }
+  }
   // Never the image's user (often root): the task's, or this process's when it cannot switch.
   c.uid = id.uid >= 0 ? id.uid : static_cast<int64_t>(geteuid());
   c.gid = id.uid >= 0 ? id.gid : static_cast<int64_t>(getegid());
@@ -790,6 +854,10 @@ bool LocalExecutor::ContainerCommand(const TaskAssignment& a, const Identity& id
   const std::string env_file = fmt::format("{}/task-{}.env", StateDir(a.job), a.task);
   if (!containers_->RunCommand(c, env_file, &s->argv, &s->env, why)) return false;
   s->cleanup_argv = containers_->RemoveCommand(c.name);
+  // A stop's SIGTERM reaches the container's processes from the shim itself, not through podman:
+  // podman, finding its container already ended, would kill itself with the signal and report
+  // 143 in place of the container's own exit code.
+  s->stop_spares_main = true;
   // podman runs as this process (it switches to the task's user inside the container), in the
   // task's groups, from a folder it can enter.
   s->uid = -1;

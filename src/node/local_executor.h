@@ -13,12 +13,16 @@
 //     work/<id>/               0700, the task's user's: the default working directory and HOME
 //     tmp/<id>/                0700, the task's user's: TMPDIR
 //     checkpoints/<id>/        0700, the task's user's: ARBITER_CHECKPOINT_DIR (kept across runs)
+//     volumes/<tenant>/<name>/ 0700, the user's of the tenant's last task to use it: a named
+//                              volume of a host process (ARBITER_VOLUME_<NAME>), kept across jobs
+//                              (a container's is the podman volume arbiter-<tenant>_<name>)
 //
 // The environment is only what the job sets, plus PATH (a default the job may override), HOME,
 // USER, LOGNAME, TMPDIR, CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES (its GPUs, with
 // CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers them as NVML does), ARBITER_JOB_ID,
-// ARBITER_TASK_INDEX, ARBITER_NODE_NAME, ARBITER_RESTART_COUNT, ARBITER_CHECKPOINT_DIR, and
-// MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK.
+// ARBITER_TASK_INDEX, ARBITER_NODE_NAME, ARBITER_RESTART_COUNT, ARBITER_CHECKPOINT_DIR,
+// ARBITER_VOLUME_<NAME> (each volume: its target in a container, its folder for a host process),
+// and MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK, LOCAL_RANK.
 //
 // Restarts kill nothing: tasks outlive the executor's process. Recover() adopts the shims of an
 // earlier run from their pid files (and reports the exits that happened meanwhile); a shim whose
@@ -149,6 +153,11 @@ class LocalExecutor {
   bool ResolveIdentity(const TaskAssignment& a, Identity* id, std::string* why) const;
   // The task's folders, owned by its user; false (with *why) when they cannot be made.
   bool PrepareFolders(uint64_t job, const Identity& id, std::string* why) const;
+  // The task's volumes, made when missing and given to its user: podman volumes for a container,
+  // folders under WORK_DIR/volumes for a host process. False (with *why) when they cannot be.
+  bool PrepareVolumes(const TaskAssignment& a, const Identity& id, std::string* why) const;
+  // WORK_DIR/volumes/<tenant>/<volume>: a host process's volume.
+  std::string VolumeFolder(const std::string& tenant, const std::string& volume) const;
   std::vector<std::string> Environment(const TaskAssignment& a, const Identity& id) const;
   // `reason` ("ImagePullFailed: ..."): the job's reason, with `exit_code`.
   void FailToStart(const TaskAssignment& a, const std::string& why, const std::string& reason = "",

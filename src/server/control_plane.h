@@ -587,8 +587,9 @@ class ControlPlane : public node::ExecutionBackend {
   void NoteReportedResourcesLocked(const Node& reported);
   // Raises the spec's per-task CPU and memory to the minimums.
   void ApplyTaskMinimums(JobSpec* spec) const;
-  // The tenant's image registries and host paths (model/mounts.h): InvalidArgument naming the
-  // field ("container_image", "mounts[0].path") and the rule broken.
+  // The tenant's image registries, host paths and volumes (model/mounts.h): InvalidArgument
+  // naming the field ("container_image", "mounts[0].path", "mounts[1].volume") and the rule
+  // broken.
   Status CheckTenantBoundariesLocked(const std::string& tenant, const JobSpec& spec) const;
   // control_plane_identity.cc: gives every configured tenant without one its own uid, recorded
   // in `b`; the run_as of a job's tasks.

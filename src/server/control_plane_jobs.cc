@@ -306,7 +306,7 @@ Status ControlPlane::CheckTenantBoundariesLocked(const std::string& tenant,
   if (!spec.container_image.empty()) {
     ARBITER_RETURN_IF_ERROR(CheckImageAllowed(spec.container_image, t->images, tenant));
   }
-  return CheckMountsAllowed(spec.mounts, t->mounts, tenant);
+  return CheckMountsAllowed(spec.mounts, t->mounts, t->volumes, tenant);
 }
 
 void ControlPlane::ApplyTaskMinimums(JobSpec* spec) const {

@@ -26,8 +26,13 @@ priority_classes:
   - {name: best-effort, value: 0, preemptible: true, min_runtime_seconds: 0, grace_period_seconds: 10}
 tenants:
   - name: lab
+    volumes: [{name: ckpt}]
     queues:
       - {name: lab-q, guaranteed: {gpu: 8}}
+  - name: rival
+    volumes: [{name: ckpt}]
+    queues:
+      - {name: rival-q, guaranteed: {gpu: 0}}
 nodes:
   - {name: box, cpu_milli: 32000, memory_mib: 65536, gpus: {count: 8, model: A100-80G, nvlink_domains: 2}}
 )";
@@ -104,7 +109,7 @@ class ContainersTest : public ::testing::Test {
   }
 
   uint64_t Submit(json body) {
-    body["queue"] = "lab-q";
+    if (!body.contains("queue")) body["queue"] = "lab-q";
     auto r = admin_->Post("/api/v1/jobs", body.dump(), "application/json");
     EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no response");
     return r ? json::parse(r->body)["id"].get<uint64_t>() : 0;
@@ -148,6 +153,27 @@ class ContainersTest : public ::testing::Test {
     std::stringstream s;
     s << f.rdbuf();
     return s.str();
+  }
+
+  // `podman ARGS` with the node's own storage; its exit code, its output in *out.
+  int NodePodman(const std::string& args, std::string* out) {
+    const std::string c = server_.node_dir() + "/containers";
+    return RunShell(fmt::format("CONTAINERS_CONF={0}/containers.conf podman --root {0}/root "
+                                "--runroot {0}/run {1}",
+                                c, args),
+                    out);
+  }
+
+  // The images the node reports (GET /api/v1/nodes/box), by name.
+  std::vector<std::string> NodeImages() {
+    std::vector<std::string> out;
+    auto r = admin_->Get("/api/v1/nodes/box");
+    if (!r) return out;
+    const json node = json::parse(r->body);
+    for (const json& img : node["status"].value("images", json::array())) {
+      out.push_back(img.value("name", ""));
+    }
+    return out;
   }
 
   TempDir dir_;
@@ -268,6 +294,125 @@ TEST_F(ContainersTest, PreemptedContainerCheckpointsAndResumes) {
   const json j = WaitFor(low, "succeeded");
   EXPECT_EQ(j["preemptions"], 1);
   EXPECT_EQ(Output(low), kCheckpointJobOutput);
+}
+
+// A queue head that waits for capacity gets a reservation on the node, which pulls its image
+// then, while the job is still pending: when the capacity frees, it starts with no pull.
+TEST_F(ContainersTest, ReservedQueueHeadsImageIsPulledBeforeItStarts) {
+  const std::string& image = g_registry->image;
+  // A host process holds every GPU, with a walltime: the capacity frees at a known time, so the
+  // next job gets a reservation.
+  const uint64_t holder = Submit(
+      {{"command", {"sleep", "600"}}, {"walltime_seconds", 600}, {"resources", {{"gpus", 8}}}});
+  WaitFor(holder, "running");
+  const uint64_t head = Submit({{"command", {"sh", "-c", "echo started"}},
+                                {"container_image", image},
+                                {"resources", {{"gpus", 8}}}});
+  // The node holds the image while the head still waits.
+  bool pulled = false;
+  for (int i = 0; i < 600 && !pulled; ++i) {
+    const std::vector<std::string> images = NodeImages();
+    pulled = std::find(images.begin(), images.end(), image) != images.end();
+    if (!pulled) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(pulled) << json(NodeImages()).dump();
+  const json waiting = Get(head);
+  EXPECT_EQ(waiting["state"], "pending") << waiting.dump();
+  auto why = admin_->Get(fmt::format("/api/v1/jobs/{}/why", head));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->body.find("reserved"), std::string::npos) << why->body;
+
+  ASSERT_EQ(
+      admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", holder), "", "application/json")->status,
+      200);
+  const json done = WaitFor(head, "succeeded");
+  EXPECT_EQ(Output(head), "started\n");
+  EXPECT_EQ(done.value("image_digest", ""), g_registry->digest) << done.dump();
+  // It started from the node's cache: no pull while it was the node's task.
+  for (const std::string& n : Notes(head)) {
+    EXPECT_EQ(n.rfind("pulling", 0), std::string::npos) << "pulled at its start: " << n;
+  }
+}
+
+// A stopped container whose trap exits 0 reports 0: podman does not turn it into 143 (the
+// shim's SIGTERM reaches the container itself; podman, not signalled, reports its exit).
+TEST_F(ContainersTest, StoppedContainerReportsItsOwnExitCode) {
+  const std::string& image = g_registry->image;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(Submit({{"command",
+                           {"sh", "-c",
+                            "trap 'echo stopping; exit 0' TERM; echo started; "
+                            "while true; do sleep 0.1; done"}},
+                          {"container_image", image},
+                          {"resources", {{"gpus", 1}}}}));
+  }
+  for (uint64_t id : ids) {
+    WaitFor(id, "running");
+    for (int i = 0; i < 600 && Output(id).empty(); ++i) {  // its trap is set once it says so
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(Output(id), "started\n");
+  }
+  for (uint64_t id : ids) {
+    ASSERT_EQ(
+        admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json")->status,
+        200);
+  }
+  for (uint64_t id : ids) {
+    EXPECT_TRUE(server_.WaitForOutput(fmt::format("job {} task 0 exited with ", id), 60))
+        << server_.output();
+    EXPECT_NE(server_.output().find(fmt::format("job {} task 0 exited with 0\n", id)),
+              std::string::npos)
+        << "job " << id << ": " << server_.output();
+    EXPECT_NE(Output(id).find("started\nstopping\n"), std::string::npos) << Output(id);
+  }
+}
+
+// A tenant's volume is a podman volume of its own on the node: what one of its containers
+// writes, the next reads; another tenant's volume of the same name is other storage; a
+// read-only mount cannot be written.
+TEST_F(ContainersTest, VolumeKeepsItsTenantsDataAcrossContainers) {
+  const std::string& image = g_registry->image;
+  const json ckpt = {{{"volume", "ckpt"}, {"target", "/ckpt"}}};
+  const uint64_t write =
+      Submit({{"command", {"sh", "-c", "echo step-9 > /ckpt/state && echo V=$ARBITER_VOLUME_CKPT"}},
+              {"container_image", image},
+              {"mounts", ckpt},
+              {"retry", {{"max_retries", 0}}}});
+  WaitFor(write, "succeeded");
+  EXPECT_EQ(Output(write), "V=/ckpt\n");
+  const uint64_t read = Submit({{"command", {"cat", "/ckpt/state"}},
+                                {"container_image", image},
+                                {"mounts", ckpt},
+                                {"retry", {{"max_retries", 0}}}});
+  WaitFor(read, "succeeded");
+  EXPECT_EQ(Output(read), "step-9\n");
+
+  const uint64_t other = Submit({{"queue", "rival-q"},
+                                 {"command", {"sh", "-c", "ls -A /ckpt; echo listed"}},
+                                 {"container_image", image},
+                                 {"mounts", ckpt},
+                                 {"retry", {{"max_retries", 0}}}});
+  WaitFor(other, "succeeded");
+  EXPECT_EQ(Output(other), "listed\n");
+
+  const uint64_t ro =
+      Submit({{"command", {"sh", "-c", "cat /ckpt/state; echo x > /ckpt/other || echo read-only"}},
+              {"container_image", image},
+              {"mounts", {{{"volume", "ckpt"}, {"target", "/ckpt"}, {"mode", "ro"}}}},
+              {"retry", {{"max_retries", 0}}}});
+  WaitFor(ro, "succeeded");
+  EXPECT_EQ(Output(ro), "step-9\nread-only\n");
+
+  // The node's podman volumes, one per tenant, labelled with tenant and volume.
+  std::string out;
+  ASSERT_EQ(NodePodman("volume ls --format '{{.Name}} {{.Labels}}'", &out), 0) << out;
+  EXPECT_NE(out.find("arbiter-lab_ckpt "), std::string::npos) << out;
+  EXPECT_NE(out.find("arbiter-rival_ckpt "), std::string::npos) << out;
+  ASSERT_EQ(NodePodman("volume ls --filter label=arbiter.tenant=lab --format '{{.Name}}'", &out),
+            0);
+  EXPECT_EQ(out, "arbiter-lab_ckpt\n");
 }
 
 }  // namespace
