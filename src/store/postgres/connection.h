@@ -41,6 +41,7 @@ class Params {
   Params& Int(int64_t v);
   Params& Uint(uint64_t v) { return Int(static_cast<int64_t>(v)); }
   Params& Bool(bool v) { return Text(v ? "true" : "false"); }
+  Params& Double(double v);           // shortest text that reads back the same double
   Params& Bytes(std::string_view v);  // a BYTEA, any bytes
   Params& Null();
   // A sequence number: NULL when 0 (the store assigns the next one).
@@ -68,6 +69,7 @@ class Row {
   int64_t Int();
   uint64_t Uint() { return static_cast<uint64_t>(Int()); }
   int32_t Int32() { return static_cast<int32_t>(Int()); }
+  double Double();
   bool Bool();
   std::string Bytes();  // a BYTEA column
 

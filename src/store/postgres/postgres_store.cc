@@ -20,6 +20,7 @@
 #include "store/postgres/connection.h"
 #include "store/postgres/migrations.h"
 #include "store/postgres/tables.h"
+#include "store/usage_rollup.h"
 
 namespace arbiter::store {
 namespace {
@@ -165,6 +166,15 @@ Status Writer::PrepareAll() {
       {"put_webhook_delivery", UpsertSql("webhook_deliveries", kWebhookDeliveryCols)},
       {"prune_webhook_deliveries",
        "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND updated_at_ms < $1"},
+      {"add_usage_rollup",
+       fmt::format("{} ON CONFLICT (span_ms, at_ms, tenant, queue, \"user\", job_type, gpu_model) "
+                   "DO UPDATE SET gpu_milli_ms = usage_rollups.gpu_milli_ms + "
+                   "EXCLUDED.gpu_milli_ms, cost_micro = usage_rollups.cost_micro + "
+                   "EXCLUDED.cost_micro",
+                   InsertSql("usage_rollups", kUsageRollupCols))},
+      {"append_fact", AppendSql("job_facts", kJobFactCols)},
+      {"prune_events", "DELETE FROM job_events WHERE at_ms < $1 AND seq <= $2"},
+      {"prune_usage", "DELETE FROM usage WHERE end_ms < $1 AND seq <= $2"},
   };
   for (const auto& [name, sql] : all) ARBITER_RETURN_IF_ERROR(conn_->Prepare(name, sql));
   return Status::Ok();
@@ -263,6 +273,19 @@ void Writer::Encode(const WriteOp& op, size_t batch, std::vector<Call>& out) {
                                     .Int(r.start_ms)
                                     .Int(r.end_ms)
                                     .Int(r.cost_micro));
+            // The report aggregates, in the same transaction as the record.
+            for (const RollupPart& part : SplitUsage(r)) {
+              add("add_usage_rollup", Params()
+                                          .Int(part.span_ms)
+                                          .Int(part.at_ms)
+                                          .Text(r.tenant)
+                                          .Text(r.queue)
+                                          .Text(r.user)
+                                          .Text(r.job_type)
+                                          .Text(r.gpu_model)
+                                          .Int(part.gpu_milli_ms)
+                                          .Double(part.cost_micro));
+            }
           },
           [&](const AuditRecord& r) {
             add("append_audit", Params()
@@ -336,6 +359,25 @@ void Writer::Encode(const WriteOp& op, size_t batch, std::vector<Call>& out) {
           },
           [&](const op::PruneWebhookDeliveries& r) {
             add("prune_webhook_deliveries", Params().Int(r.finished_before_ms));
+          },
+          [&](const JobFactRecord& r) {
+            add("append_fact", Params()
+                                   .SeqOrNull(r.seq)
+                                   .Uint(r.job_id)
+                                   .Int(r.at_ms)
+                                   .Text(r.kind)
+                                   .Text(r.tenant)
+                                   .Text(r.queue)
+                                   .Text(r.user)
+                                   .Text(r.job_type)
+                                   .Text(r.gpu_model)
+                                   .Int(r.since_ms)
+                                   .Int(r.lost_milli_ms)
+                                   .Text(r.reason));
+          },
+          [&](const op::PruneHistory& r) {
+            add("prune_events", Params().Int(r.before_ms).Uint(r.max_event_seq));
+            add("prune_usage", Params().Int(r.before_ms).Uint(r.max_usage_seq));
           },
       },
       op);
@@ -597,6 +639,20 @@ Status Reader::PrepareAll() {
       {"deliveries_of_hook",
        SelectSql("webhook_deliveries", kWebhookDeliveryCols,
                  "WHERE webhook_id = $1 ORDER BY created_at_ms DESC, id DESC LIMIT $2")},
+      // Up to three ranges of rollup rows (store/usage_rollup.h), summed in one snapshot.
+      {"usage_rollup",
+       "SELECT tenant, queue, \"user\", job_type, gpu_model, sum(gpu_milli_ms)::bigint, "
+       "sum(cost_micro) FROM usage_rollups WHERE "
+       "(span_ms = $1 AND at_ms >= $2 AND at_ms < $3) OR "
+       "(span_ms = $4 AND at_ms >= $5 AND at_ms < $6) OR "
+       "(span_ms = $7 AND at_ms >= $8 AND at_ms < $9) "
+       "GROUP BY tenant, queue, \"user\", job_type, gpu_model"},
+      {"job_facts", SelectSql("job_facts", kJobFactCols,
+                              "WHERE at_ms >= $1 AND since_ms < $2 ORDER BY at_ms, seq")},
+      {"events_before",
+       SelectSql("job_events", kEventCols, "WHERE seq > $2 AND at_ms < $1 ORDER BY seq LIMIT $3")},
+      {"usage_before",
+       SelectSql("usage", kUsageCols, "WHERE seq > $2 AND end_ms < $1 ORDER BY seq LIMIT $3")},
   };
   for (const auto& [name, sql] : all) ARBITER_RETURN_IF_ERROR(conn_->Prepare(name, sql));
   return Status::Ok();
@@ -862,6 +918,45 @@ class PostgresStore final : public Store {
     return Read([&](Reader& r) {
       return r.Query<UsageRecord>("usage", Params().Int(from_ms).Int(to_ms), "store: usage",
                                   ReadUsage);
+    });
+  }
+  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms) override {
+    if (from_ms % kRollupHourMs != 0) {
+      return InvalidArgument("from_ms", "store: usage rollup: must be a whole hour");
+    }
+    if (to_ms % kRollupHourMs != 0) {
+      return InvalidArgument("to_ms", "store: usage rollup: must be a whole hour");
+    }
+    std::vector<RollupRange> ranges = RollupRanges(from_ms, to_ms);
+    ranges.resize(3);  // the rest: span 0, which no row has
+    Params p;
+    for (const RollupRange& r : ranges) p.Int(r.span_ms).Int(r.from_ms).Int(r.to_ms);
+    auto parts = Read([&](Reader& r) {
+      return r.Query<UsageRollupRecord>("usage_rollup", p, "store: usage rollup", ReadRollupSum);
+    });
+    if (!parts.ok()) return parts.status();
+    return MergeRollupParts(std::move(parts).value(), from_ms, to_ms);
+  }
+  Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms) override {
+    return Read([&](Reader& r) {
+      return r.Query<JobFactRecord>("job_facts", Params().Int(from_ms).Int(to_ms),
+                                    "store: job facts", ReadJobFact);
+    });
+  }
+  Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
+                                                   size_t limit) override {
+    return Read([&](Reader& r) {
+      return r.Query<JobEventRecord>(
+          "events_before", Params().Int(before_ms).Uint(after_seq).Int(postgres::ClampLimit(limit)),
+          "store: events before", ReadEvent);
+    });
+  }
+  Result<std::vector<UsageRecord>> UsageBefore(int64_t before_ms, uint64_t after_seq,
+                                               size_t limit) override {
+    return Read([&](Reader& r) {
+      return r.Query<UsageRecord>(
+          "usage_before", Params().Int(before_ms).Uint(after_seq).Int(postgres::ClampLimit(limit)),
+          "store: usage before", ReadUsage);
     });
   }
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "store/postgres/migrations.h"
+#include "store/report_aggregates_checks.h"
 #include "testing/postgres_cluster.h"
 
 namespace arbiter::store {
@@ -252,7 +253,8 @@ TEST_F(PostgresStoreTest, HistoryQueriesAndAppendOnlyTables) {
   ASSERT_TRUE(store->Write(std::move(next)).ok());
   EXPECT_EQ(store->Load()->max_event_seq, 11u);
 
-  for (const char* sql : {"UPDATE job_events SET reason = 'x'", "DELETE FROM usage",
+  // Events and usage records may be deleted (by the retention, PruneHistory), never changed.
+  for (const char* sql : {"UPDATE job_events SET reason = 'x'", "UPDATE usage SET end_ms = 1",
                           "UPDATE audit SET actor = 'x'"}) {
     EXPECT_NE(Sql(sql).find("append-only"), std::string::npos) << sql;
   }
@@ -563,6 +565,18 @@ TEST_F(PostgresStoreTest, ConnectionErrorsAreUnavailableAndHideThePassword) {
   EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(store.status().message().find("hunter2"), std::string::npos)
       << store.status().message();
+}
+
+TEST_F(PostgresStoreTest, UsageRollupsEqualTheRecordsForEveryPeriodOfWholeHours) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  checks::UsageRollupsEqualTheRecords(*store);
+}
+
+TEST_F(PostgresStoreTest, JobFactsAreReadByPeriodAndPruneHistoryKeepsTheAggregates) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  checks::JobFactsAndPruneHistory(*store);
 }
 
 }  // namespace
