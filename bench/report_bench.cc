@@ -6,6 +6,7 @@
 //   build/bench/report_bench [--jobs-per-day N]   (default 200; one year of history)
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -180,6 +181,29 @@ int main(int argc, char** argv) {
   World& w = TheWorld();
   std::fprintf(stderr, "history: %d days, %zu jobs, %zu events, %zu usage records, %zu facts\n",
                static_cast<int>(kDays), w.jobs.size(), w.events, w.usage, w.facts);
+  // Bytes per job of each table and index (SQLite's dbstat: the pages each one uses), after the
+  // writer has checkpointed and the file was vacuumed.
+  w.store->Close();
+  sqlite3* db = nullptr;
+  if (sqlite3_open((w.dir + "/arbiter.db").c_str(), &db) == SQLITE_OK) {
+    sqlite3_exec(db, "VACUUM", nullptr, nullptr, nullptr);
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(db,
+                       "SELECT name, sum(pgsize) FROM dbstat WHERE name IN ('job_events', "
+                       "'job_events_by_job', 'usage', 'usage_by_end', 'usage_by_start', "
+                       "'usage_by_tenant', 'usage_rollups', 'job_facts', 'job_facts_by_time') "
+                       "GROUP BY name ORDER BY name",
+                       -1, &s, nullptr);
+    while (s != nullptr && sqlite3_step(s) == SQLITE_ROW) {
+      const double bytes = static_cast<double>(sqlite3_column_int64(s, 1));
+      std::fprintf(stderr, "%-20s %12.0f bytes  %8.1f bytes/job\n",
+                   reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), bytes,
+                   bytes / static_cast<double>(w.jobs.size()));
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+  }
+  w.store = std::move(store::OpenSqliteStore(w.dir + "/arbiter.db", {})).value();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   std::filesystem::remove_all(w.dir);

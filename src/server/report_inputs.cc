@@ -46,14 +46,14 @@ Status ReadUsage(store::Store& store, const Query& q, Inputs& in, bool budgets) 
   std::set<std::pair<int64_t, int64_t>> rollups;     // whole hours, read from usage_rollups
   std::vector<std::pair<int64_t, int64_t>> partial;  // partial hours, read from the records
   auto add = [&](int64_t a, int64_t b) {
-    const int64_t A = CeilTo(a, kRollupHourMs), B = FloorTo(b, kRollupHourMs);
-    if (A >= B) {
+    const int64_t whole_from = CeilTo(a, kRollupHourMs), whole_to = FloorTo(b, kRollupHourMs);
+    if (whole_from >= whole_to) {
       partial.emplace_back(a, b);
       return;
     }
-    rollups.emplace(A, B);
-    partial.emplace_back(a, A);
-    partial.emplace_back(B, b);
+    rollups.emplace(whole_from, whole_to);
+    partial.emplace_back(a, whole_from);
+    partial.emplace_back(whole_to, b);
   };
   for (const auto& [a, b] : Windows(q)) add(a, b);
   // A budget's used figure: [period start, now).

@@ -63,9 +63,6 @@ const std::string& KeyOf(GroupBy g, const std::string& tenant, const std::string
   return tenant;
 }
 
-const std::string& KeyOf(GroupBy g, const store::UsageRecord& u) {
-  return KeyOf(g, u.tenant, u.queue, u.user, u.job_type, u.gpu_model);
-}
 const std::string& KeyOf(GroupBy g, const JobInfo& j) {
   return KeyOf(g, j.tenant, j.queue, j.user, j.type, j.gpu_model);
 }
@@ -138,20 +135,20 @@ void AddRecordPart(const store::UsageRecord& u, int64_t a, int64_t b, Fn& fn) {
 template <typename Fn>
 void ForEachUsage(const Inputs& in, int64_t a, int64_t b, Fn fn) {
   for (const store::UsageRecord& u : in.open_usage) AddRecordPart(u, a, b, fn);
-  const int64_t A = store::CeilTo(a, store::kRollupHourMs);
-  const int64_t B = store::FloorTo(b, store::kRollupHourMs);
-  if (!in.aggregated || A >= B) {
+  const int64_t whole_from = store::CeilTo(a, store::kRollupHourMs);
+  const int64_t whole_to = store::FloorTo(b, store::kRollupHourMs);
+  if (!in.aggregated || whole_from >= whole_to) {
     for (const store::UsageRecord& u : in.usage) AddRecordPart(u, a, b, fn);
     return;
   }
   for (const store::UsageRollupRecord& r : in.usage_rollups) {
-    if (r.from_ms != A || r.to_ms != B) continue;
+    if (r.from_ms != whole_from || r.to_ms != whole_to) continue;
     fn(r.tenant, r.queue, r.user, r.job_type, r.gpu_model, static_cast<double>(r.gpu_milli_ms),
        r.cost_micro);
   }
   for (const store::UsageRecord& u : in.usage) {
-    AddRecordPart(u, a, A, fn);
-    AddRecordPart(u, B, b, fn);
+    AddRecordPart(u, a, whole_from, fn);
+    AddRecordPart(u, whole_to, b, fn);
   }
 }
 

@@ -213,7 +213,9 @@ TEST_F(ReportsFromAggregatesTest, EveryAffectedReportGivesTheRawHistorysTable) {
       {kT0 + 17 * kMinute, kT0 + kDay + 3 * kMinute, 90 * kMinute},         // steps not aligned
       {kNow - 7 * kDay, kNow, 0},                                           // the last 7 days
       {kT0 + 5 * kHour + 10 * kMinute, kT0 + 5 * kHour + 50 * kMinute, 0},  // inside one hour
-      {kT0 + 23 * kHour, kT0 + 49 * kHour, 0},  // one whole day and edges
+      {kT0 + 23 * kHour, kT0 + 49 * kHour, 0},
+      {kT0 - 30 * kDay + 17 * kMinute, kT0 + 30 * kDay,
+       0},  // sixteen-day rollups and edges  // one whole day and edges
   };
   const std::vector<std::optional<GroupBy>> groups = {std::nullopt,    GroupBy::kTenant,
                                                       GroupBy::kQueue, GroupBy::kUser,

@@ -21,7 +21,8 @@ namespace arbiter::store::checks {
 
 inline constexpr int64_t kT0 = 1'767'225'600'000;  // 2026-01-01T00:00:00Z
 
-// Usage records over three days, some crossing hour and day boundaries, in several groups.
+// Usage records over forty days, some crossing hour, day and sixteen-day boundaries, in several
+// groups.
 inline std::vector<UsageRecord> RandomUsage(uint32_t seed, int n) {
   std::mt19937 rng(seed);
   std::vector<UsageRecord> out;
@@ -34,7 +35,7 @@ inline std::vector<UsageRecord> RandomUsage(uint32_t seed, int n) {
     u.job_type = rng() % 2 ? "training" : "inference";
     u.gpu_model = rng() % 2 ? "H100" : "A100";
     u.gpu_milli = 250 * static_cast<int64_t>(1 + rng() % 32);
-    u.start_ms = kT0 + static_cast<int64_t>(rng() % (3 * kRollupDayMs));
+    u.start_ms = kT0 + static_cast<int64_t>(rng() % (40 * kRollupDayMs));
     // Mostly short, some of hours, some of more than a day.
     const int64_t scale =
         rng() % 5 == 0 ? 2 * kRollupDayMs : (rng() % 2 ? 4 * kRollupHourMs : 60'000);
@@ -76,10 +77,14 @@ inline void UsageRollupsEqualTheRecords(Store& store) {
       {kT0, kT0 + 6 * kRollupDayMs},
       {kT0 - kRollupDayMs, kT0 + kRollupHourMs},
       {kT0 + 5 * kRollupHourMs, kT0 + 2 * kRollupDayMs + 7 * kRollupHourMs},
-      {kT0 + kRollupDayMs, kT0 + 2 * kRollupDayMs}};
+      {kT0 + kRollupDayMs, kT0 + 2 * kRollupDayMs},
+      {kT0 - 20 * kRollupDayMs, kT0 + 60 * kRollupDayMs},
+      {kT0 + 5 * kRollupHourMs, kT0 + 35 * kRollupDayMs + 7 * kRollupHourMs}};
   for (int i = 0; i < 40; ++i) {
     const int64_t a = kT0 + static_cast<int64_t>(rng() % 100) * kRollupHourMs;
     periods.emplace_back(a, a + static_cast<int64_t>(1 + rng() % 60) * kRollupHourMs);
+    const int64_t b = kT0 + static_cast<int64_t>(rng() % 500) * kRollupHourMs;
+    periods.emplace_back(b, b + static_cast<int64_t>(1 + rng() % 900) * kRollupHourMs);
   }
   for (const auto& [a, b] : periods) {
     auto got = store.UsageRollup(a, b);

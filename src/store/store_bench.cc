@@ -1,9 +1,12 @@
 // store_bench: write throughput of the SQLite store.
 //
 //   store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] [--dir DIR]
-//               [--store postgres://USER@HOST/DB]
+//               [--store postgres://USER@HOST/DB] [--ends]
 //
-// N threads each write B single-job batches (one PutJob of a realistic job record). In `sync` mode
+// N threads each write B single-job batches (one PutJob of a realistic job record). With --ends,
+// each batch is what the end of a run writes instead: the job's row, its final event, its report
+// fact and the usage record of its one task (1 to 3 hours long, so the store adds it to two to
+// four hourly rollups and one or two daily ones). In `sync` mode
 // each thread waits for every write before the next, as the server's request handlers do (one
 // acknowledgement per request); in `async` mode each thread enqueues all its batches, then waits.
 // --normal uses synchronous=NORMAL instead of FULL. Prints jobs/s and the group commit figures.
@@ -50,10 +53,23 @@ arbiter::store::WriteBatch JobBatch(uint64_t id) {
   return b;
 }
 
+// The end of job `id`'s run: its row, its event, its fact and its task's usage record.
+arbiter::store::WriteBatch EndBatch(uint64_t id) {
+  WriteBatch b = JobBatch(id);
+  const int64_t end = 1'767'225'600'000 + static_cast<int64_t>(id) * 7'919;
+  const int64_t start = end - 3'600'000 - static_cast<int64_t>(id % 7'200'000);
+  b.AppendJobEvent({0, id, end, "running", "succeeded", "all tasks exited 0", "{}"});
+  b.AppendJobFact({0, id, end, "succeeded", "research", "research-train", "alice", "training",
+                   "H100", end, 0, ""});
+  b.AppendUsage({0, id, 0, "research", "research-train", "alice", "training", "H100", 8000, 81920,
+                 start, end, 8000 * (end - start) / 1800});
+  return b;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] "
-               "[--dir DIR] [--store postgres://USER@HOST/DB]\n");
+               "[--dir DIR] [--store postgres://USER@HOST/DB] [--ends]\n");
   return 2;
 }
 
@@ -64,6 +80,7 @@ int main(int argc, char** argv) {
   int batches = 2000;
   bool sync = true;
   bool normal = false;
+  bool ends = false;  // batches of run ends instead of submissions
   std::string dir;
   std::string url;  // --store: a PostgreSQL database instead of SQLite in --dir
   for (int i = 1; i < argc; ++i) {
@@ -79,6 +96,8 @@ int main(int argc, char** argv) {
       sync = m == "sync";
     } else if (a == "--normal") {
       normal = true;
+    } else if (a == "--ends") {
+      ends = true;
     } else if (a == "--dir" && i + 1 < argc) {
       dir = next();
     } else if (a == "--store" && i + 1 < argc) {
@@ -118,7 +137,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < batches; ++i) {
         const auto id = static_cast<uint64_t>(t) * static_cast<uint64_t>(batches) +
                         static_cast<uint64_t>(i) + 1;
-        auto f = (*store)->WriteAsync(JobBatch(id));
+        auto f = (*store)->WriteAsync(ends ? EndBatch(id) : JobBatch(id));
         if (sync) {
           failures[static_cast<size_t>(t)] += f.get().ok() ? 0 : 1;
         } else {
@@ -138,11 +157,11 @@ int main(int argc, char** argv) {
   for (int f : failures) failed += f;
   const double jobs = static_cast<double>(threads) * batches;
   fmt::print(
-      "threads={} batches/thread={} mode={} synchronous={}\n"
+      "threads={} batches/thread={} mode={} synchronous={} batches={}\n"
       "jobs/s={:.0f} ({:.0f} jobs in {:.3f} s, {} failed)\n"
       "commits={} batches/commit={:.1f} max_group={} mean_commit_us={:.0f} max_commit_us={}\n",
-      threads, batches, sync ? "sync" : "async", normal ? "NORMAL" : "FULL", jobs / seconds, jobs,
-      seconds, failed, s.commits,
+      threads, batches, sync ? "sync" : "async", normal ? "NORMAL" : "FULL",
+      ends ? "run ends" : "submissions", jobs / seconds, jobs, seconds, failed, s.commits,
       s.commits > 0 ? static_cast<double>(s.batches) / static_cast<double>(s.commits) : 0.0,
       s.max_group,
       s.commits > 0 ? static_cast<double>(s.total_commit_us) / static_cast<double>(s.commits) : 0.0,

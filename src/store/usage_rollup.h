@@ -10,7 +10,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <tuple>
 #include <vector>
 
@@ -20,6 +22,9 @@ namespace arbiter::store {
 
 inline constexpr int64_t kRollupHourMs = 3'600'000;
 inline constexpr int64_t kRollupDayMs = 86'400'000;
+// Sixteen UTC days from the epoch's multiples of sixteen days: a year is 23 such rows per group,
+// and at most 30 daily and 46 hourly ones around them.
+inline constexpr int64_t kRollupSpanMs = 16 * kRollupDayMs;
 
 // floor(t / span) x span, for t >= 0 and t < 0 alike.
 inline int64_t FloorTo(int64_t t, int64_t span) {
@@ -37,12 +42,12 @@ struct RollupPart {
   double cost_micro = 0;
 };
 
-// The hourly and daily parts of one record (none when end_ms <= start_ms).
+// The hourly, daily and sixteen-day parts of one record (none when end_ms <= start_ms).
 inline std::vector<RollupPart> SplitUsage(const UsageRecord& u) {
   std::vector<RollupPart> out;
   if (u.end_ms <= u.start_ms) return out;
   const double duration = static_cast<double>(u.end_ms - u.start_ms);
-  for (int64_t span : {kRollupHourMs, kRollupDayMs}) {
+  for (int64_t span : {kRollupHourMs, kRollupDayMs, kRollupSpanMs}) {
     for (int64_t at = FloorTo(u.start_ms, span); at < u.end_ms; at += span) {
       const int64_t part = std::min(u.end_ms, at + span) - std::max(u.start_ms, at);
       out.push_back({span, at, u.gpu_milli * part,
@@ -57,19 +62,30 @@ struct RollupRange {
   int64_t span_ms = 0, from_ms = 0, to_ms = 0;
 };
 
-// The rows that tile [from_ms, to_ms) (whole hours): the daily rows of the whole UTC days inside
-// it, the hourly rows of the rest. Empty when the period is empty.
+// The rows that tile [from_ms, to_ms) (whole hours), largest first: the sixteen-day rows of the
+// whole sixteen-day spans inside it, the daily rows of the whole UTC days of the rest, the hourly
+// rows of what remains. At most five ranges; none when the period is empty.
+inline void AddRollupRanges(int64_t from_ms, int64_t to_ms, size_t level,
+                            std::vector<RollupRange>& out) {
+  static constexpr int64_t kSpans[] = {kRollupSpanMs, kRollupDayMs, kRollupHourMs};
+  if (to_ms <= from_ms) return;
+  const int64_t span = kSpans[level];
+  if (level + 1 == std::size(kSpans)) {
+    out.push_back({span, from_ms, to_ms});
+    return;
+  }
+  const int64_t s0 = CeilTo(from_ms, span), s1 = FloorTo(to_ms, span);
+  if (s0 >= s1) {
+    AddRollupRanges(from_ms, to_ms, level + 1, out);
+    return;
+  }
+  AddRollupRanges(from_ms, s0, level + 1, out);
+  out.push_back({span, s0, s1});
+  AddRollupRanges(s1, to_ms, level + 1, out);
+}
 inline std::vector<RollupRange> RollupRanges(int64_t from_ms, int64_t to_ms) {
   std::vector<RollupRange> out;
-  if (to_ms <= from_ms) return out;
-  const int64_t d0 = CeilTo(from_ms, kRollupDayMs), d1 = FloorTo(to_ms, kRollupDayMs);
-  if (d0 >= d1) {
-    out.push_back({kRollupHourMs, from_ms, to_ms});
-    return out;
-  }
-  if (from_ms < d0) out.push_back({kRollupHourMs, from_ms, d0});
-  out.push_back({kRollupDayMs, d0, d1});
-  if (d1 < to_ms) out.push_back({kRollupHourMs, d1, to_ms});
+  AddRollupRanges(from_ms, to_ms, 0, out);
   return out;
 }
 

@@ -639,13 +639,15 @@ Status Reader::PrepareAll() {
       {"deliveries_of_hook",
        SelectSql("webhook_deliveries", kWebhookDeliveryCols,
                  "WHERE webhook_id = $1 ORDER BY created_at_ms DESC, id DESC LIMIT $2")},
-      // Up to three ranges of rollup rows (store/usage_rollup.h), summed in one snapshot.
+      // Up to five ranges of rollup rows (store/usage_rollup.h), summed in one snapshot.
       {"usage_rollup",
        "SELECT tenant, queue, \"user\", job_type, gpu_model, sum(gpu_milli_ms)::bigint, "
        "sum(cost_micro) FROM usage_rollups WHERE "
        "(span_ms = $1 AND at_ms >= $2 AND at_ms < $3) OR "
        "(span_ms = $4 AND at_ms >= $5 AND at_ms < $6) OR "
-       "(span_ms = $7 AND at_ms >= $8 AND at_ms < $9) "
+       "(span_ms = $7 AND at_ms >= $8 AND at_ms < $9) OR "
+       "(span_ms = $10 AND at_ms >= $11 AND at_ms < $12) OR "
+       "(span_ms = $13 AND at_ms >= $14 AND at_ms < $15) "
        "GROUP BY tenant, queue, \"user\", job_type, gpu_model"},
       {"job_facts", SelectSql("job_facts", kJobFactCols,
                               "WHERE at_ms >= $1 AND since_ms < $2 ORDER BY at_ms, seq")},
@@ -928,7 +930,7 @@ class PostgresStore final : public Store {
       return InvalidArgument("to_ms", "store: usage rollup: must be a whole hour");
     }
     std::vector<RollupRange> ranges = RollupRanges(from_ms, to_ms);
-    ranges.resize(3);  // the rest: span 0, which no row has
+    ranges.resize(5);  // the rest: span 0, which no row has
     Params p;
     for (const RollupRange& r : ranges) p.Int(r.span_ms).Int(r.from_ms).Int(r.to_ms);
     auto parts = Read([&](Reader& r) {

@@ -489,7 +489,12 @@ Status Reader::PrepareAll() {
       {&max_event_seq_, "SELECT coalesce(max(seq), 0) FROM job_events"},
       {&events_of_job_, SelectSql("job_events", kEventCols, "WHERE job_id = ?1 ORDER BY seq")},
       {&events_since_, SelectSql("job_events", kEventCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
-      {&usage_, SelectSql("usage", kUsageCols, "WHERE end_ms > ?1 AND start_ms < ?2 ORDER BY seq")},
+      // Through usage_by_end (`+start_ms` keeps SQLite off usage_by_start, and no ORDER BY off a
+      // scan of the whole table in seq order): the records that end after `from`, filtered on
+      // start_ms inside the index, then sorted by seq in Usage(). Recent periods (a report's
+      // partial hours, the budgets' current hour) read only their own records.
+      {&usage_, SelectSql("usage", kUsageCols,
+                          "INDEXED BY usage_by_end WHERE end_ms > ?1 AND +start_ms < ?2")},
       {&audit_, SelectSql("audit", kAuditCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
       {&cluster_samples_, SelectSql("cluster_samples", kClusterSampleCols,
                                     "WHERE at_ms >= ?1 AND at_ms < ?2 ORDER BY at_ms")},
@@ -579,6 +584,8 @@ Result<std::vector<UsageRecord>> Reader::Usage(int64_t from_ms, int64_t to_ms) {
   std::vector<UsageRecord> out;
   ARBITER_RETURN_IF_ERROR(
       conn_->Query(usage_.get(), "store: usage", out, ReadUsage, from_ms, to_ms));
+  std::sort(out.begin(), out.end(),
+            [](const UsageRecord& a, const UsageRecord& b) { return a.seq < b.seq; });
   return out;
 }
 

@@ -1,12 +1,13 @@
 -- Schema version 10: report aggregates and the retention of the raw history (docs/store.md,
 -- docs/reports.md). The same tables as SQLite's migration 10.
 --
--- usage_rollups: the GPU time and cost of the usage records per hour (span_ms 3600000) and per UTC
--- day (86400000), and per (tenant, queue, user, job_type, gpu_model). The store adds to them as it
+-- usage_rollups: the GPU time and cost of the usage records per hour (span_ms 3600000), per UTC
+-- day (86400000) and per sixteen days (1382400000, from the epoch), and per (tenant, queue, user,
+-- job_type, gpu_model). The store adds to them as it
 -- appends a usage record, in the same transaction: the record's [start_ms, end_ms) is split at
 -- every hour (and day) boundary, gpu_milli x overlap exactly, cost_micro x overlap / duration.
 CREATE TABLE usage_rollups (
-  span_ms      BIGINT NOT NULL CHECK (span_ms IN (3600000, 86400000)),
+  span_ms      BIGINT NOT NULL CHECK (span_ms IN (3600000, 86400000, 1382400000)),
   at_ms        BIGINT NOT NULL,
   tenant       TEXT COLLATE "C" NOT NULL,
   queue        TEXT COLLATE "C" NOT NULL,
@@ -58,7 +59,7 @@ INSERT INTO usage_rollups (span_ms, at_ms, tenant, queue, "user", job_type, gpu_
              (least(u.end_ms, p.at_ms + s.span_ms) - greatest(u.start_ms, p.at_ms)) /
              (u.end_ms - u.start_ms))
   FROM usage u
-  CROSS JOIN (VALUES (3600000::bigint), (86400000::bigint)) AS s(span_ms)
+  CROSS JOIN (VALUES (3600000::bigint), (86400000::bigint), (1382400000::bigint)) AS s(span_ms)
   CROSS JOIN LATERAL generate_series((u.start_ms / s.span_ms) * s.span_ms, u.end_ms - 1,
                                      s.span_ms) AS p(at_ms)
   WHERE u.end_ms > u.start_ms

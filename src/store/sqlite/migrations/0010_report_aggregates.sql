@@ -1,12 +1,13 @@
 -- Schema version 10: report aggregates and the retention of the raw history (docs/store.md,
 -- docs/reports.md).
 --
--- usage_rollups: the GPU time and cost of the usage records per hour (span_ms 3600000) and per UTC
--- day (86400000), and per (tenant, queue, user, job_type, gpu_model). The store adds to them as it
+-- usage_rollups: the GPU time and cost of the usage records per hour (span_ms 3600000), per UTC
+-- day (86400000) and per sixteen days (1382400000, from the epoch), and per (tenant, queue, user,
+-- job_type, gpu_model). The store adds to them as it
 -- appends a usage record, in the same transaction: the record's [start_ms, end_ms) is split at
 -- every hour (and day) boundary, gpu_milli x overlap exactly, cost_micro x overlap / duration.
 CREATE TABLE usage_rollups (
-  span_ms      INTEGER NOT NULL CHECK (span_ms IN (3600000, 86400000)),
+  span_ms      INTEGER NOT NULL CHECK (span_ms IN (3600000, 86400000, 1382400000)),
   at_ms        INTEGER NOT NULL,
   tenant       TEXT NOT NULL,
   queue        TEXT NOT NULL,
@@ -50,6 +51,8 @@ WITH RECURSIVE parts(seq, span_ms, at_ms) AS (
   SELECT seq, 3600000, (start_ms / 3600000) * 3600000 FROM usage WHERE end_ms > start_ms
   UNION ALL
   SELECT seq, 86400000, (start_ms / 86400000) * 86400000 FROM usage WHERE end_ms > start_ms
+  UNION ALL
+  SELECT seq, 1382400000, (start_ms / 1382400000) * 1382400000 FROM usage WHERE end_ms > start_ms
   UNION ALL
   SELECT p.seq, p.span_ms, p.at_ms + p.span_ms FROM parts p JOIN usage u ON u.seq = p.seq
   WHERE p.at_ms + p.span_ms < u.end_ms
