@@ -178,6 +178,15 @@ Status ControlPlane::Load() {
       j.task_exit = s.value("task_exit", std::vector<int32_t>{});
       j.attempt = s.value("attempt", uint64_t{0});
       j.held_since = s.value("held_since", TimeMs{0});
+      if (s.contains("pending_since")) j.pending_since = s["pending_since"].get<TimeMs>();
+      if (s.contains("running_since")) j.running_since = s["running_since"].get<TimeMs>();
+      // Jobs stored before the report facts: their last transition is when they entered.
+      if (!s.contains("pending_since") && j.state == JobState::kPending) {
+        j.pending_since = j.updated_at;
+      }
+      if (!s.contains("running_since") && j.state == JobState::kRunning) {
+        j.running_since = j.updated_at;
+      }
       j.task_nodes = s.value("task_nodes", std::vector<std::string>{});
       j.image_digest = s.value("image_digest", "");
       for (const json& t : s.value("placement", json::array())) {

@@ -525,6 +525,11 @@ class ControlPlane : public node::ExecutionBackend {
   // Counts a transition in metrics_; `since`: when the job entered `from`.
   void CountTransitionLocked(const JobEntry& j, JobState from, JobState to, TimeMs since);
   store::JobRecord JobRecordLocked(const JobEntry& j) const;
+  // What the reports attribute the job's records to (tenant, queue, user, type, model, GPUs).
+  reports::JobInfo ReportJobInfoLocked(const JobEntry& j) const;
+  // Appends to `b` the report facts (store::JobFactRecord) that event `e` of `j` makes, and
+  // updates j.pending_since / j.running_since; before `j` is put in `b`, so that they are stored.
+  void AppendJobFactsLocked(JobEntry& j, const store::JobEventRecord& e, store::WriteBatch* b);
   nlohmann::json JobJsonLocked(const JobEntry& j, const Principal& p) const;
   // The job as the API returns it to `p`: the spec's text with id, tenant, user, state, times,
   // placement and verdict written in (JobJsonLocked parses it, for callers that want a tree).

@@ -73,6 +73,8 @@ store::JobRecord ControlPlane::JobRecordLocked(const JobEntry& j) const {
   put("task_exit", j.task_exit);
   put("attempt", j.attempt);
   put("held_since", j.held_since);
+  if (j.pending_since) w.Field("pending_since", *j.pending_since);
+  if (j.running_since) w.Field("running_since", *j.running_since);
   put("task_nodes", j.task_nodes);
   put("image_digest", j.image_digest);
   if (!j.placement.empty()) WritePlacement(w, j.placement, /*stored=*/true);
@@ -159,15 +161,48 @@ void ControlPlane::RecordTransitionLocked(JobEntry& j, JobState to, std::string 
   j.reason = reason;
   jobs_.active.emplace(j.spec.id.value(), &j);
   j.updated_at = now_();
+  store::JobEventRecord e{0,
+                          j.spec.id.value(),
+                          j.updated_at,
+                          std::string(JobStateName(from)),
+                          std::string(JobStateName(to)),
+                          reason,
+                          std::move(detail_json)};
+  AppendJobFactsLocked(j, e, b);
   b->PutJob(JobRecordLocked(j));
-  b->AppendJobEvent({0, j.spec.id.value(), j.updated_at, std::string(JobStateName(from)),
-                     std::string(JobStateName(to)), reason, std::move(detail_json)});
+  b->AppendJobEvent(std::move(e));
   TouchNodesLocked(j);
   // Work for the scheduler: a job to place, or capacity given back.
   const bool takes = to == JobState::kAdmitted || to == JobState::kStarting ||
                      to == JobState::kRunning || to == JobState::kPreempting;
   if (!takes && wake_scheduler_) wake_scheduler_();
   PushJobEventLocked(j, JobStateName(from), JobStateName(to), reason);
+}
+
+reports::JobInfo ControlPlane::ReportJobInfoLocked(const JobEntry& j) const {
+  reports::JobInfo info{j.spec.tenant,
+                        j.spec.queue,
+                        j.spec.user,
+                        std::string(JobTypeName(j.spec.type)),
+                        j.gpu_model,
+                        int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli(),
+                        "",
+                        0};
+  if (j.spec.service) {
+    info.service = j.spec.service->name;
+    info.revision = j.spec.service->revision;
+  }
+  return info;
+}
+
+void ControlPlane::AppendJobFactsLocked(JobEntry& j, const store::JobEventRecord& e,
+                                        store::WriteBatch* b) {
+  reports::FactState state{j.pending_since, j.running_since};
+  std::vector<store::JobFactRecord> facts;
+  reports::FactsOfEvent(e, ReportJobInfoLocked(j), state, facts);
+  j.pending_since = state.pending_since;
+  j.running_since = state.running_since;
+  for (store::JobFactRecord& f : facts) b->AppendJobFact(std::move(f));
 }
 
 std::string RequestDigest(const std::string& spec_json, const JobSpec& spec) {
@@ -356,8 +391,10 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
   auto& entry = jobs_.all.emplace(id, std::move(j)).first->second;
   jobs_.active.emplace(id, &entry);
   metrics_.JobSubmitted(tenant, entry.spec.queue);
+  store::JobEventRecord e{0, id, entry.updated_at, "", first_state, entry.reason, "{}"};
+  AppendJobFactsLocked(entry, e, b);
   b->PutJob(JobRecordLocked(entry));
-  b->AppendJobEvent({0, id, entry.updated_at, "", first_state, entry.reason, "{}"});
+  b->AppendJobEvent(std::move(e));
   if (audit) {
     b->AppendAudit({0, entry.updated_at, p.user, "job.submit", fmt::format("job/{}", id), "ok",
                     "{}", p.token_id, p.source, tenant});

@@ -730,7 +730,12 @@ void ControlPlane::ReportTaskNote(uint64_t job, int32_t /*task*/, uint64_t attem
     if (!message.empty()) {
       // An event of the job that changes no state ("pulling IMAGE: 40%").
       const std::string state(JobStateName(j->state));
-      b.AppendJobEvent({0, job, now_(), state, state, message, ""});
+      store::JobEventRecord e{0, job, now_(), state, state, message, ""};
+      AppendJobFactsLocked(*j, e, &b);
+      // A run that reaches running again restarts what a preemption would lose (as the events
+      // say): stored with the job.
+      if (j->state == JobState::kRunning) b.PutJob(JobRecordLocked(*j));
+      b.AppendJobEvent(std::move(e));
       PushJobEventLocked(*j, state, state, message);
     }
     done = store_->WriteAsync(std::move(b));

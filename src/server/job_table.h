@@ -61,11 +61,15 @@ struct JobEntry {
   // Execution: processes may still run after a cancel, suspend, failure or preemption; until the
   // node reports them gone the job keeps its placement (nothing else is put on those GPUs).
   bool stopping = false;
-  std::string stop_cause;               // "cancel", "suspend", "preempt", "timeout", "failed"
-  std::vector<int32_t> task_state;      // per task: 0 not started, 1 running, 2 exited
-  std::vector<int32_t> task_exit;       // per task exit code
-  uint64_t attempt = 0;                 // the run: grows at every admission
-  TimeMs held_since = 0;                // when the current run was admitted (metering)
+  std::string stop_cause;           // "cancel", "suspend", "preempt", "timeout", "failed"
+  std::vector<int32_t> task_state;  // per task: 0 not started, 1 running, 2 exited
+  std::vector<int32_t> task_exit;   // per task exit code
+  uint64_t attempt = 0;             // the run: grows at every admission
+  TimeMs held_since = 0;            // when the current run was admitted (metering)
+  // The reports' job facts (reports::FactsOfEvent): when it entered pending and has not left,
+  // when its current run last reached running. Stored with the job.
+  std::optional<TimeMs> pending_since;
+  std::optional<TimeMs> running_since;
   std::vector<std::string> task_nodes;  // per task, the node of the latest run (for its logs)
   // The container image's digest its latest run started with ("": none, or not known).
   std::string image_digest;

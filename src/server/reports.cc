@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "server/serving_stats.h"
+#include "store/usage_rollup.h"
 
 namespace arbiter::server::reports {
 namespace {
@@ -62,9 +63,6 @@ const std::string& KeyOf(GroupBy g, const std::string& tenant, const std::string
   return tenant;
 }
 
-const std::string& KeyOf(GroupBy g, const store::UsageRecord& u) {
-  return KeyOf(g, u.tenant, u.queue, u.user, u.job_type, u.gpu_model);
-}
 const std::string& KeyOf(GroupBy g, const JobInfo& j) {
   return KeyOf(g, j.tenant, j.queue, j.user, j.type, j.gpu_model);
 }
@@ -116,6 +114,66 @@ struct Ctx {
   const std::vector<Sample>* samples = nullptr;
 };
 
+// ---- GPU time from the records ----------------------------------------------------------------
+
+// The part of a usage record inside [a, b): its GPU time and, pro rata, its cost.
+template <typename Fn>
+void AddRecordPart(const store::UsageRecord& u, int64_t a, int64_t b, Fn& fn) {
+  const int64_t ov = Overlap(u.start_ms, u.end_ms, a, b);
+  if (ov <= 0) return;
+  fn(u.tenant, u.queue, u.user, u.job_type, u.gpu_model,
+     static_cast<double>(u.gpu_milli) * static_cast<double>(ov),
+     static_cast<double>(u.cost_micro) * static_cast<double>(ov) /
+         static_cast<double>(u.end_ms - u.start_ms));
+}
+
+// Calls fn(tenant, queue, user, job_type, gpu_model, milli_ms, cost_micro) for the GPU time
+// inside [a, b), part by part. From the raw history: each stored record's overlap. From the
+// aggregates: the rollup of the whole hours [A, B) = [ceil_hour(a), floor_hour(b)), and the stored
+// records' overlap with the partial hours [a, A) and [B, b) only (all of [a, b) when it holds no
+// whole hour). Open intervals count in full either way.
+template <typename Fn>
+void ForEachUsage(const Inputs& in, int64_t a, int64_t b, Fn fn) {
+  for (const store::UsageRecord& u : in.open_usage) AddRecordPart(u, a, b, fn);
+  const int64_t whole_from = store::CeilTo(a, store::kRollupHourMs);
+  const int64_t whole_to = store::FloorTo(b, store::kRollupHourMs);
+  if (!in.aggregated || whole_from >= whole_to) {
+    for (const store::UsageRecord& u : in.usage) AddRecordPart(u, a, b, fn);
+    return;
+  }
+  for (const store::UsageRollupRecord& r : in.usage_rollups) {
+    if (r.from_ms != whole_from || r.to_ms != whole_to) continue;
+    fn(r.tenant, r.queue, r.user, r.job_type, r.gpu_model, static_cast<double>(r.gpu_milli_ms),
+       r.cost_micro);
+  }
+  for (const store::UsageRecord& u : in.usage) {
+    AddRecordPart(u, a, whole_from, fn);
+    AddRecordPart(u, whole_to, b, fn);
+  }
+}
+
+// A tenant's GPU time in [start, now): the budget's used figure.
+double BudgetUsed(const Inputs& in, const std::string& tenant, int64_t start) {
+  double used = 0;
+  auto add = [&](const std::string& t, const std::string&, const std::string&, const std::string&,
+                 const std::string&, double milli_ms, double) {
+    if (t == tenant) used += milli_ms;
+  };
+  const int64_t hour = store::FloorTo(in.now_ms, store::kRollupHourMs);
+  for (const store::UsageRecord& u : in.open_usage) AddRecordPart(u, start, in.now_ms, add);
+  if (!in.aggregated || start >= hour) {
+    for (const store::UsageRecord& u : in.usage) AddRecordPart(u, start, in.now_ms, add);
+    return used;
+  }
+  for (const store::UsageRollupRecord& r : in.usage_rollups) {
+    if (r.from_ms == start && r.to_ms == hour && r.tenant == tenant) {
+      used += static_cast<double>(r.gpu_milli_ms);
+    }
+  }
+  for (const store::UsageRecord& u : in.usage) AddRecordPart(u, hour, in.now_ms, add);
+  return used;
+}
+
 // ---- usage ----------------------------------------------------------------------------------
 
 Table Usage(const Ctx& c) {
@@ -124,15 +182,14 @@ Table Usage(const Ctx& c) {
     bool has_busy = false;
   };
   std::map<std::string, Acc> acc;
-  for (const store::UsageRecord& u : c.in->usage) {
-    const int64_t ov = Overlap(u.start_ms, u.end_ms, c.a, c.b);
-    if (ov <= 0) continue;
-    Acc& x = acc[KeyOf(c.group, u)];
-    x.alloc += static_cast<double>(u.gpu_milli) * static_cast<double>(ov);
-    // The cost of the part of the interval inside the period, pro rata.
-    x.cost_micro += static_cast<double>(u.cost_micro) * static_cast<double>(ov) /
-                    static_cast<double>(u.end_ms - u.start_ms);
-  }
+  ForEachUsage(
+      *c.in, c.a, c.b,
+      [&](const std::string& tenant, const std::string& queue, const std::string& user,
+          const std::string& type, const std::string& model, double milli_ms, double cost_micro) {
+        Acc& x = acc[KeyOf(c.group, tenant, queue, user, type, model)];
+        x.alloc += milli_ms;
+        x.cost_micro += cost_micro;  // the part of the cost inside the period, pro rata
+      });
   for (const Sample& s : *c.samples) {
     const int64_t ov = Overlap(s.at, s.at + s.interval, c.a, c.b);
     if (ov <= 0) continue;
@@ -169,12 +226,7 @@ Table Usage(const Ctx& c) {
         // used = GPU time of the tenant in [period start, now); forecast = used at the same rate
         // until the period's end: used x (end - start) / (now - start).
         const auto [ps, pe] = BudgetPeriod(b->period, c.in->now_ms);
-        double used = 0;
-        for (const store::UsageRecord& u : c.in->usage) {
-          if (u.tenant != key) continue;
-          used += static_cast<double>(u.gpu_milli) *
-                  static_cast<double>(Overlap(u.start_ms, u.end_ms, ps, c.in->now_ms));
-        }
+        const double used = BudgetUsed(*c.in, key, ps);
         const double elapsed = static_cast<double>(c.in->now_ms - ps);
         const double forecast = elapsed > 0 ? used * static_cast<double>(pe - ps) / elapsed : used;
         const double budget = static_cast<double>(b->gpu_hours) * kMilliMsPerGpuHour;
@@ -191,6 +243,12 @@ Table Usage(const Ctx& c) {
 
 // ---- wait -----------------------------------------------------------------------------------
 
+// The job events to replay: none when the report reads the aggregates.
+const std::vector<store::JobEventRecord>& RawEvents(const Inputs& in) {
+  static const std::vector<store::JobEventRecord> kNone;
+  return in.aggregated ? kNone : in.events;
+}
+
 // Nearest rank: the smallest value with at least p% of the values at or below it.
 double Percentile(const std::vector<int64_t>& sorted, double p) {
   const size_t n = sorted.size();
@@ -199,12 +257,46 @@ double Percentile(const std::vector<int64_t>& sorted, double p) {
   return static_cast<double>(sorted[rank - 1]);
 }
 
+using WaitKey = std::pair<std::string, std::string>;  // group, type
+using WaitValues = std::map<WaitKey, std::vector<int64_t>>;
+using Waiting = std::map<WaitKey, std::pair<int64_t, int64_t>>;  // jobs pending at b, longest wait
+
+// From the aggregates: the facts' waits that ended with an admission inside [a, b), and those
+// that overlap b (since < b <= at) or are still open (pending jobs): the jobs waiting at b.
+void WaitsFromFacts(const Ctx& c, WaitValues& waits, Waiting& waiting) {
+  const bool by_type = c.group == GroupBy::kType;
+  auto key = [&](const std::string& tenant, const std::string& queue, const std::string& user,
+                 const std::string& type, const std::string& model) -> WaitKey {
+    return {by_type ? std::string() : KeyOf(c.group, tenant, queue, user, type, model), type};
+  };
+  auto still_waiting = [&](const WaitKey& k, int64_t since) {
+    auto& w = waiting[k];
+    ++w.first;
+    w.second = std::max(w.second, c.b - since);
+  };
+  for (const store::JobFactRecord& f : c.in->facts) {
+    if (f.kind != "admitted" && f.kind != "unqueued") continue;
+    const WaitKey k = key(f.tenant, f.queue, f.user, f.job_type, f.gpu_model);
+    if (f.kind == "admitted" && f.at_ms >= c.a && f.at_ms < c.b) {
+      waits[k].push_back(f.at_ms - f.since_ms);
+    }
+    if (f.since_ms < c.b && f.at_ms >= c.b) still_waiting(k, f.since_ms);
+  }
+  for (const PendingJob& p : c.in->pending) {
+    if (p.since_ms >= c.b) continue;
+    const JobInfo& j = p.info;
+    still_waiting(key(j.tenant, j.queue, j.user, j.type, j.gpu_model), p.since_ms);
+  }
+}
+
 Table Wait(const Ctx& c) {
   const bool by_type = c.group == GroupBy::kType;
-  using Key = std::pair<std::string, std::string>;  // group, type
-  std::map<Key, std::vector<int64_t>> waits;
+  using Key = WaitKey;
+  WaitValues waits;
+  Waiting waiting;
   std::map<uint64_t, int64_t> pending_since;
-  for (const store::JobEventRecord& e : c.in->events) {
+  if (c.in->aggregated) WaitsFromFacts(c, waits, waiting);
+  for (const store::JobEventRecord& e : RawEvents(*c.in)) {
     if (e.at_ms >= c.b) continue;  // after the period (seq order is time order but for clock steps)
     auto j = c.in->jobs.find(e.job_id);
     if (j == c.in->jobs.end()) continue;
@@ -220,7 +312,6 @@ Table Wait(const Ctx& c) {
     }
     pending_since.erase(since);  // admitted, or left pending otherwise (cancelled, suspended)
   }
-  std::map<Key, std::pair<int64_t, int64_t>> waiting;  // jobs still pending at b, longest wait
   for (const auto& [id, since] : pending_since) {
     const JobInfo& j = c.in->jobs.at(id);
     auto& w = waiting[{by_type ? std::string() : KeyOf(c.group, j), j.type}];
@@ -262,23 +353,26 @@ Table Wait(const Ctx& c) {
 
 // ---- failures -------------------------------------------------------------------------------
 
-// The cause of a failed run, from its event.
-std::string FailureCause(const store::JobEventRecord& e) {
-  if (e.to_state == "timed-out") return "timeout";
-  if (e.to_state == "lost") return "lost node";
-  constexpr std::string_view kExit = "a task exited with code ";
-  if (e.reason.starts_with(kExit))
-    return fmt::format("exit code {}", e.reason.substr(kExit.size()));
-  return e.reason;
-}
-
 Table Failures(const Ctx& c) {
   struct Acc {
     int64_t runs = 0, succeeded = 0, failed = 0;
     std::map<std::string, int64_t> causes;
   };
   std::map<std::string, Acc> acc;
-  for (const store::JobEventRecord& e : c.in->events) {
+  for (const store::JobFactRecord& f : c.in->facts) {
+    if (!c.in->aggregated) break;
+    if (f.at_ms < c.a || f.at_ms >= c.b) continue;
+    if (f.kind != "succeeded" && f.kind != "failed") continue;
+    Acc& x = acc[KeyOf(c.group, f.tenant, f.queue, f.user, f.job_type, f.gpu_model)];
+    ++x.runs;
+    if (f.kind == "succeeded") {
+      ++x.succeeded;
+    } else {
+      ++x.failed;
+      ++x.causes[f.reason];
+    }
+  }
+  for (const store::JobEventRecord& e : RawEvents(*c.in)) {
     if (e.at_ms < c.a || e.at_ms >= c.b) continue;
     auto j = c.in->jobs.find(e.job_id);
     if (j == c.in->jobs.end()) continue;
@@ -294,7 +388,7 @@ Table Failures(const Ctx& c) {
       ++x.succeeded;
     } else {
       ++x.failed;
-      ++x.causes[FailureCause(e)];
+      ++x.causes[FailureCause(e.to_state, e.reason)];
     }
   }
   Table t;
@@ -336,7 +430,17 @@ Table Preemptions(const Ctx& c) {
   };
   std::map<std::pair<std::string, std::string>, Acc> acc;
   std::map<uint64_t, int64_t> run_start;  // when the current run's tasks were all running
-  for (const store::JobEventRecord& e : c.in->events) {
+  if (c.in->aggregated) {
+    for (const store::JobFactRecord& f : c.in->facts) {
+      if (f.kind != "preempted" || f.at_ms < c.a || f.at_ms >= c.b) continue;
+      Acc& x = acc[{KeyOf(c.group, f.tenant, f.queue, f.user, f.job_type, f.gpu_model),
+                    PreemptionReason(f.reason)}];
+      ++x.count;
+      x.jobs.insert(f.job_id);
+      x.lost += static_cast<double>(f.lost_milli_ms);
+    }
+  }
+  for (const store::JobEventRecord& e : RawEvents(*c.in)) {
     if (e.at_ms >= c.b) continue;
     auto j = c.in->jobs.find(e.job_id);
     if (j == c.in->jobs.end()) continue;
@@ -377,21 +481,20 @@ Table Fairness(const Ctx& c) {
   }
   // A queue's GPU time is its own jobs' and its descendants'.
   std::map<std::string, double> used;
-  for (const store::UsageRecord& u : c.in->usage) {
-    const int64_t ov = Overlap(u.start_ms, u.end_ms, c.a, c.b);
-    if (ov <= 0) continue;
-    const double x = static_cast<double>(u.gpu_milli) * static_cast<double>(ov);
-    if (tenants) {
-      used[u.tenant] += x;
-      continue;
-    }
-    std::string q = u.queue;
-    for (int depth = 0; !q.empty() && depth < 64 && q != u.tenant; ++depth) {
-      used[q] += x;
-      auto p = parent.find(q);
-      q = p == parent.end() ? std::string() : p->second;
-    }
-  }
+  ForEachUsage(*c.in, c.a, c.b,
+               [&](const std::string& tenant, const std::string& queue, const std::string&,
+                   const std::string&, const std::string&, double x, double) {
+                 if (tenants) {
+                   used[tenant] += x;
+                   return;
+                 }
+                 std::string q = queue;
+                 for (int depth = 0; !q.empty() && depth < 64 && q != tenant; ++depth) {
+                   used[q] += x;
+                   auto p = parent.find(q);
+                   q = p == parent.end() ? std::string() : p->second;
+                 }
+               });
   for (const auto& [name, g] : guaranteed) used.try_emplace(name, 0.0);
   // x_i = used_i / entitled_i over the groups with an entitlement;
   // Jain's index = (sum x_i)^2 / (n x sum x_i^2): 1 when every group got the same share of its
@@ -606,8 +709,12 @@ Table Serving(const Ctx& c) {
     a.availability_ok += avail ? 1 : 0;
     a.both_ok += lat && avail ? 1 : 0;
   }
-  // GPU time of the replicas inside the window.
-  for (const store::UsageRecord& u : in.usage) {
+  // GPU time of the replicas inside the window (the serving report reads the raw records).
+  std::vector<const store::UsageRecord*> records;
+  for (const store::UsageRecord& u : in.usage) records.push_back(&u);
+  for (const store::UsageRecord& u : in.open_usage) records.push_back(&u);
+  for (const store::UsageRecord* up : records) {
+    const store::UsageRecord& u = *up;
     auto j = in.jobs.find(u.job_id);
     if (j == in.jobs.end() || j->second.service.empty()) continue;
     const int64_t ov = Overlap(u.start_ms, u.end_ms, c.a, c.b);
@@ -684,8 +791,21 @@ Table Serving(const Ctx& c) {
 Inputs ScopeToTenant(const Inputs& in, const std::string& tenant) {
   Inputs out;
   out.now_ms = in.now_ms;
+  out.aggregated = in.aggregated;
   for (const auto& u : in.usage) {
     if (u.tenant == tenant) out.usage.push_back(u);
+  }
+  for (const auto& u : in.open_usage) {
+    if (u.tenant == tenant) out.open_usage.push_back(u);
+  }
+  for (const auto& r : in.usage_rollups) {
+    if (r.tenant == tenant) out.usage_rollups.push_back(r);
+  }
+  for (const auto& f : in.facts) {
+    if (f.tenant == tenant) out.facts.push_back(f);
+  }
+  for (const auto& p : in.pending) {
+    if (p.info.tenant == tenant) out.pending.push_back(p);
   }
   for (const auto& [id, j] : in.jobs) {
     if (j.tenant == tenant) out.jobs.emplace(id, j);
@@ -888,6 +1008,46 @@ std::string ToCsv(const Table& t) {
     out += "\r\n";
   }
   return out;
+}
+
+std::string FailureCause(std::string_view to_state, std::string_view reason) {
+  if (to_state == "timed-out") return "timeout";
+  if (to_state == "lost") return "lost node";
+  constexpr std::string_view kExit = "a task exited with code ";
+  if (reason.starts_with(kExit)) return fmt::format("exit code {}", reason.substr(kExit.size()));
+  return std::string(reason);
+}
+
+void FactsOfEvent(const store::JobEventRecord& e, const JobInfo& info, FactState& state,
+                  std::vector<store::JobFactRecord>& out) {
+  auto fact = [&](const char* kind, int64_t since, int64_t lost, std::string reason) {
+    out.push_back({0, e.job_id, e.at_ms, kind, info.tenant, info.queue, info.user, info.type,
+                   info.gpu_model, std::min(since, e.at_ms), lost, std::move(reason)});
+  };
+  // A wait: from the event into pending (from another state) to the first event out of it.
+  if (e.to_state == "pending") {
+    if (e.from_state != "pending") state.pending_since = e.at_ms;
+  } else if (state.pending_since) {
+    fact(e.to_state == "admitted" ? "admitted" : "unqueued", *state.pending_since, 0, "");
+    state.pending_since.reset();
+  }
+  // An outcome: the first final event of a run (a lost run that then fails is counted once).
+  if (e.to_state == "succeeded") {
+    fact("succeeded", e.at_ms, 0, "");
+  } else if (e.to_state == "timed-out" || e.to_state == "lost" ||
+             (e.to_state == "failed" && e.from_state != "lost")) {
+    fact("failed", e.at_ms, 0, FailureCause(e.to_state, e.reason));
+  }
+  // A preemption loses the run since it reached running, at the job's GPUs.
+  if (e.to_state == "running") {
+    state.running_since = e.at_ms;
+  } else if (e.to_state == "admitted") {
+    state.running_since.reset();
+  } else if (e.to_state == "preempting") {
+    const int64_t lost =
+        state.running_since ? info.gpu_milli * (e.at_ms - *state.running_since) : 0;
+    fact("preempted", state.running_since.value_or(e.at_ms), lost, e.reason);
+  }
 }
 
 std::pair<int64_t, int64_t> BudgetPeriod(std::string_view period, int64_t now_ms) {

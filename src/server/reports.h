@@ -80,13 +80,35 @@ struct Entitlement {
   int64_t guaranteed_gpu_milli = 0;
 };
 
+// A job pending now (an open wait, for waiting_at_end): its attribution and when it entered
+// pending.
+struct PendingJob {
+  uint64_t job_id = 0;
+  JobInfo info;
+  int64_t since_ms = 0;
+};
+
 struct Inputs {
-  // Usage records overlapping the period (and the current budget periods); intervals still open
-  // (tasks holding GPUs now) may be added with end_ms = now_ms.
+  // Two ways to give the same records (docs/reports.md, "How the reports read the records"):
+  //  - aggregated = false: the raw history: `usage` holds every stored usage record overlapping
+  //    the period (and the current budget periods), `events` every job event in seq order (a
+  //    job's whole history, to know when it began waiting) and `jobs` every job they name;
+  //  - aggregated = true: the report aggregates (ReadReportRecords, report_inputs.h): usage and
+  //    fairness take the GPU time of each window's whole hours [ceil_hour(a), floor_hour(b)) from
+  //    `usage_rollups` (one row set per such range, from_ms/to_ms naming it, and one per budget
+  //    period [start, floor_hour(now))) and only the partial hours from `usage` (the stored
+  //    records that overlap them); wait, failures and preemptions read `facts` and `pending`.
+  // Both give identical tables (reports_aggregates_test.cc).
+  bool aggregated = false;
   std::vector<store::UsageRecord> usage;
-  // Job events in seq order; a job's whole history is needed to know when it began waiting.
   std::vector<store::JobEventRecord> events;
   std::map<uint64_t, JobInfo> jobs;
+  std::vector<store::UsageRollupRecord> usage_rollups;
+  std::vector<store::JobFactRecord> facts;
+  std::vector<PendingJob> pending;
+  // Intervals still open (tasks holding GPUs now, not stored yet), with end_ms = now_ms; counted
+  // in both ways.
+  std::vector<store::UsageRecord> open_usage;
   std::vector<store::ClusterSampleRecord> cluster_samples;  // in at_ms order
   std::vector<store::GpuSampleRecord> gpu_samples;
   std::vector<TenantBudget> budgets;
@@ -115,6 +137,22 @@ Result<Table> Compute(std::string_view name, const Query& q, const Inputs& in);
 nlohmann::json ToJson(std::string_view name, const Query& q, const Table& t);
 // RFC 4180: a header line, then one line per row; null is an empty field.
 std::string ToCsv(const Table& t);
+
+// The cause of a failed run from its final event: "timeout", "lost node", "exit code N", else
+// the event's reason.
+std::string FailureCause(std::string_view to_state, std::string_view reason);
+
+// What the reports keep of a job between its events, to make its facts (persisted with the job).
+struct FactState {
+  std::optional<int64_t> pending_since;  // it entered pending then and has not left
+  std::optional<int64_t> running_since;  // its current run last reached running then
+};
+// The facts (store::JobFactRecord) that event `e` of job `info` makes, appended to `out`; updates
+// `state`. Event by event in seq order, this finds what the raw-history reports find: a wait ends
+// at the first event out of pending ("admitted" or "unqueued"), an outcome is a first final
+// event (lost -> failed counted once), a preemption loses the run since it reached running.
+void FactsOfEvent(const store::JobEventRecord& e, const JobInfo& info, FactState& state,
+                  std::vector<store::JobFactRecord>& out);
 
 // [start, end) of the budget period ("day", "week" from Monday, "month") that holds `now`, UTC.
 std::pair<int64_t, int64_t> BudgetPeriod(std::string_view period, int64_t now_ms);

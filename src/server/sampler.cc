@@ -10,6 +10,9 @@
 #include <set>
 #include <tuple>
 
+#include "server/history_retention.h"
+#include "server/report_inputs.h"
+
 namespace arbiter::server {
 namespace {
 
@@ -234,23 +237,17 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
     q.tenant = p.tenant;
   }
   reports::Inputs in;
-  TimeMs usage_from = q.from_ms;
-  std::vector<store::UsageRecord> open;
   {
     std::lock_guard<std::mutex> lock(mu_);
     in.now_ms = now_();
-    for (const auto& [id, j] : jobs_.all) {
-      reports::JobInfo info{j.spec.tenant,
-                            j.spec.queue,
-                            j.spec.user,
-                            std::string(JobTypeName(j.spec.type)),
-                            j.gpu_model,
-                            int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli(),
-                            "",
-                            0};
-      if (j.spec.service) {
-        info.service = j.spec.service->name;
-        info.revision = j.spec.service->revision;
+    // Only the jobs not finished count from memory: open usage intervals, open waits, and for the
+    // serving report the replicas (services' jobs) the usage records name. Everything else is read
+    // from the report aggregates (report_inputs.h).
+    for (const auto& [id, jp] : jobs_.active) {
+      const JobEntry& j = *jp;
+      reports::JobInfo info = ReportJobInfoLocked(j);
+      if (j.state == JobState::kPending && j.pending_since) {
+        in.pending.push_back({id, info, *j.pending_since});
       }
       // Intervals still open: GPUs held now, recorded when they are released.
       if (j.holds_capacity()) {
@@ -265,10 +262,14 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
           for (int64_t m : j.placement[t].gpu_memory_mib) u.gpu_memory_mib += m;
           u.start_ms = since;
           u.end_ms = std::max(since, in.now_ms);
-          open.push_back(std::move(u));
+          in.open_usage.push_back(std::move(u));
         }
       }
-      in.jobs.emplace(id, std::move(info));
+    }
+    if (name == "serving") {
+      for (const auto& [id, j] : jobs_.all) {
+        if (j.spec.service) in.jobs.emplace(id, ReportJobInfoLocked(j));
+      }
     }
     for (const auto& [svc_name, e] : services_.all) {
       reports::ServiceInfo info;
@@ -284,7 +285,6 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
     for (const api::TenantConfig& t : config_.tenants) {
       if (t.budget && t.budget->gpu_hours > 0) {
         in.budgets.push_back({t.name, t.budget->gpu_hours, t.budget->period});
-        usage_from = std::min(usage_from, reports::BudgetPeriod(t.budget->period, in.now_ms).first);
       }
       for (const QueueSpec& s : t.queues) {
         int64_t g = 0;
@@ -298,17 +298,7 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
     }
   }
   // The stored records (read without the lock: the store has its own).
-  auto usage = store_->Usage(usage_from, std::max(q.to_ms, in.now_ms));
-  if (!usage.ok()) return usage.status();
-  in.usage = std::move(usage).value();
-  in.usage.insert(in.usage.end(), open.begin(), open.end());
-  for (uint64_t after = 0;;) {
-    auto page = store_->EventsSince(after, 10'000);
-    if (!page.ok()) return page.status();
-    if (page->empty()) break;
-    after = page->back().seq;
-    in.events.insert(in.events.end(), page->begin(), page->end());
-  }
+  ARBITER_RETURN_IF_ERROR(reports::ReadReportRecords(*store_, name, q, in));
   auto samples = store_->ClusterSamples(q.from_ms - kMaxSampleIntervalMs, q.to_ms);
   if (!samples.ok()) return samples.status();
   in.cluster_samples = std::move(samples).value();
@@ -354,6 +344,17 @@ Status Sampler::Tick() {
     b.CompactSamples(RetentionAt(options_.retention, now));
     Status c = store_->Write(std::move(b));
     if (st.ok()) st = c;
+  }
+  if (options_.history_days > 0 &&
+      (last_history_ == 0 || now - last_history_ >= options_.history_every_ms)) {
+    last_history_ = now;
+    auto done = ApplyHistoryRetention(*store_, options_.archive_dir, options_.history_days, now);
+    if (!done.ok()) {
+      if (st.ok()) st = done.status();
+    } else if (done->events + done->usage > 0) {
+      spdlog::info("retention: archived and deleted {} job events and {} usage records before {}",
+                   done->events, done->usage, ArchiveDay(done->before_ms));
+    }
   }
   return st;
 }

@@ -1,6 +1,8 @@
 // Sampler: the server's metering thread. Every `interval_ms` it records a cluster sample and the
 // GPUs' telemetry samples (ControlPlane::RecordSamples); every `compact_every_ms` it applies the
-// samples' retention (CompactSamples). docs/reports.md describes the samples and their retention.
+// samples' retention (CompactSamples), and, with a history retention set, every
+// `history_every_ms` the raw history's (history_retention.h). docs/reports.md describes the
+// samples and their retention; docs/store.md the history's.
 //
 // Thread safety: Start() and Stop() from one thread; Tick() may be called from tests instead of
 // Start() (with an injected clock, no thread is needed).
@@ -8,6 +10,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "server/control_plane.h"
@@ -29,6 +32,11 @@ struct SamplerOptions {
   DurationMs interval_ms = 60'000;  // 1 s .. 1 h
   DurationMs compact_every_ms = 3'600'000;
   SampleRetention retention;
+  // --retention-days: job events and usage records older than this many whole days are archived
+  // under archive_dir and deleted (ApplyHistoryRetention); 0 keeps them forever.
+  int history_days = 0;
+  std::string archive_dir;
+  DurationMs history_every_ms = 3'600'000;
 };
 
 class Sampler {
@@ -50,6 +58,7 @@ class Sampler {
   NowFn now_;
   TimeMs last_sample_ = 0;
   TimeMs last_compact_ = 0;
+  TimeMs last_history_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

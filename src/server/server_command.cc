@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -392,6 +393,8 @@ class LeaderRuntime {
   void Start(ControlPlane* cp, const std::string& api_url) {
     SamplerOptions sampler_options;
     sampler_options.interval_ms = o_.sample_interval_ms;
+    sampler_options.history_days = o_.retention_days;
+    sampler_options.archive_dir = (std::filesystem::path(o_.data_dir) / "archive").string();
     sampler_ = std::make_unique<Sampler>(cp, store_, sampler_options, WallClockMs);
     sampler_->Start();
     // Webhook deliveries: their own worker thread (docs/webhooks.md).

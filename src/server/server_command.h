@@ -87,6 +87,9 @@ struct ServerOptions {
   std::string audit_syslog;
   // Metering: a cluster sample and the GPUs' telemetry samples every this long (reports).
   int sample_interval_ms = 60000;
+  // Raw history (job events, usage records) older than this many days is archived under
+  // data_dir/archive and deleted; 0 keeps it forever (docs/store.md).
+  int retention_days = 0;
   // Services (docs/services.md): the ports replicas without a fixed port get, "LO-HI".
   std::string service_ports = "10000-19999";
   // The built-in gateway's address ("": none); it routes /s/NAME/ to services' replicas.

@@ -164,6 +164,12 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
                   "Time between metering samples of the cluster and its GPUs (docs/reports.md)")
       ->check(CLI::Range(1000, 3600000))
       ->capture_default_str();
+  srv->add_option("--retention-days", server.retention_days,
+                  "Archive job events and usage records older than this many days to "
+                  "DATA_DIR/archive/YYYY-MM-DD.jsonl.gz and delete them from the store; reports "
+                  "keep reading their aggregates (docs/store.md). 0: keep them forever")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   srv->add_option("--service-ports", server.service_ports,
                   "Ports the replicas of services without a fixed port get, LO-HI (each replica "
                   "one no other live replica uses; apart from MASTER_PORT's 20000-25999, srun's "

@@ -71,6 +71,7 @@ Result<std::vector<UsageRecord>> AllUsage(Store& s) { return s.Usage(kMinMs, kMa
 struct History {
   uint64_t events = 0, usage = 0, audit = 0;             // counts
   uint64_t max_event = 0, max_usage = 0, max_audit = 0;  // highest seqs
+  uint64_t max_fact = 0;  // the report facts' highest seq (they are not counted)
 };
 
 Result<History> ReadHistory(Store& s) {
@@ -87,6 +88,9 @@ Result<History> ReadHistory(Store& s) {
   h.max_usage = usage->empty() ? 0 : usage->back().seq;
   h.audit = audit->first;
   h.max_audit = audit->second;
+  auto facts = s.JobFacts(kMinMs, kMaxMs);
+  if (!facts.ok()) return facts.status();
+  for (const JobFactRecord& f : *facts) h.max_fact = std::max<uint64_t>(h.max_fact, f.seq);
   return h;
 }
 
@@ -215,6 +219,14 @@ Status CopyHistory(Store& from, Copier& c, const History& target, const MigrateO
                           return c.Add([&](WriteBatch& b) { b.AppendAudit(r); });
                         });
   if (!audit.ok()) return audit.status();
+  // The report facts (the usage rollups are rebuilt by the target as it appends the usage).
+  say("job_facts");
+  auto facts = from.JobFacts(kMinMs, kMaxMs);
+  if (!facts.ok()) return facts.status();
+  for (const JobFactRecord& r : *facts) {
+    if (r.seq <= target.max_fact) continue;
+    ARBITER_RETURN_IF_ERROR(c.Add([&](WriteBatch& b) { b.AppendJobFact(r); }));
+  }
   return c.Flush();
 }
 

@@ -273,6 +273,44 @@ struct WebhookDeliveryRecord {
   bool operator==(const WebhookDeliveryRecord&) const = default;
 };
 
+// ---- Report aggregates (docs/reports.md, "How the reports read the records") ----
+
+// GPU time and cost of the usage records inside [from_ms, to_ms), summed per (tenant, queue, user,
+// job_type, gpu_model). The store keeps hourly and daily rows as usage records are appended, in
+// the same transaction: each record is split at hour boundaries, so that the rows of any period of
+// whole hours add up exactly to the records' GPU time inside it.
+struct UsageRollupRecord {
+  int64_t from_ms = 0, to_ms = 0;
+  std::string tenant{}, queue{}, user{}, job_type{}, gpu_model{};
+  int64_t gpu_milli_ms = 0;  // sum of gpu_milli x overlap (exact)
+  double cost_micro = 0;     // sum of cost_micro x overlap / (end_ms - start_ms)
+
+  bool operator==(const UsageRollupRecord&) const = default;
+};
+
+// One fact of a job that the wait, failures and preemptions reports count, attributed to the job's
+// tenant, queue, user, type and GPU model as they were at at_ms. Append-only; the server writes it
+// in the batch that appends the job event it comes from, so the two never disagree.
+//   kind "admitted":  the job was admitted after waiting since since_ms (a wait);
+//        "unqueued":  the job left pending at at_ms without an admission (cancel, suspend);
+//        "succeeded", "failed": a run's outcome; `reason` is the failure's cause;
+//        "preempted": a preemption; `reason` is its reason, lost_milli_ms the GPU time of the run
+//                     it ended (the job's GPUs x time since the run reached running; 0 if never).
+// since_ms <= at_ms always: the start of what the fact ends (the wait; for other kinds at_ms or
+// the run's start), so that a read of [from, to) finds every wait that overlaps it.
+struct JobFactRecord {
+  uint64_t seq = 0;  // 0: the store assigns the next one
+  uint64_t job_id = 0;
+  int64_t at_ms = 0;
+  std::string kind{};
+  std::string tenant{}, queue{}, user{}, job_type{}, gpu_model{};
+  int64_t since_ms = 0;
+  int64_t lost_milli_ms = 0;
+  std::string reason{};
+
+  bool operator==(const JobFactRecord&) const = default;
+};
+
 // The operations a WriteBatch holds. A Put* op is the record itself (insert or replace by key); a
 // Delete* op names the key. Deleting a key that is not there is not an error.
 namespace op {
@@ -324,6 +362,14 @@ struct DeleteWebhook {
 struct PruneWebhookDeliveries {
   int64_t finished_before_ms = 0;
 };
+// Retention of the raw history (docs/store.md): deletes the job events with at_ms < before_ms and
+// seq <= max_event_seq, and the usage records with end_ms < before_ms and seq <= max_usage_seq
+// (the rows the server archived first). The report aggregates (usage rollups, job facts) stay.
+struct PruneHistory {
+  int64_t before_ms = 0;
+  uint64_t max_event_seq = 0;
+  uint64_t max_usage_seq = 0;
+};
 }  // namespace op
 
 using WriteOp =
@@ -333,7 +379,8 @@ using WriteOp =
                  op::DeleteNode, JobRecord, op::DeleteJob, KvRecord, op::DeleteKv, JobEventRecord,
                  UsageRecord, AuditRecord, ClusterSampleRecord, GpuSampleRecord, op::CompactSamples,
                  ServiceRecord, op::DeleteService, ServingStatRecord, WebhookRecord,
-                 op::DeleteWebhook, WebhookDeliveryRecord, op::PruneWebhookDeliveries>;
+                 op::DeleteWebhook, WebhookDeliveryRecord, op::PruneWebhookDeliveries,
+                 JobFactRecord, op::PruneHistory>;
 
 // "PutJob", "DeleteTenant", "AppendAudit", ...
 std::string_view WriteOpName(const WriteOp& op);
@@ -377,6 +424,8 @@ class WriteBatch {
   void DeleteWebhook(std::string id) { ops_.emplace_back(op::DeleteWebhook{std::move(id)}); }
   void PutWebhookDelivery(WebhookDeliveryRecord r) { ops_.emplace_back(std::move(r)); }
   void PruneWebhookDeliveries(op::PruneWebhookDeliveries p) { ops_.emplace_back(p); }
+  void AppendJobFact(JobFactRecord r) { ops_.emplace_back(std::move(r)); }
+  void PruneHistory(op::PruneHistory p) { ops_.emplace_back(p); }
 
   // Moves every op of `other` to the end of this batch.
   void Append(WriteBatch other);

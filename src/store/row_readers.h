@@ -206,4 +206,35 @@ inline constexpr auto ReadWebhookDelivery = [](auto& r) -> WebhookDeliveryRecord
   return d;
 };
 
+inline constexpr auto ReadJobFact = [](auto& r) -> JobFactRecord {
+  JobFactRecord f;
+  f.seq = r.Uint();
+  f.job_id = r.Uint();
+  f.at_ms = r.Int();
+  f.kind = r.Text();
+  f.tenant = r.Text();
+  f.queue = r.Text();
+  f.user = r.Text();
+  f.job_type = r.Text();
+  f.gpu_model = r.Text();
+  f.since_ms = r.Int();
+  f.lost_milli_ms = r.Int();
+  f.reason = r.Text();
+  return f;
+};
+
+// A sum of rollup rows: tenant, queue, user, job_type, gpu_model, sum(gpu_milli_ms),
+// sum(cost_micro) (from_ms and to_ms are the caller's).
+inline constexpr auto ReadRollupSum = [](auto& r) -> UsageRollupRecord {
+  UsageRollupRecord u;
+  u.tenant = r.Text();
+  u.queue = r.Text();
+  u.user = r.Text();
+  u.job_type = r.Text();
+  u.gpu_model = r.Text();
+  u.gpu_milli_ms = r.Int();
+  u.cost_micro = r.Double();
+  return u;
+};
+
 }  // namespace arbiter::store

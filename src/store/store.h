@@ -104,6 +104,26 @@ class Store {
   virtual Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(
       const std::string& webhook_id, size_t limit) = 0;
 
+  // ---- Report aggregates: what the reports read instead of the raw history (docs/reports.md) ----
+  //
+  // The GPU time and cost of the usage records inside [from_ms, to_ms), summed per (tenant, queue,
+  // user, job_type, gpu_model), each row with from_ms and to_ms set to the period; in (tenant,
+  // queue, user, job_type, gpu_model) order. Read from the daily rows for the whole UTC days inside
+  // the period and the hourly rows for the rest, so a year costs about what a day does. Both bounds
+  // must be whole hours (InvalidArgument naming "from_ms" or "to_ms" otherwise). Exact: the sums
+  // equal those of the usage records, each counted for its part inside the period.
+  virtual Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms) = 0;
+  // The job facts with at_ms >= from_ms and since_ms < to_ms (every wait that overlaps the period
+  // and every other fact inside it, plus facts after it that began in it), in (at_ms, seq) order.
+  virtual Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms) = 0;
+  // Retention: at most `limit` job events with at_ms < before_ms and seq > after_seq, in seq order.
+  virtual Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
+                                                           size_t limit) = 0;
+  // Retention: at most `limit` usage records with end_ms < before_ms and seq > after_seq, in seq
+  // order.
+  virtual Result<std::vector<UsageRecord>> UsageBefore(int64_t before_ms, uint64_t after_seq,
+                                                       size_t limit) = 0;
+
   // ---- Leadership: several servers over one store (docs/operations.md) ----
   //
   // Takes or renews the lease for `holder`, judged by the store's clock:

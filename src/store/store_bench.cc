@@ -1,11 +1,14 @@
 // store_bench: write throughput of the SQLite store (or, with --store, the PostgreSQL store).
 //
 //   store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] [--submission]
-//               [--dir DIR] [--store postgres://USER@HOST/DB]
+//               [--ends] [--dir DIR] [--store postgres://USER@HOST/DB]
 //
 // N threads each write B single-job batches (one PutJob of a realistic job record; with
-// --submission also the job's first event and an audit record, as a submission writes). In `sync`
-// mode each thread waits for every write before the next, as the server's request handlers do (one
+// --submission also the job's first event and an audit record, as a submission writes). With
+// --ends, each batch is what the end of a run writes instead: the job's row, its final event, its
+// report fact and the usage record of its one task (1 to 3 hours long, so the store adds it to two
+// to four hourly rollups and one or two daily ones). In `sync` mode
+// each thread waits for every write before the next, as the server's request handlers do (one
 // acknowledgement per request); in `async` mode each thread enqueues all its batches, then waits.
 // --normal uses synchronous=NORMAL instead of FULL. Prints jobs/s and the group commit figures.
 #include <fmt/format.h>
@@ -59,10 +62,23 @@ arbiter::store::WriteBatch JobBatch(uint64_t id, bool submission) {
   return b;
 }
 
+// The end of job `id`'s run: its row, its event, its fact and its task's usage record.
+arbiter::store::WriteBatch EndBatch(uint64_t id) {
+  WriteBatch b = JobBatch(id, false);
+  const int64_t end = 1'767'225'600'000 + static_cast<int64_t>(id) * 7'919;
+  const int64_t start = end - 3'600'000 - static_cast<int64_t>(id % 7'200'000);
+  b.AppendJobEvent({0, id, end, "running", "succeeded", "all tasks exited 0", "{}"});
+  b.AppendJobFact({0, id, end, "succeeded", "research", "research-train", "alice", "training",
+                   "H100", end, 0, ""});
+  b.AppendUsage({0, id, 0, "research", "research-train", "alice", "training", "H100", 8000, 81920,
+                 start, end, 8000 * (end - start) / 1800});
+  return b;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: store_bench [--threads N] [--batches B] [--mode sync|async] [--normal] "
-               "[--submission] [--dir DIR] [--store postgres://USER@HOST/DB]\n");
+               "[--submission] [--ends] [--dir DIR] [--store postgres://USER@HOST/DB]\n");
   return 2;
 }
 
@@ -74,6 +90,7 @@ int main(int argc, char** argv) {
   bool sync = true;
   bool normal = false;
   bool submission = false;  // a job, its event and an audit record per batch
+  bool ends = false;        // batches of run ends instead of submissions
   std::string dir;
   std::string url;  // --store: a PostgreSQL database instead of SQLite in --dir
   for (int i = 1; i < argc; ++i) {
@@ -91,6 +108,8 @@ int main(int argc, char** argv) {
       normal = true;
     } else if (a == "--submission") {
       submission = true;
+    } else if (a == "--ends") {
+      ends = true;
     } else if (a == "--dir" && i + 1 < argc) {
       dir = next();
     } else if (a == "--store" && i + 1 < argc) {
@@ -130,7 +149,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < batches; ++i) {
         const auto id = static_cast<uint64_t>(t) * static_cast<uint64_t>(batches) +
                         static_cast<uint64_t>(i) + 1;
-        auto f = (*store)->WriteAsync(JobBatch(id, submission));
+        auto f = (*store)->WriteAsync(ends ? EndBatch(id) : JobBatch(id, submission));
         if (sync) {
           failures[static_cast<size_t>(t)] += f.get().ok() ? 0 : 1;
         } else {
@@ -150,11 +169,12 @@ int main(int argc, char** argv) {
   for (int f : failures) failed += f;
   const double jobs = static_cast<double>(threads) * batches;
   fmt::print(
-      "threads={} batches/thread={} mode={} synchronous={}{}\n"
+      "threads={} batches/thread={} mode={} synchronous={} batches={}\n"
       "jobs/s={:.0f} ({:.0f} jobs in {:.3f} s, {} failed)\n"
       "commits={} batches/commit={:.1f} max_group={} mean_commit_us={:.0f} max_commit_us={}\n",
       threads, batches, sync ? "sync" : "async", normal ? "NORMAL" : "FULL",
-      submission ? " submission" : "", jobs / seconds, jobs, seconds, failed, s.commits,
+      ends ? "run ends" : (submission ? "submissions with event and audit" : "submissions"),
+      jobs / seconds, jobs, seconds, failed, s.commits,
       s.commits > 0 ? static_cast<double>(s.batches) / static_cast<double>(s.commits) : 0.0,
       s.max_group,
       s.commits > 0 ? static_cast<double>(s.total_commit_us) / static_cast<double>(s.commits) : 0.0,

@@ -49,6 +49,8 @@ std::string_view WriteOpName(const WriteOp& op) {
                         [](const op::DeleteWebhook&) { return "DeleteWebhook"; },
                         [](const WebhookDeliveryRecord&) { return "PutWebhookDelivery"; },
                         [](const op::PruneWebhookDeliveries&) { return "PruneWebhookDeliveries"; },
+                        [](const JobFactRecord&) { return "AppendJobFact"; },
+                        [](const op::PruneHistory&) { return "PruneHistory"; },
                     },
                     op);
 }
@@ -100,6 +102,10 @@ std::string DescribeWriteOp(const WriteOp& op) {
           [](const op::PruneWebhookDeliveries& r) {
             return fmt::format("finished_before_ms={}", r.finished_before_ms);
           },
+          [](const JobFactRecord& r) {
+            return fmt::format("job_id={}, kind={}, at_ms={}", r.job_id, r.kind, r.at_ms);
+          },
+          [](const op::PruneHistory& r) { return fmt::format("before_ms={}", r.before_ms); },
       },
       op);
   return fmt::format("{}({})", WriteOpName(op), key);

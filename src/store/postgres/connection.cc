@@ -56,6 +56,8 @@ Params& Params::Text(std::string_view v) {
 
 Params& Params::Int(int64_t v) { return Text(std::to_string(v)); }
 
+Params& Params::Double(double v) { return Text(fmt::format("{}", v)); }
+
 Params& Params::Bytes(std::string_view v) {
   values_.emplace_back(v);
   null_.push_back(false);
@@ -102,6 +104,8 @@ int64_t Row::Int() {
   std::from_chars(s, s + PQgetlength(r_, row_, i), v);
   return v;
 }
+
+double Row::Double() { return std::strtod(Text().c_str(), nullptr); }
 
 bool Row::Bool() {
   const int i = i_++;

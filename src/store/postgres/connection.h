@@ -41,6 +41,7 @@ class Params {
   Params& Int(int64_t v);
   Params& Uint(uint64_t v) { return Int(static_cast<int64_t>(v)); }
   Params& Bool(bool v) { return Text(v ? "true" : "false"); }
+  Params& Double(double v);           // shortest text that reads back the same double
   Params& Bytes(std::string_view v);  // a BYTEA, any bytes
   // A value already in PostgreSQL's binary format for the parameter's type (the arrays of a
   // multi-row statement, write_plan.cc).
@@ -71,6 +72,7 @@ class Row {
   int64_t Int();
   uint64_t Uint() { return static_cast<uint64_t>(Int()); }
   int32_t Int32() { return static_cast<int32_t>(Int()); }
+  double Double();
   bool Bool();
   std::string Bytes();  // a BYTEA column
 

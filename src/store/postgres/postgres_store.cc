@@ -21,6 +21,7 @@
 #include "store/postgres/migrations.h"
 #include "store/postgres/tables.h"
 #include "store/postgres/write_plan.h"
+#include "store/usage_rollup.h"
 
 namespace arbiter::store {
 namespace {
@@ -358,6 +359,22 @@ Status Reader::PrepareAll() {
       {"deliveries_of_hook",
        SelectSql("webhook_deliveries", kWebhookDeliveryCols,
                  "WHERE webhook_id = $1 ORDER BY created_at_ms DESC, id DESC LIMIT $2")},
+      // Up to five ranges of rollup rows (store/usage_rollup.h), summed in one snapshot.
+      {"usage_rollup",
+       "SELECT tenant, queue, \"user\", job_type, gpu_model, sum(gpu_milli_ms)::bigint, "
+       "sum(cost_micro) FROM usage_rollups WHERE "
+       "(span_ms = $1 AND at_ms >= $2 AND at_ms < $3) OR "
+       "(span_ms = $4 AND at_ms >= $5 AND at_ms < $6) OR "
+       "(span_ms = $7 AND at_ms >= $8 AND at_ms < $9) OR "
+       "(span_ms = $10 AND at_ms >= $11 AND at_ms < $12) OR "
+       "(span_ms = $13 AND at_ms >= $14 AND at_ms < $15) "
+       "GROUP BY tenant, queue, \"user\", job_type, gpu_model"},
+      {"job_facts", SelectSql("job_facts", kJobFactCols,
+                              "WHERE at_ms >= $1 AND since_ms < $2 ORDER BY at_ms, seq")},
+      {"events_before",
+       SelectSql("job_events", kEventCols, "WHERE seq > $2 AND at_ms < $1 ORDER BY seq LIMIT $3")},
+      {"usage_before",
+       SelectSql("usage", kUsageCols, "WHERE seq > $2 AND end_ms < $1 ORDER BY seq LIMIT $3")},
   };
   for (const auto& [name, sql] : all) ARBITER_RETURN_IF_ERROR(conn_->Prepare(name, sql));
   return Status::Ok();
@@ -623,6 +640,45 @@ class PostgresStore final : public Store {
     return Read([&](Reader& r) {
       return r.Query<UsageRecord>("usage", Params().Int(from_ms).Int(to_ms), "store: usage",
                                   ReadUsage);
+    });
+  }
+  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms) override {
+    if (from_ms % kRollupHourMs != 0) {
+      return InvalidArgument("from_ms", "store: usage rollup: must be a whole hour");
+    }
+    if (to_ms % kRollupHourMs != 0) {
+      return InvalidArgument("to_ms", "store: usage rollup: must be a whole hour");
+    }
+    std::vector<RollupRange> ranges = RollupRanges(from_ms, to_ms);
+    ranges.resize(5);  // the rest: span 0, which no row has
+    Params p;
+    for (const RollupRange& r : ranges) p.Int(r.span_ms).Int(r.from_ms).Int(r.to_ms);
+    auto parts = Read([&](Reader& r) {
+      return r.Query<UsageRollupRecord>("usage_rollup", p, "store: usage rollup", ReadRollupSum);
+    });
+    if (!parts.ok()) return parts.status();
+    return MergeRollupParts(std::move(parts).value(), from_ms, to_ms);
+  }
+  Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms) override {
+    return Read([&](Reader& r) {
+      return r.Query<JobFactRecord>("job_facts", Params().Int(from_ms).Int(to_ms),
+                                    "store: job facts", ReadJobFact);
+    });
+  }
+  Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
+                                                   size_t limit) override {
+    return Read([&](Reader& r) {
+      return r.Query<JobEventRecord>(
+          "events_before", Params().Int(before_ms).Uint(after_seq).Int(postgres::ClampLimit(limit)),
+          "store: events before", ReadEvent);
+    });
+  }
+  Result<std::vector<UsageRecord>> UsageBefore(int64_t before_ms, uint64_t after_seq,
+                                               size_t limit) override {
+    return Read([&](Reader& r) {
+      return r.Query<UsageRecord>(
+          "usage_before", Params().Int(before_ms).Uint(after_seq).Int(postgres::ClampLimit(limit)),
+          "store: usage before", ReadUsage);
     });
   }
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "store/postgres/migrations.h"
+#include "store/report_aggregates_checks.h"
 #include "testing/postgres_cluster.h"
 
 namespace arbiter::store {
@@ -288,7 +289,8 @@ TEST_F(PostgresStoreTest, HistoryQueriesAndAppendOnlyTables) {
   ASSERT_TRUE(store->Write(std::move(next)).ok());
   EXPECT_EQ(store->Load()->max_event_seq, 11u);
 
-  for (const char* sql : {"UPDATE job_events SET reason = 'x'", "DELETE FROM usage",
+  // Events and usage records may be deleted (by the retention, PruneHistory), never changed.
+  for (const char* sql : {"UPDATE job_events SET reason = 'x'", "UPDATE usage SET end_ms = 1",
                           "UPDATE audit SET actor = 'x'"}) {
     EXPECT_NE(Sql(sql).find("append-only"), std::string::npos) << sql;
   }
@@ -841,7 +843,7 @@ TEST_F(PostgresStoreTest, SchemaVersionsAreRecordedAndANewerOneIsRefused) {
   ASSERT_NE(MustOpen(), nullptr);  // reopening applies nothing
   ASSERT_EQ(Sql("SELECT count(*) || '/' || max(version) FROM schema_version"), "");
   EXPECT_EQ(last_value_, fmt::format("{0}/{0}", postgres::LatestSchemaVersion()));
-  EXPECT_EQ(postgres::LatestSchemaVersion(), 9);
+  EXPECT_EQ(postgres::LatestSchemaVersion(), 10);
   ASSERT_EQ(Sql("INSERT INTO schema_version VALUES (99, '0099_future.sql', 0)"), "");
   auto refused = OpenPostgresStore(uri_);
   ASSERT_FALSE(refused.ok());
@@ -860,7 +862,7 @@ TEST_F(PostgresStoreTest, ServersOpeningANewDatabaseAtOnceMigrateItOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(opened.load(), 4);
   ASSERT_EQ(Sql("SELECT count(*) FROM schema_version"), "");
-  EXPECT_EQ(last_value_, "9");
+  EXPECT_EQ(last_value_, "10");
 }
 
 TEST_F(PostgresStoreTest, ALostConnectionFailsOneCallAndIsMadeAgain) {
@@ -898,6 +900,89 @@ TEST_F(PostgresStoreTest, ConnectionErrorsAreUnavailableAndHideThePassword) {
   EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(store.status().message().find("hunter2"), std::string::npos)
       << store.status().message();
+}
+
+TEST_F(PostgresStoreTest, UsageRollupsEqualTheRecordsForEveryPeriodOfWholeHours) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  checks::UsageRollupsEqualTheRecords(*store);
+}
+
+TEST_F(PostgresStoreTest, JobFactsAreReadByPeriodAndPruneHistoryKeepsTheAggregates) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  checks::JobFactsAndPruneHistory(*store);
+}
+
+// A database of schema 9 with history: migration 10 builds the rollups and facts from it.
+TEST_F(PostgresStoreTest, MigrationTenBackfillsTheAggregatesFromTheHistory) {
+  ASSERT_EQ(Sql("CREATE TABLE schema_version (version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT "
+                "NULL, applied_at_ms BIGINT NOT NULL)"),
+            "");
+  for (const postgres::Migration& m : postgres::Migrations()) {
+    if (m.version >= 10) break;
+    ASSERT_EQ(Sql(std::string(m.sql)), "") << m.name;
+    ASSERT_EQ(
+        Sql(fmt::format("INSERT INTO schema_version VALUES ({}, '{}', 0)", m.version, m.name)), "");
+  }
+  const std::vector<UsageRecord> records = checks::RandomUsage(5, 80);
+  uint64_t seq = 0;
+  for (const UsageRecord& u : records) {
+    ASSERT_EQ(
+        Sql(fmt::format(
+            "INSERT INTO usage VALUES ({}, {}, 0, '{}', '{}', '{}', '{}', '{}', {}, 0, {}, {}, "
+            "{})",
+            ++seq, u.job_id, u.tenant, u.queue, u.user, u.job_type, u.gpu_model, u.gpu_milli,
+            u.start_ms, u.end_ms, u.cost_micro)),
+        "");
+  }
+  // Job 1000: submitted, admitted after 40 ms, running, preempted, requeued, admitted, failed.
+  ASSERT_EQ(Sql("INSERT INTO jobs (id, tenant, queue, \"user\", name, type, state, spec_json, "
+                "status_json, idempotency_key, submitted_at_ms, updated_at_ms) VALUES (1000, 't', "
+                "'t-q', 'u', 'n', 'training', 'failed', '{}', '{\"gpu_model\":\"H100\"}', '', 0, "
+                "0)"),
+            "");
+  ASSERT_EQ(Sql(fmt::format("INSERT INTO usage VALUES ({}, 1000, 0, 't', 't-q', 'u', 'training', "
+                            "'H100', 2000, 0, 40, 90, 0)",
+                            ++seq)),
+            "");
+  const char* events[][4] = {{"10", "", "pending", "submitted"},
+                             {"50", "pending", "admitted", "admitted"},
+                             {"60", "admitted", "running", "running"},
+                             {"90", "running", "preempting", "preempted by job 2 (priority)"},
+                             {"95", "preempting", "pending", "requeued"},
+                             {"120", "pending", "admitted", "admitted"},
+                             {"130", "admitted", "running", "running"},
+                             {"200", "running", "failed", "a task exited with code 3"}};
+  int event_seq = 0;
+  for (const auto& e : events) {
+    ASSERT_EQ(
+        Sql(fmt::format("INSERT INTO job_events VALUES ({}, 1000, {}, '{}', '{}', '{}', '{{}}')",
+                        ++event_seq, e[0], e[1], e[2], e[3])),
+        "");
+  }
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  const int64_t a = checks::kT0 + 7 * kRollupHourMs, b = checks::kT0 + 3 * kRollupDayMs;
+  auto got = store->UsageRollup(a, b);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const auto want = checks::ExpectedRollup(records, a, b);
+  ASSERT_EQ(got->size(), want.size());
+  for (const UsageRollupRecord& r : *got) {
+    auto w = want.find({r.tenant, r.queue, r.user, r.job_type, r.gpu_model});
+    ASSERT_NE(w, want.end());
+    EXPECT_EQ(r.gpu_milli_ms, w->second.first);
+    EXPECT_NEAR(r.cost_micro, w->second.second, 1e-3);
+  }
+  auto facts = store->JobFacts(0, 1'000);
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  const std::vector<JobFactRecord> want_facts = {
+      {1, 1000, 50, "admitted", "t", "t-q", "u", "training", "H100", 10, 0, ""},
+      {4, 1000, 90, "preempted", "t", "t-q", "u", "training", "H100", 60, 2000 * 30,
+       "preempted by job 2 (priority)"},
+      {2, 1000, 120, "admitted", "t", "t-q", "u", "training", "H100", 95, 0, ""},
+      {3, 1000, 200, "failed", "t", "t-q", "u", "training", "H100", 200, 0, "exit code 3"}};
+  EXPECT_EQ(*facts, want_facts);
 }
 
 }  // namespace

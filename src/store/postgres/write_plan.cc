@@ -14,6 +14,7 @@
 
 #include "store/columns.h"
 #include "store/postgres/tables.h"
+#include "store/usage_rollup.h"
 
 namespace arbiter::store::postgres {
 namespace {
@@ -179,6 +180,15 @@ std::vector<std::pair<const char*, std::string>> WriteStatements() {
       {"put_webhook_delivery", UpsertSql("webhook_deliveries", kWebhookDeliveryCols)},
       {"prune_webhook_deliveries",
        "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND updated_at_ms < $1"},
+      {"add_usage_rollup",
+       fmt::format("{} ON CONFLICT (span_ms, at_ms, tenant, queue, \"user\", job_type, gpu_model) "
+                   "DO UPDATE SET gpu_milli_ms = usage_rollups.gpu_milli_ms + "
+                   "EXCLUDED.gpu_milli_ms, cost_micro = usage_rollups.cost_micro + "
+                   "EXCLUDED.cost_micro",
+                   InsertSql("usage_rollups", kUsageRollupCols))},
+      {"append_fact", AppendSql("job_facts", kJobFactCols)},
+      {"prune_events", "DELETE FROM job_events WHERE at_ms < $1 AND seq <= $2"},
+      {"prune_usage", "DELETE FROM usage WHERE end_ms < $1 AND seq <= $2"},
       // The multi-row statements of PlanGroup.
       {"put_jobs", UpsertManySql("jobs", kJobCols, kJobTypes)},
       {"append_events", AppendManySql("job_events", kEventCols, kEventTypes)},
@@ -186,6 +196,50 @@ std::vector<std::pair<const char*, std::string>> WriteStatements() {
       {"append_audits", AppendManySql("audit", kAuditCols, kAuditTypes)},
   };
 }
+
+namespace {
+
+// A usage record's own row (without the rollups).
+void EncodeUsageAppend(const UsageRecord& r, const WriteOp& op, size_t batch,
+                       std::vector<Call>& out) {
+  out.push_back(Call{"append_usage",
+                     Params()
+                         .SeqOrNull(r.seq)
+                         .Uint(r.job_id)
+                         .Int(r.task)
+                         .Text(r.tenant)
+                         .Text(r.queue)
+                         .Text(r.user)
+                         .Text(r.job_type)
+                         .Text(r.gpu_model)
+                         .Int(r.gpu_milli)
+                         .Int(r.gpu_memory_mib)
+                         .Int(r.start_ms)
+                         .Int(r.end_ms)
+                         .Int(r.cost_micro),
+                     batch, &op, 1});
+}
+
+// The report aggregates a usage record adds to, in the same transaction as the record.
+void EncodeUsageRollups(const UsageRecord& r, const WriteOp& op, size_t batch,
+                        std::vector<Call>& out) {
+  for (const RollupPart& part : SplitUsage(r)) {
+    out.push_back(Call{"add_usage_rollup",
+                       Params()
+                           .Int(part.span_ms)
+                           .Int(part.at_ms)
+                           .Text(r.tenant)
+                           .Text(r.queue)
+                           .Text(r.user)
+                           .Text(r.job_type)
+                           .Text(r.gpu_model)
+                           .Int(part.gpu_milli_ms)
+                           .Double(part.cost_micro),
+                       batch, &op, 1});
+  }
+}
+
+}  // namespace
 
 void EncodeOp(const WriteOp& op, size_t batch, std::vector<Call>& out) {
   auto add = [&](const char* stmt, Params p) {
@@ -266,20 +320,8 @@ void EncodeOp(const WriteOp& op, size_t batch, std::vector<Call>& out) {
                                     .Text(r.detail_json));
           },
           [&](const UsageRecord& r) {
-            add("append_usage", Params()
-                                    .SeqOrNull(r.seq)
-                                    .Uint(r.job_id)
-                                    .Int(r.task)
-                                    .Text(r.tenant)
-                                    .Text(r.queue)
-                                    .Text(r.user)
-                                    .Text(r.job_type)
-                                    .Text(r.gpu_model)
-                                    .Int(r.gpu_milli)
-                                    .Int(r.gpu_memory_mib)
-                                    .Int(r.start_ms)
-                                    .Int(r.end_ms)
-                                    .Int(r.cost_micro));
+            EncodeUsageAppend(r, op, batch, out);
+            EncodeUsageRollups(r, op, batch, out);
           },
           [&](const AuditRecord& r) {
             add("append_audit", Params()
@@ -354,6 +396,25 @@ void EncodeOp(const WriteOp& op, size_t batch, std::vector<Call>& out) {
           [&](const op::PruneWebhookDeliveries& r) {
             add("prune_webhook_deliveries", Params().Int(r.finished_before_ms));
           },
+          [&](const JobFactRecord& r) {
+            add("append_fact", Params()
+                                   .SeqOrNull(r.seq)
+                                   .Uint(r.job_id)
+                                   .Int(r.at_ms)
+                                   .Text(r.kind)
+                                   .Text(r.tenant)
+                                   .Text(r.queue)
+                                   .Text(r.user)
+                                   .Text(r.job_type)
+                                   .Text(r.gpu_model)
+                                   .Int(r.since_ms)
+                                   .Int(r.lost_milli_ms)
+                                   .Text(r.reason));
+          },
+          [&](const op::PruneHistory& r) {
+            add("prune_events", Params().Int(r.before_ms).Uint(r.max_event_seq));
+            add("prune_usage", Params().Int(r.before_ms).Uint(r.max_usage_seq));
+          },
       },
       op);
 }
@@ -391,7 +452,12 @@ class Planner {
                    },
                    [&](const op::DeleteJob&) { Alone(kJobs, op, batch); },
                    [&](const JobEventRecord& r) { Append(kEvents, r.seq, op, batch); },
-                   [&](const UsageRecord& r) { Append(kUsage, r.seq, op, batch); },
+                   [&](const UsageRecord& r) {
+                     if (r.seq != 0) return Alone(kUsage, op, batch);  // rollups included
+                     runs_[kUsage].push_back({&op, batch});
+                     // Its rollups write another table: where the op stands.
+                     EncodeUsageRollups(r, op, batch, out_);
+                   },
                    [&](const AuditRecord& r) { Append(kAudit, r.seq, op, batch); },
                    // Every other op writes none of the gathered tables.
                    [&](const auto&) { EncodeOp(op, batch, out_); },
@@ -418,7 +484,10 @@ class Planner {
     std::vector<Item>& run = runs_[t];
     if (t == kJobs) job_ids_.clear();
     if (run.empty()) return;
-    if (run.size() == 1) {
+    if (run.size() == 1 && t == kUsage) {
+      // The row alone: its rollups went out where the op stood.
+      EncodeUsageAppend(std::get<UsageRecord>(*run[0].op), *run[0].op, run[0].batch, out_);
+    } else if (run.size() == 1) {
       EncodeOp(*run[0].op, run[0].batch, out_);
     } else {
       out_.push_back(Call{kStatements[t], Encode(t, run), run[0].batch, nullptr, run.size()});

@@ -46,6 +46,7 @@ class Row {
   uint64_t Uint() { return static_cast<uint64_t>(Int()); }
   int32_t Int32() { return static_cast<int32_t>(Int()); }
   bool Bool() { return Int() != 0; }
+  double Double() { return sqlite3_column_double(s_, i_++); }
   std::string Bytes() { return Text(); }  // a BLOB column
 
  private:
@@ -118,6 +119,7 @@ class Connection {
   static int Bind(sqlite3_stmt* s, int i, uint64_t v);
   static int Bind(sqlite3_stmt* s, int i, int32_t v) { return sqlite3_bind_int64(s, i, v); }
   static int Bind(sqlite3_stmt* s, int i, bool v) { return sqlite3_bind_int(s, i, v ? 1 : 0); }
+  static int Bind(sqlite3_stmt* s, int i, double v) { return sqlite3_bind_double(s, i, v); }
 
   template <typename... Args>
   static int BindAll([[maybe_unused]] sqlite3_stmt* s, const Args&... args) {

@@ -20,6 +20,7 @@
 #include "store/sqlite/connection.h"
 #include "store/sqlite/migrations.h"
 #include "store/sqlite/tables.h"
+#include "store/usage_rollup.h"
 
 namespace arbiter::store {
 namespace {
@@ -92,6 +93,7 @@ class Writer {
   Statement put_service_, del_service_, put_serving_stat_, del_serving_stats_;
   Statement put_webhook_, del_webhook_, del_webhook_deliveries_, put_webhook_delivery_,
       prune_webhook_deliveries_;
+  Statement add_usage_rollup_, append_fact_, prune_events_, prune_usage_;
 };
 
 Result<std::unique_ptr<Writer>> Writer::Create(std::unique_ptr<Connection> conn) {
@@ -152,6 +154,16 @@ Status Writer::PrepareAll() {
       {&put_webhook_delivery_, UpsertSql("webhook_deliveries", kWebhookDeliveryCols)},
       {&prune_webhook_deliveries_,
        "DELETE FROM webhook_deliveries WHERE state <> 'pending' AND updated_at_ms < ?1"},
+      {&add_usage_rollup_,
+       fmt::format(
+           "INSERT INTO usage_rollups ({}) VALUES ({}) ON CONFLICT (span_ms, at_ms, tenant, "
+           "queue, user, job_type, gpu_model) DO UPDATE SET "
+           "gpu_milli_ms = gpu_milli_ms + excluded.gpu_milli_ms, "
+           "cost_micro = cost_micro + excluded.cost_micro",
+           Join(kUsageRollupCols), Placeholders(kUsageRollupCols.size()))},
+      {&append_fact_, InsertSql("job_facts", kJobFactCols)},
+      {&prune_events_, "DELETE FROM job_events WHERE at_ms < ?1 AND seq <= ?2"},
+      {&prune_usage_, "DELETE FROM usage WHERE end_ms < ?1 AND seq <= ?2"},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(c, *stmt, sql));
   return Status::Ok();
@@ -205,9 +217,16 @@ Status Writer::Apply(const WriteOp& op) {
                          r.to_state, r.reason, r.detail_json);
           },
           [&](const UsageRecord& r) {
-            return c.Run(append_usage_.get(), "", SeqOrNull{r.seq}, r.job_id, r.task, r.tenant,
-                         r.queue, r.user, r.job_type, r.gpu_model, r.gpu_milli, r.gpu_memory_mib,
-                         r.start_ms, r.end_ms, r.cost_micro);
+            Status s = c.Run(append_usage_.get(), "", SeqOrNull{r.seq}, r.job_id, r.task, r.tenant,
+                             r.queue, r.user, r.job_type, r.gpu_model, r.gpu_milli,
+                             r.gpu_memory_mib, r.start_ms, r.end_ms, r.cost_micro);
+            // The report aggregates, in the same transaction as the record.
+            for (const RollupPart& part : SplitUsage(r)) {
+              if (!s.ok()) break;
+              s = c.Run(add_usage_rollup_.get(), "", part.span_ms, part.at_ms, r.tenant, r.queue,
+                        r.user, r.job_type, r.gpu_model, part.gpu_milli_ms, part.cost_micro);
+            }
+            return s;
           },
           [&](const AuditRecord& r) {
             return c.Run(append_audit_.get(), "", SeqOrNull{r.seq}, r.at_ms, r.actor, r.action,
@@ -253,6 +272,16 @@ Status Writer::Apply(const WriteOp& op) {
           },
           [&](const op::PruneWebhookDeliveries& r) {
             return c.Run(prune_webhook_deliveries_.get(), "", r.finished_before_ms);
+          },
+          [&](const JobFactRecord& r) {
+            return c.Run(append_fact_.get(), "", SeqOrNull{r.seq}, r.job_id, r.at_ms, r.kind,
+                         r.tenant, r.queue, r.user, r.job_type, r.gpu_model, r.since_ms,
+                         r.lost_milli_ms, r.reason);
+          },
+          [&](const op::PruneHistory& r) {
+            Status s = c.Run(prune_events_.get(), "", r.before_ms, r.max_event_seq);
+            if (s.ok()) s = c.Run(prune_usage_.get(), "", r.before_ms, r.max_usage_seq);
+            return s;
           },
       },
       op);
@@ -413,6 +442,11 @@ class Reader {
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms);
   Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(const std::string& webhook_id,
                                                                size_t limit);
+  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms);
+  Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms);
+  Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
+                                                   size_t limit);
+  Result<std::vector<UsageRecord>> UsageBefore(int64_t before_ms, uint64_t after_seq, size_t limit);
 
  private:
   explicit Reader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
@@ -425,6 +459,7 @@ class Reader {
   Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
   Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
   Statement webhooks_, pending_deliveries_, deliveries_of_hook_;
+  Statement rollup_sum_, facts_, events_before_, usage_before_;
 };
 
 Result<std::unique_ptr<Reader>> Reader::Create(std::unique_ptr<Connection> conn) {
@@ -454,7 +489,12 @@ Status Reader::PrepareAll() {
       {&max_event_seq_, "SELECT coalesce(max(seq), 0) FROM job_events"},
       {&events_of_job_, SelectSql("job_events", kEventCols, "WHERE job_id = ?1 ORDER BY seq")},
       {&events_since_, SelectSql("job_events", kEventCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
-      {&usage_, SelectSql("usage", kUsageCols, "WHERE end_ms > ?1 AND start_ms < ?2 ORDER BY seq")},
+      // Through usage_by_end (`+start_ms` keeps SQLite off usage_by_start, and no ORDER BY off a
+      // scan of the whole table in seq order): the records that end after `from`, filtered on
+      // start_ms inside the index, then sorted by seq in Usage(). Recent periods (a report's
+      // partial hours, the budgets' current hour) read only their own records.
+      {&usage_, SelectSql("usage", kUsageCols,
+                          "INDEXED BY usage_by_end WHERE end_ms > ?1 AND +start_ms < ?2")},
       {&audit_, SelectSql("audit", kAuditCols, "WHERE seq > ?1 ORDER BY seq LIMIT ?2")},
       {&cluster_samples_, SelectSql("cluster_samples", kClusterSampleCols,
                                     "WHERE at_ms >= ?1 AND at_ms < ?2 ORDER BY at_ms")},
@@ -473,6 +513,16 @@ Status Reader::PrepareAll() {
       {&deliveries_of_hook_,
        SelectSql("webhook_deliveries", kWebhookDeliveryCols,
                  "WHERE webhook_id = ?1 ORDER BY created_at_ms DESC, id DESC LIMIT ?2")},
+      {&rollup_sum_,
+       "SELECT tenant, queue, user, job_type, gpu_model, sum(gpu_milli_ms), sum(cost_micro) "
+       "FROM usage_rollups WHERE span_ms = ?1 AND at_ms >= ?2 AND at_ms < ?3 "
+       "GROUP BY tenant, queue, user, job_type, gpu_model"},
+      {&facts_, SelectSql("job_facts", kJobFactCols,
+                          "WHERE at_ms >= ?1 AND since_ms < ?2 ORDER BY at_ms, seq")},
+      {&events_before_,
+       SelectSql("job_events", kEventCols, "WHERE seq > ?2 AND at_ms < ?1 ORDER BY seq LIMIT ?3")},
+      {&usage_before_,
+       SelectSql("usage", kUsageCols, "WHERE seq > ?2 AND end_ms < ?1 ORDER BY seq LIMIT ?3")},
   };
   for (const auto& [stmt, sql] : all) ARBITER_RETURN_IF_ERROR(PrepareInto(*conn_, *stmt, sql));
   return Status::Ok();
@@ -534,6 +584,53 @@ Result<std::vector<UsageRecord>> Reader::Usage(int64_t from_ms, int64_t to_ms) {
   std::vector<UsageRecord> out;
   ARBITER_RETURN_IF_ERROR(
       conn_->Query(usage_.get(), "store: usage", out, ReadUsage, from_ms, to_ms));
+  std::sort(out.begin(), out.end(),
+            [](const UsageRecord& a, const UsageRecord& b) { return a.seq < b.seq; });
+  return out;
+}
+
+Result<std::vector<UsageRollupRecord>> Reader::UsageRollup(int64_t from_ms, int64_t to_ms) {
+  if (from_ms % kRollupHourMs != 0) {
+    return InvalidArgument("from_ms", "store: usage rollup: must be a whole hour");
+  }
+  if (to_ms % kRollupHourMs != 0) {
+    return InvalidArgument("to_ms", "store: usage rollup: must be a whole hour");
+  }
+  // One read transaction: the ranges see the same snapshot.
+  ARBITER_RETURN_IF_ERROR(conn_->Run(begin_.get(), "store: usage rollup: begin"));
+  std::vector<UsageRollupRecord> parts;
+  Status st;
+  for (const RollupRange& r : RollupRanges(from_ms, to_ms)) {
+    st = conn_->Query(rollup_sum_.get(), "store: usage rollup", parts, ReadRollupSum, r.span_ms,
+                      r.from_ms, r.to_ms);
+    if (!st.ok()) break;
+  }
+  Status end = conn_->Run(st.ok() ? commit_.get() : rollback_.get(), "store: usage rollup: end");
+  if (!st.ok()) return st;
+  if (!end.ok()) return end;
+  return MergeRollupParts(std::move(parts), from_ms, to_ms);
+}
+
+Result<std::vector<JobFactRecord>> Reader::JobFacts(int64_t from_ms, int64_t to_ms) {
+  std::vector<JobFactRecord> out;
+  ARBITER_RETURN_IF_ERROR(
+      conn_->Query(facts_.get(), "store: job facts", out, ReadJobFact, from_ms, to_ms));
+  return out;
+}
+
+Result<std::vector<JobEventRecord>> Reader::EventsBefore(int64_t before_ms, uint64_t after_seq,
+                                                         size_t limit) {
+  std::vector<JobEventRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(events_before_.get(), "store: events before", out, ReadEvent,
+                                       before_ms, after_seq, ClampLimit(limit)));
+  return out;
+}
+
+Result<std::vector<UsageRecord>> Reader::UsageBefore(int64_t before_ms, uint64_t after_seq,
+                                                     size_t limit) {
+  std::vector<UsageRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(usage_before_.get(), "store: usage before", out, ReadUsage,
+                                       before_ms, after_seq, ClampLimit(limit)));
   return out;
 }
 
@@ -764,6 +861,20 @@ class SqliteStore final : public Store {
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) override;
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override;
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override;
+  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms) override {
+    return Read([&](Reader& r) { return r.UsageRollup(from_ms, to_ms); });
+  }
+  Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms) override {
+    return Read([&](Reader& r) { return r.JobFacts(from_ms, to_ms); });
+  }
+  Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
+                                                   size_t limit) override {
+    return Read([&](Reader& r) { return r.EventsBefore(before_ms, after_seq, limit); });
+  }
+  Result<std::vector<UsageRecord>> UsageBefore(int64_t before_ms, uint64_t after_seq,
+                                               size_t limit) override {
+    return Read([&](Reader& r) { return r.UsageBefore(before_ms, after_seq, limit); });
+  }
   Result<std::vector<AuditRecord>> Audit(uint64_t after_seq, size_t limit) override;
   Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q) override;
   Result<std::vector<ClusterSampleRecord>> ClusterSamples(int64_t from_ms, int64_t to_ms) override;

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "store/report_aggregates_checks.h"
+#include "store/sqlite/migrations.h"
 #include "testing/temp_dir.h"
 
 namespace arbiter::store {
@@ -344,10 +346,10 @@ TEST(SqliteStore, HistoryIsAppendOnly) {
             SQLITE_OK);
   EXPECT_NE(std::string(sqlite3_errmsg(db)).find("append-only"), std::string::npos);
   for (const char* sql :
-       {"DELETE FROM job_events", "UPDATE usage SET end_ms = 1", "DELETE FROM usage",
-        "UPDATE audit SET actor = 'x'", "DELETE FROM audit"}) {
+       {"UPDATE usage SET end_ms = 1", "UPDATE audit SET actor = 'x'", "DELETE FROM audit"}) {
     EXPECT_NE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
   }
+  // Events and usage records may be deleted (by the retention, PruneHistory), never changed.
   sqlite3_close(db);
 }
 
@@ -601,6 +603,103 @@ TEST(SqliteStoreDurability, AcknowledgedWritesSurviveSigkill) {
   ASSERT_EQ(events->size(), jobs.size());
   for (const auto& e : *events) EXPECT_EQ(jobs.count(e.job_id), 1u) << e.job_id;
   std::cout << "acknowledged " << acked.size() << ", present after SIGKILL " << jobs.size() << "\n";
+}
+
+TEST(SqliteStore, UsageRollupsEqualTheRecordsForEveryPeriodOfWholeHours) {
+  TempDir dir;
+  auto store = MustOpen(dir.File("arbiter.db"));
+  ASSERT_NE(store, nullptr);
+  checks::UsageRollupsEqualTheRecords(*store);
+}
+
+TEST(SqliteStore, JobFactsAreReadByPeriodAndPruneHistoryKeepsTheAggregates) {
+  TempDir dir;
+  auto store = MustOpen(dir.File("arbiter.db"));
+  ASSERT_NE(store, nullptr);
+  checks::JobFactsAndPruneHistory(*store);
+}
+
+// A database of schema 9 with history: migration 10 builds the rollups and facts from it.
+TEST(SqliteStore, MigrationTenBackfillsTheAggregatesFromTheHistory) {
+  TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  const std::vector<UsageRecord> records = checks::RandomUsage(3, 120);
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    auto exec = [&](const std::string& sql) {
+      char* err = nullptr;
+      EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+          << (err ? err : "") << "\n"
+          << sql.substr(0, 200);
+      sqlite3_free(err);
+    };
+    exec(
+        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, "
+        "applied_at_ms INTEGER NOT NULL)");
+    for (const sqlite::Migration& m : sqlite::Migrations()) {
+      if (m.version >= 10) break;
+      exec(std::string(m.sql));
+      exec(fmt::format("INSERT INTO schema_version VALUES ({}, '{}', 0)", m.version, m.name));
+    }
+    for (const UsageRecord& u : records) {
+      exec(fmt::format(
+          "INSERT INTO usage (job_id, task, tenant, queue, user, job_type, gpu_model, gpu_milli, "
+          "gpu_memory_mib, start_ms, end_ms, cost_micro) VALUES ({}, 0, '{}', '{}', '{}', '{}', "
+          "'{}', {}, 0, {}, {}, {})",
+          u.job_id, u.tenant, u.queue, u.user, u.job_type, u.gpu_model, u.gpu_milli, u.start_ms,
+          u.end_ms, u.cost_micro));
+    }
+    // Job 1: submitted, admitted after 40 ms, running, preempted, requeued, admitted, failed.
+    exec(
+        "INSERT INTO jobs (id, tenant, queue, user, name, type, state, spec_json, status_json, "
+        "idempotency_key, submitted_at_ms, updated_at_ms) VALUES (1, 't', 't-q', 'u', 'n', "
+        "'training', 'failed', '{}', '{\"gpu_model\":\"H100\"}', '', 0, 0)");
+    exec(
+        "INSERT INTO usage (job_id, task, tenant, queue, user, job_type, gpu_model, gpu_milli, "
+        "gpu_memory_mib, start_ms, end_ms, cost_micro) VALUES (1, 0, 't', 't-q', 'u', "
+        "'training', 'H100', 2000, 0, 40, 90, 0)");
+    const char* events[][4] = {{"10", "", "pending", "submitted"},
+                               {"50", "pending", "admitted", "admitted"},
+                               {"60", "admitted", "running", "running"},
+                               {"90", "running", "preempting", "preempted by job 2 (priority)"},
+                               {"95", "preempting", "pending", "requeued"},
+                               {"120", "pending", "admitted", "admitted"},
+                               {"130", "admitted", "running", "running"},
+                               {"200", "running", "failed", "a task exited with code 3"}};
+    for (const auto& e : events) {
+      exec(
+          fmt::format("INSERT INTO job_events (job_id, at_ms, from_state, to_state, reason, "
+                      "detail_json) VALUES (1, {}, '{}', '{}', '{}', '{{}}')",
+                      e[0], e[1], e[2], e[3]));
+    }
+    sqlite3_close(db);
+  }
+  auto store = MustOpen(path);
+  ASSERT_NE(store, nullptr);
+  for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{
+           {checks::kT0, checks::kT0 + 5 * kRollupDayMs},
+           {checks::kT0 + 7 * kRollupHourMs, checks::kT0 + 30 * kRollupHourMs}}) {
+    auto got = store->UsageRollup(a, b);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const auto want = checks::ExpectedRollup(records, a, b);
+    ASSERT_EQ(got->size(), want.size());
+    for (const UsageRollupRecord& r : *got) {
+      auto w = want.find({r.tenant, r.queue, r.user, r.job_type, r.gpu_model});
+      ASSERT_NE(w, want.end());
+      EXPECT_EQ(r.gpu_milli_ms, w->second.first);
+      EXPECT_NEAR(r.cost_micro, w->second.second, 1e-3);
+    }
+  }
+  auto facts = store->JobFacts(0, 1'000);
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  const std::vector<JobFactRecord> want = {
+      {1, 1, 50, "admitted", "t", "t-q", "u", "training", "H100", 10, 0, ""},
+      {4, 1, 90, "preempted", "t", "t-q", "u", "training", "H100", 60, 2000 * 30,
+       "preempted by job 2 (priority)"},
+      {2, 1, 120, "admitted", "t", "t-q", "u", "training", "H100", 95, 0, ""},
+      {3, 1, 200, "failed", "t", "t-q", "u", "training", "H100", 200, 0, "exit code 3"}};
+  EXPECT_EQ(*facts, want);
 }
 
 }  // namespace
