@@ -99,9 +99,13 @@ TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
             (std::vector<std::string>{
                 "audit.audit_by_action", "audit.audit_by_actor", "audit.audit_by_target",
                 "audit.audit_by_tenant", "audit.audit_by_time", "job_events.job_events_by_job",
-                "jobs.jobs_by_idempotency_key", "queues.queues_by_tenant", "tokens.tokens_by_hash",
-                "tokens.tokens_by_user", "usage.usage_by_end", "usage.usage_by_start",
-                "usage.usage_by_tenant", "users.users_by_tenant",
+                "jobs.jobs_by_idempotency_key",
+                // Partial, over finished jobs (and the live ones): the job history's reads.
+                "jobs.jobs_finished_by_queue", "jobs.jobs_finished_by_tenant",
+                "jobs.jobs_finished_by_update", "jobs.jobs_finished_by_user",
+                "jobs.jobs_finished_stopping", "jobs.jobs_unfinished", "queues.queues_by_tenant",
+                "tokens.tokens_by_hash", "tokens.tokens_by_user", "usage.usage_by_end",
+                "usage.usage_by_start", "usage.usage_by_tenant", "users.users_by_tenant",
                 // Read by a hook's delivery log (and its deletion); by the pending ones' load at
                 // start.
                 "webhook_deliveries.webhook_deliveries_by_hook",

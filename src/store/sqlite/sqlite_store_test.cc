@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "store/job_history_checks.h"
+#include "store/job_history_sql.h"
 #include "testing/temp_dir.h"
 
 namespace arbiter::store {
@@ -52,6 +54,13 @@ WriteBatch JobBatch(uint64_t id) {
 }
 
 std::string HexHash(int n) { return fmt::format("{:064x}", n); }
+
+TEST(SqliteStore, JobHistoryReadsFilterPageAndLoadAWindow) {
+  TempDir dir;
+  auto store = MustOpen(dir.File("arbiter.db"));
+  ASSERT_NE(store, nullptr);
+  testing::CheckJobHistoryReads(*store);
+}
 
 TEST(SqliteStore, EveryRecordKindRoundTripsThroughReopen) {
   TempDir dir;
@@ -317,6 +326,43 @@ TEST(SqliteStore, AuditQueriesUseTheirIndexes) {
   EXPECT_NE(plan("seq > 0 AND tenant = 'prod'").find("audit_by_tenant"), std::string::npos);
   EXPECT_NE(plan("seq > 0 AND (target = 'job/1' OR (target >= 'job/1/' AND target < 'job/10'))")
                 .find("audit_by_target"),
+            std::string::npos);
+  sqlite3_close(db);
+}
+
+TEST(SqliteStore, JobHistoryQueriesUseTheirPartialIndexes) {
+  TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  { MustOpen(path)->Close(); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  auto plan = [&](const std::string& tail) {
+    std::string out;
+    sqlite3_stmt* s = nullptr;
+    const std::string sql = "EXPLAIN QUERY PLAN SELECT id FROM jobs " + tail;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sql;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      out += reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+      out += "\n";
+    }
+    sqlite3_finalize(s);
+    return out;
+  };
+  // The SQL the store writes (store/job_history_sql.h).
+  auto list = [&](JobQuery q) {
+    const JobQuerySql sql = BuildJobQuerySql(q, [](size_t i) { return fmt::format("?{}", i); });
+    return plan("WHERE " + sql.where + " " + sql.tail);
+  };
+  EXPECT_NE(list({.users = {"alice"}, .finished_only = true, .after_id = 10})
+                .find("jobs_finished_by_user"),
+            std::string::npos);
+  EXPECT_NE(list({.queues = {"q"}, .finished_only = true}).find("jobs_finished_by_queue"),
+            std::string::npos);
+  EXPECT_NE(list({.tenants = {"t"}, .finished_only = true}).find("jobs_finished_by_tenant"),
+            std::string::npos);
+  EXPECT_NE(plan(UnfinishedJobsWhere()).find("jobs_unfinished"), std::string::npos);
+  EXPECT_NE(plan(StoppingJobsWhere("instr")).find("jobs_finished_stopping"), std::string::npos);
+  EXPECT_NE(plan(FinishedWindowWhere("?1", "?2")).find("jobs_finished_by_update"),
             std::string::npos);
   sqlite3_close(db);
 }
