@@ -91,6 +91,8 @@ inline void CheckJobHistoryReads(Store& store) {
   EXPECT_EQ(list({.finished_only = true, .before_id = 6, .newest_first = true, .limit = 2}),
             (std::vector<uint64_t>{5, 4}));
   EXPECT_EQ(list({.submitted_until_ms = 300}), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(list({.finished_only = true, .updated_since_ms = 5000}),
+            (std::vector<uint64_t>{5, 6, 7}));
   EXPECT_EQ(list({.tenants = {"nobody"}}), (std::vector<uint64_t>{}));
   // A name with a quote is a value, never SQL.
   EXPECT_EQ(list({.users = {"u1' OR '1'='1"}}), (std::vector<uint64_t>{}));

@@ -64,6 +64,7 @@ inline JobQuerySql BuildJobQuerySql(const JobQuery& q,
   if (q.after_id > 0) terms.push_back("id > " + add(ClampId(q.after_id)));
   if (q.before_id > 0) terms.push_back("id < " + add(ClampId(q.before_id)));
   if (q.submitted_until_ms > 0) terms.push_back("submitted_at_ms <= " + add(q.submitted_until_ms));
+  if (q.updated_since_ms > 0) terms.push_back("updated_at_ms >= " + add(q.updated_since_ms));
   for (const std::string& t : terms) out.where += (out.where.empty() ? "" : " AND ") + t;
   if (out.where.empty()) out.where = "1 = 1";
   const size_t limit = std::min<size_t>(q.limit, 1'000'000);

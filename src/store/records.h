@@ -416,6 +416,7 @@ struct JobQuery {
   uint64_t after_id = 0;           // id > after_id
   uint64_t before_id = 0;          // id < before_id (0: no bound)
   int64_t submitted_until_ms = 0;  // submitted_at_ms <= it (0: no bound)
+  int64_t updated_since_ms = 0;    // updated_at_ms >= it (0: no bound)
   bool newest_first = false;       // by id descending (else ascending)
   size_t limit = 100;
 };
