@@ -87,6 +87,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   bh->add_option("--store", history.store,
                  "A PostgreSQL store URL (an empty database) instead of SQLite in the folder");
   bh->add_option("--dir", history.dir, "The bench's folder (default: a temporary one)");
+  bh->add_flag(
+      "--no-reports", [](int64_t) { history.reports = false; },
+      "Skip the two reports (today they read every stored event)");
   bh->add_flag("--keep", history.keep, "Keep the temporary folder (the store, the server's log)");
   bh->add_flag("--json", history.json, "Print one JSON object");
   bh->callback([=] { *exit_code = arbiter::bench::RunHistoryBench(history); });

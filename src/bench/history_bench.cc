@@ -22,6 +22,7 @@
 namespace arbiter::bench {
 namespace {
 
+using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 constexpr int kTenants = 50;
 constexpr int kQueuesPerTenant = 10;  // 500 queues
@@ -313,8 +314,10 @@ int RunHistoryBench(const HistoryBenchOptions& o) {
       token.pop_back();
     c.set_bearer_token_auth(token);
     const double list_ms = 1000 * TimedGet(c, "/api/v1/jobs?user=" + User(7, 3));
-    const double usage_s = TimedGet(c, "/api/v1/reports/usage?since=365d&group_by=queue");
-    const double wait_s = TimedGet(c, "/api/v1/reports/wait?since=90d&group_by=queue");
+    const double usage_s =
+        o.reports ? TimedGet(c, "/api/v1/reports/usage?since=365d&group_by=queue") : -1;
+    const double wait_s =
+        o.reports ? TimedGet(c, "/api/v1/reports/wait?since=90d&group_by=queue") : -1;
     const int64_t rss_after_kib = RssKib(server.pid());
     server.Stop(10000);
 
@@ -325,8 +328,8 @@ int RunHistoryBench(const HistoryBenchOptions& o) {
                           {"rss_after_reads_mib", static_cast<double>(rss_after_kib) / 1024.0},
                           {"start_s", start_s},
                           {"job_list_first_page_ms", list_ms},
-                          {"report_usage_365d_s", usage_s},
-                          {"report_wait_90d_s", wait_s}};
+                          {"report_usage_365d_s", o.reports ? json(usage_s) : json(nullptr)},
+                          {"report_wait_90d_s", o.reports ? json(wait_s) : json(nullptr)}};
     if (o.store.empty()) out["store_mib"] = static_cast<double>(store_bytes) / (1024.0 * 1024.0);
     if (o.json) {
       std::printf("%s\n", out.dump().c_str());

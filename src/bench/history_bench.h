@@ -20,6 +20,7 @@ struct HistoryBenchOptions {
   int64_t batch = 20000;  // jobs per write batch (with their events and usage)
   std::string store;      // a store URL (postgres://...); "": SQLite in the bench's folder
   std::string dir;        // the bench's folder ("": a temporary one, removed unless --keep)
+  bool reports = true;    // time the two reports (they read every stored event today)
   bool keep = false;
   bool json = false;
 };
