@@ -96,7 +96,7 @@ std::string SpecJson(const Shape& s, uint64_t id) {
   return fmt::format(
       R"({{"command":["python","train.py","--run","{}"],"distinct_nodes":false,"env":{{}},)"
       R"("gpu_models":[],"name":"run-{}","node_selector":{{}},"queue":"{}",)"
-      R"("resources":{{"cpu_milli":{},"gpu_memory_mib":0,"gpu_milli":0,"gpus":{},)"
+      R"("resources":{{"cpu_milli":{},"gpu_memory_mib":0,"gpu_milli":1000,"gpus":{},)"
       R"("memory_mib":{}}},"retry":{{"backoff_cap_seconds":300,"backoff_seconds":10,)"
       R"("max_retries":0,"on_exit_codes":[]}},"tasks":1,"tolerations":[],"type":"{}",)"
       R"("walltime_seconds":0}})",
