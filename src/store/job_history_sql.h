@@ -73,26 +73,28 @@ inline JobQuerySql BuildJobQuerySql(const JobQuery& q,
   return out;
 }
 
-// Load(LoadOptions)'s three reads of the jobs table: the unfinished jobs, the finished ones still
-// stopping, and the window of the others (placeholders: the bound, then the count).
-inline std::string UnfinishedJobsWhere() {
-  return fmt::format("WHERE {} ORDER BY id", kUnfinishedSql);
+// Load(LoadOptions)'s two reads of the jobs table: the live jobs with the finished ones still
+// stopping (the index jobs_live), and the latest finished by id (placeholder: the count; a scan of
+// the newest ids, which stops after the count: the live jobs among them are all it passes over).
+inline std::string LiveJobsWhere(std::string_view contains_fn) {
+  return fmt::format("WHERE {} OR {}(status_json, '\"stopping\":true') > 0 ORDER BY id",
+                     kUnfinishedSql, contains_fn);
 }
-inline std::string StoppingJobsWhere(std::string_view contains_fn) {
-  return fmt::format("WHERE {} AND {}(status_json, '\"stopping\":true') > 0 ORDER BY id",
-                     kFinishedSql, contains_fn);
-}
-inline std::string FinishedWindowWhere(std::string_view p1, std::string_view p2) {
-  return fmt::format(
-      "WHERE {} AND updated_at_ms >= {} ORDER BY updated_at_ms DESC, id DESC LIMIT {}",
-      kFinishedSql, p1, p2);
+inline std::string LatestFinishedWhere(std::string_view p1) {
+  return fmt::format("WHERE {} ORDER BY id DESC LIMIT {}", kFinishedSql, p1);
 }
 
-// Merges the three reads into StoreState::jobs: by id, each job once.
+// Merges the reads into StoreState::jobs: by id, each job once.
 inline void MergeLoadedJobs(std::vector<JobRecord>& jobs, std::vector<JobRecord> more) {
   jobs.insert(jobs.end(), std::make_move_iterator(more.begin()),
               std::make_move_iterator(more.end()));
 }
+// Of the latest finished jobs, those updated at or after `since_ms` (0: all).
+inline void KeepUpdatedSince(std::vector<JobRecord>& jobs, int64_t since_ms) {
+  if (since_ms <= 0) return;
+  std::erase_if(jobs, [since_ms](const JobRecord& j) { return j.updated_at_ms < since_ms; });
+}
+
 inline void SortUniqueJobs(std::vector<JobRecord>& jobs) {
   std::sort(jobs.begin(), jobs.end(),
             [](const JobRecord& a, const JobRecord& b) { return a.id < b.id; });

@@ -395,17 +395,17 @@ class WriteBatch {
 //
 // The server holds live jobs and a window of recently finished ones in memory; older finished
 // jobs are read back from the store. "Finished" is a state in kFinishedJobStates (the server's
-// final states); indexes over history are partial, over finished rows only (docs/store.md).
+// final states); the indexes of these reads are partial (docs/store.md, "Job history").
 inline constexpr std::string_view kFinishedJobStates[] = {"succeeded", "failed", "cancelled",
                                                           "timed-out", "rejected"};
 
 // Which jobs Store::Load reads. Every unfinished job is always read, and every finished one
 // whose status says it is still stopping (`"stopping":true`: its processes may still run).
 struct LoadOptions {
-  // At most this many finished jobs, the latest updated first; -1: every one. (Those still
-  // stopping are read besides, whether or not the window holds them.)
+  // At most this many other finished jobs: the latest by id (a scan of the newest ids that stops
+  // after them); -1: every one.
   int64_t finished_max = -1;
-  // Only finished jobs with updated_at_ms >= it (0: no bound), those still stopping aside.
+  // Of those, only the ones with updated_at_ms >= it (0: no bound).
   int64_t finished_since_ms = 0;
 };
 

@@ -113,8 +113,8 @@ class Store {
   // The job of that id; kNotFound when there is none.
   virtual Result<JobRecord> GetJob(uint64_t id) = 0;
   // At most `q.limit` jobs that pass every filter of `q`, by id (ascending, or descending with
-  // newest_first). With finished_only, the filters on tenant, user and queue read a partial index
-  // over finished jobs (0010_job_history.sql).
+  // newest_first). With finished_only, a filter on users reads a partial index over finished
+  // jobs (0010_job_history.sql); other filters are checked on the rows in id order.
   virtual Result<std::vector<JobRecord>> ListJobs(const JobQuery& q) = 0;
   // The job of (tenant, user, idempotency_key); kNotFound when there is none.
   virtual Result<JobRecord> JobByIdempotencyKey(const std::string& tenant, const std::string& user,

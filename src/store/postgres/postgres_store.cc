@@ -578,9 +578,8 @@ Status Reader::PrepareAll() {
       {"job_by_key", SelectSql("jobs", kJobCols,
                                "WHERE tenant = $1 AND \"user\" = $2 AND idempotency_key = $3 "
                                "AND idempotency_key <> ''")},
-      {"unfinished_jobs", SelectSql("jobs", kJobCols, UnfinishedJobsWhere())},
-      {"stopping_jobs", SelectSql("jobs", kJobCols, StoppingJobsWhere("strpos"))},
-      {"finished_window", SelectSql("jobs", kJobCols, FinishedWindowWhere("$1", "$2"))},
+      {"live_jobs", SelectSql("jobs", kJobCols, LiveJobsWhere("strpos"))},
+      {"latest_finished", SelectSql("jobs", kJobCols, LatestFinishedWhere("$1"))},
       {"services", SelectSql("services", kServiceCols, "ORDER BY name")},
       {"webhooks", SelectSql("webhooks", kWebhookCols, "ORDER BY id")},
       {"pending_deliveries", SelectSql("webhook_deliveries", kWebhookDeliveryCols,
@@ -627,14 +626,14 @@ Status Reader::LoadInto(StoreState& s, const LoadOptions& o) {
   if (o.finished_max < 0 && o.finished_since_ms <= 0) {
     ARBITER_RETURN_IF_ERROR(c.QueryPrepared("jobs", none, what, s.jobs, ReadJob));
   } else {
-    // The live jobs, those still stopping, and the window of the latest finished (each read
-    // through its partial index), merged by id.
-    ARBITER_RETURN_IF_ERROR(c.QueryPrepared("unfinished_jobs", none, what, s.jobs, ReadJob));
+    // The live jobs and those still stopping (one partial index), and the latest finished by
+    // id, of which those updated within the window are kept.
+    ARBITER_RETURN_IF_ERROR(c.QueryPrepared("live_jobs", none, what, s.jobs, ReadJob));
     std::vector<JobRecord> more;
-    ARBITER_RETURN_IF_ERROR(c.QueryPrepared("stopping_jobs", none, what, more, ReadJob));
     const int64_t max = o.finished_max < 0 ? std::numeric_limits<int64_t>::max() : o.finished_max;
-    ARBITER_RETURN_IF_ERROR(c.QueryPrepared(
-        "finished_window", Params().Int(o.finished_since_ms).Int(max), what, more, ReadJob));
+    ARBITER_RETURN_IF_ERROR(
+        c.QueryPrepared("latest_finished", Params().Int(max), what, more, ReadJob));
+    KeepUpdatedSince(more, o.finished_since_ms);
     MergeLoadedJobs(s.jobs, std::move(more));
     SortUniqueJobs(s.jobs);
   }

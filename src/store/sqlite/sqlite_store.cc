@@ -431,7 +431,7 @@ class Reader {
   Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
   Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
   Statement webhooks_, pending_deliveries_, deliveries_of_hook_;
-  Statement job_by_id_, job_by_key_, unfinished_jobs_, stopping_jobs_, finished_window_;
+  Statement job_by_id_, job_by_key_, live_jobs_, latest_finished_;
 };
 
 Result<std::unique_ptr<Reader>> Reader::Create(std::unique_ptr<Connection> conn) {
@@ -458,9 +458,8 @@ Status Reader::PrepareAll() {
       {&job_by_key_, SelectSql("jobs", kJobCols,
                                "WHERE tenant = ?1 AND \"user\" = ?2 AND idempotency_key = ?3 "
                                "AND idempotency_key <> ''")},
-      {&unfinished_jobs_, SelectSql("jobs", kJobCols, UnfinishedJobsWhere())},
-      {&stopping_jobs_, SelectSql("jobs", kJobCols, StoppingJobsWhere("instr"))},
-      {&finished_window_, SelectSql("jobs", kJobCols, FinishedWindowWhere("?1", "?2"))},
+      {&live_jobs_, SelectSql("jobs", kJobCols, LiveJobsWhere("instr"))},
+      {&latest_finished_, SelectSql("jobs", kJobCols, LatestFinishedWhere("?1"))},
       // The highest id ever used: noted in store_meta when a job row is deleted, else the rows'.
       {&max_job_id_,
        "SELECT max(value, (SELECT coalesce(max(id), 0) FROM jobs)) FROM store_meta "
@@ -506,14 +505,13 @@ Status Reader::LoadInto(StoreState& s, const LoadOptions& o) {
   if (o.finished_max < 0 && o.finished_since_ms <= 0) {
     ARBITER_RETURN_IF_ERROR(c.Query(jobs_.get(), what, s.jobs, ReadJob));
   } else {
-    // The live jobs, those still stopping, and the window of the latest finished (each read
-    // through its partial index), merged by id.
-    ARBITER_RETURN_IF_ERROR(c.Query(unfinished_jobs_.get(), what, s.jobs, ReadJob));
+    // The live jobs and those still stopping (one partial index), and the latest finished by
+    // id, of which those updated within the window are kept.
+    ARBITER_RETURN_IF_ERROR(c.Query(live_jobs_.get(), what, s.jobs, ReadJob));
     std::vector<JobRecord> more;
-    ARBITER_RETURN_IF_ERROR(c.Query(stopping_jobs_.get(), what, more, ReadJob));
     const int64_t max = o.finished_max < 0 ? std::numeric_limits<int64_t>::max() : o.finished_max;
-    ARBITER_RETURN_IF_ERROR(
-        c.Query(finished_window_.get(), what, more, ReadJob, o.finished_since_ms, max));
+    ARBITER_RETURN_IF_ERROR(c.Query(latest_finished_.get(), what, more, ReadJob, max));
+    KeepUpdatedSince(more, o.finished_since_ms);
     MergeLoadedJobs(s.jobs, std::move(more));
     SortUniqueJobs(s.jobs);
   }
