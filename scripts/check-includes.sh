@@ -37,7 +37,7 @@ check testing "common model core"
 check sim "common model core api"
 # Capacity planning: forecasts and what-if replays of recorded history.
 check plan "common model core"
-check bench "common model core"
+check bench "common model core store"
 check exec "common model"
 check net "common model"
 check node "common model exec net"

@@ -5,6 +5,7 @@
 #include "bench/bench_command.h"
 #include "bench/e2e_bench.h"
 #include "bench/gateway_bench.h"
+#include "bench/history_bench.h"
 #include "bench/serving_bench.h"
 #include "bench/submit_bench.h"
 
@@ -71,6 +72,27 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   be->add_flag("--keep", e2e.keep, "Keep the temporary folder (logs, the store)");
   be->add_flag("--json", e2e.json, "Print one JSON object");
   be->callback([=] { *exit_code = arbiter::bench::RunE2eBench(e2e); });
+  static arbiter::bench::HistoryBenchOptions history;
+  auto* bh = b->add_subcommand(
+      "history",
+      "A year of job history written into a store, then the real server started on it: its RSS, "
+      "start time, reports and job list over the history (docs/benchmarks.md)\n"
+      "Example: arbiter bench history --jobs 5000000 --live 50000 --json");
+  bh->add_option("--jobs", history.jobs, "Finished jobs over the last 365 days")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
+  bh->add_option("--live", history.live, "Live (pending) jobs")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  bh->add_option("--batch", history.batch, "Jobs per write batch")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  bh->add_option("--store", history.store,
+                 "A PostgreSQL store URL (an empty database) instead of SQLite in the folder");
+  bh->add_option("--dir", history.dir, "The bench's folder (default: a temporary one)");
+  bh->add_flag(
+      "--no-reports", [](int64_t) { history.reports = false; },
+      "Skip the two reports (today they read every stored event)");
+  bh->add_flag("--keep", history.keep, "Keep the temporary folder (the store, the server's log)");
+  bh->add_flag("--json", history.json, "Print one JSON object");
+  bh->callback([=] { *exit_code = arbiter::bench::RunHistoryBench(history); });
   static arbiter::bench::GatewayBenchOptions gateway;
   auto* bg = b->add_subcommand(
       "gateway",
@@ -178,7 +200,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   bv->callback([=] { *exit_code = arbiter::bench::RunServingBench(serving); });
   b->callback([=] {
     if (!b->got_subcommand(bs) && !b->got_subcommand(be) && !b->got_subcommand(bg) &&
-        !b->got_subcommand(bv)) {
+        !b->got_subcommand(bv) && !b->got_subcommand(bh)) {
       *exit_code = arbiter::bench::RunBench(bench);
     }
   });

@@ -106,7 +106,13 @@ ControlPlane::Stats ControlPlane::stats() const {
 // --- Loading and compiling -------------------------------------------------------------------
 
 Status ControlPlane::Load() {
-  auto state = store_->Load();
+  // The live jobs and the window of finished ones: a start costs the live work, not the history.
+  store::LoadOptions window;
+  window.finished_max = window_.finished_max;
+  if (window_.finished_max_age_ms > 0) {
+    window.finished_since_ms = std::max<int64_t>(0, now_() - window_.finished_max_age_ms);
+  }
+  auto state = store_->Load(window);
   if (!state.ok()) return state.status();
   std::lock_guard<std::mutex> lock(mu_);
   for (const store::KvRecord& kv : state->kv) {
@@ -138,77 +144,19 @@ Status ControlPlane::Load() {
   }
   for (const store::TokenRecord& t : state->tokens) tokens_.Put(t);
   for (const store::JobRecord& r : state->jobs) {
-    auto spec = api::ParseStoredJob(r.spec_json);
-    if (!spec.ok()) {
-      return Internal(
-          fmt::format("stored job {} is unreadable: {}", r.id, spec.status().ToString()));
+    auto j = JobEntryFromRecord(r);
+    if (!j.ok()) return j.status();
+    InsertJobLocked(r.id, std::move(j).value());
+  }
+  // Ids the store has and memory does not: finished jobs beyond the window (or deleted ones).
+  history_in_store_ = state->jobs.size() < state->max_job_id;
+  // An array with a job in memory is held whole: the window may have cut it.
+  if (history_in_store_) {
+    std::vector<std::pair<uint64_t, int32_t>> arrays;
+    for (const auto& [id, a] : jobs_.arrays) {
+      arrays.emplace_back(id, jobs_.all.at(a.elements.front()).spec.array.size);
     }
-    JobEntry j;
-    j.spec = std::move(spec).value();
-    if (Status st = api::ParseSecretEnv(r.secret_env_json, &j.spec); !st.ok()) {
-      return Internal(
-          fmt::format("stored job {} has unreadable secret_env: {}", r.id, st.ToString()));
-    }
-    j.request_digest = r.request_digest;
-    j.spec_json = std::make_shared<const std::string>(r.spec_json);
-    j.spec.id = JobId(r.id);
-    j.spec.tenant = r.tenant;
-    j.spec.user = r.user;
-    j.spec.submit_time = r.submitted_at_ms;
-    j.idempotency_key = r.idempotency_key;
-    try {
-      const json s = json::parse(r.status_json.empty() ? "{}" : r.status_json);
-      j.state = ParseJobState(s.value("state", r.state)).value_or(JobState::kPending);
-      j.reason = s.value("reason", "");
-      j.updated_at = s.value("updated_at", r.updated_at_ms);
-      j.started_at = s.value("started_at", TimeMs{0});
-      j.finished_at = s.value("finished_at", TimeMs{0});
-      if (s.contains("exit_code") && !s["exit_code"].is_null()) {
-        j.exit_code = s["exit_code"].get<int32_t>();
-      }
-      j.restarts = s.value("restarts", 0);
-      j.preemptions = s.value("preemptions", 0);
-      j.not_before = s.value("not_before", TimeMs{0});
-      j.gpu_model = s.value("gpu_model", "");
-      j.preempted_queues = s.value("preempted_queues", std::vector<std::string>{});
-      j.stopping = s.value("stopping", false);
-      j.stop_cause = s.value("stop_cause", "");
-      j.approval_rule = s.value("approval_rule", "");
-      j.task_state = s.value("task_state", std::vector<int32_t>{});
-      j.task_exit = s.value("task_exit", std::vector<int32_t>{});
-      j.attempt = s.value("attempt", uint64_t{0});
-      j.held_since = s.value("held_since", TimeMs{0});
-      if (s.contains("pending_since")) j.pending_since = s["pending_since"].get<TimeMs>();
-      if (s.contains("running_since")) j.running_since = s["running_since"].get<TimeMs>();
-      // Jobs stored before the report facts: their last transition is when they entered.
-      if (!s.contains("pending_since") && j.state == JobState::kPending) {
-        j.pending_since = j.updated_at;
-      }
-      if (!s.contains("running_since") && j.state == JobState::kRunning) {
-        j.running_since = j.updated_at;
-      }
-      j.task_nodes = s.value("task_nodes", std::vector<std::string>{});
-      j.image_digest = s.value("image_digest", "");
-      for (const json& t : s.value("placement", json::array())) {
-        PlacedTask p;
-        p.node = t.at("node").get<std::string>();
-        p.gpu_indices = t.value("gpu_indices", std::vector<int32_t>{});
-        p.gpu_milli = t.value("gpu_milli", std::vector<int32_t>{});
-        p.gpu_memory_mib = t.value("gpu_memory_mib", std::vector<int64_t>{});
-        p.cpu_milli = t.value("cpu_milli", int64_t{0});
-        p.memory_mib = t.value("memory_mib", int64_t{0});
-        j.placement.push_back(std::move(p));
-      }
-    } catch (const std::exception& e) {
-      return Internal(fmt::format("stored job {} has an unreadable status: {}", r.id, e.what()));
-    }
-    if (!j.idempotency_key.empty()) {
-      jobs_.by_key[j.spec.tenant + "/" + j.spec.user + "/" + j.idempotency_key] = r.id;
-    }
-    JobEntry& entry = jobs_.all.emplace(r.id, std::move(j)).first->second;
-    if (!IsFinal(entry.state) || entry.stopping) jobs_.active.emplace(r.id, &entry);
-    if (entry.holds_capacity() && !entry.placement.empty()) jobs_.placed.emplace(r.id, &entry);
-    if (entry.spec.array.id != 0) jobs_.arrays[entry.spec.array.id].elements.push_back(r.id);
+    for (const auto& [id, size] : arrays) CompleteArrayLocked(id, size);
   }
   for (auto& [id, a] : jobs_.arrays) {
     std::sort(a.elements.begin(), a.elements.end());

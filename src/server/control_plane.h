@@ -254,6 +254,21 @@ class ControlPlane : public node::ExecutionBackend {
     int64_t tenant_max_tasks = 10000;
   };
   void SetTaskLimits(const TaskLimits& limits);
+  // Which finished jobs memory holds (docs/architecture.md, "What memory holds"): at most
+  // `finished_max` (the latest finished), none finished more than `finished_max_age_ms` ago.
+  // Others are read from the store when asked for, with the same answers. Call before Load.
+  struct JobWindow {
+    int64_t finished_max = 10000;
+    int64_t finished_max_age_ms = 24 * 3600 * 1000;
+  };
+  void SetJobWindow(const JobWindow& w) { window_ = w; }
+  // Drops from memory the finished jobs beyond the window (control_plane_history.cc). Called by
+  // the scheduler thread between cycles, never during one: a cycle keeps pointers to entries.
+  // Waits for the store to commit what was enqueued (a barrier) before it drops anything, so a
+  // job read back from the store is the job memory had. Returns how many left memory.
+  size_t EvictFinishedJobs();
+  // Jobs held in memory now (the metric arbiter_jobs_in_memory).
+  size_t JobsInMemory() const;
   // The built-in node's GPU telemetry, as a heartbeat brings an agent's (its status: what found
   // the GPUs, and per GPU utilisation and memory in use).
   void SetNodeTelemetry(const std::string& node, const std::string& discovery,
@@ -535,6 +550,28 @@ class ControlPlane : public node::ExecutionBackend {
   // placement and verdict written in (JobJsonLocked parses it, for callers that want a tree).
   // `env` values only where MaySeeEnvValuesLocked, else null; `secret_env` as its names.
   std::string JobTextLocked(const JobEntry& j, const Principal& p) const;
+  // ---- Job history (control_plane_history.cc) ----
+  // A stored job as memory holds it (Load's reading of a record).
+  Result<JobEntry> JobEntryFromRecord(const store::JobRecord& r) const;
+  // Puts a job read from the store into the table and its indexes (not the arrays' bounds).
+  JobEntry& InsertJobLocked(uint64_t id, JobEntry j);
+  // The job of that id: in memory, or read back from the store when it left memory (then held
+  // again until the next eviction; an array's element brings its whole array). Null when there
+  // is none. Reads the store under mu_ (one row by key, or one array's rows).
+  JobEntry* FindJobLocked(uint64_t id);
+  // Reads from the store the elements of array `array` (of `size` elements) memory lacks, and
+  // sets the array's bounds: an array is held whole or not at all.
+  void CompleteArrayLocked(uint64_t array, int32_t size);
+  // A report's facts of the jobs its events and usage name that memory no longer holds, read
+  // from the store (without mu_).
+  Status AddStoredJobInfos(reports::Inputs* in) const;
+  // The job of (tenant, user, idempotency key): in memory, or read back from the store. 0: none.
+  uint64_t JobByKeyLocked(const std::string& tenant, const std::string& user,
+                          const std::string& key);
+  // The store's part of a job list (ListJobs): the finished jobs of the filter's tenants, queues,
+  // users, states and types that `p` may read, after the cursor; nullopt when none can be in the
+  // store only (nothing left memory, or the filter wants live jobs only).
+  std::optional<store::JobQuery> HistoryQueryLocked(const Principal& p, const JobFilter& f) const;
   // The job's owner, its tenant's admins and admins see its env values; other members and
   // viewers see the names (docs/security.md, "Who sees a job's environment").
   bool MaySeeEnvValuesLocked(const Principal& p, const JobEntry& j) const;
@@ -560,10 +597,10 @@ class ControlPlane : public node::ExecutionBackend {
   bool CanReadTenantLocked(const Principal& p, const std::string& tenant) const;
   // Checks a job listing's filter values against what `p` may see (configured, or on a job `p`
   // may see) and writes queues by their names (aliases and case resolved).
-  Status ResolveJobFilterLocked(const Principal& p, JobFilter* f) const;
+  Status ResolveJobFilterLocked(const Principal& p, JobFilter* f);
   // A submission against the configuration (queue, priority class, GPU models) and the caller's
   // tenant; fills spec.tenant and spec.user.
-  Status CheckSubmissionLocked(const Principal& p, JobSpec& spec) const;
+  Status CheckSubmissionLocked(const Principal& p, JobSpec& spec);
   // Records a checked submission in memory and in `b`, or finds the job its idempotency key
   // already made (*created stays false); returns the job's id. `spec_json`: the spec's text.
   // `digest`: RequestDigest of the submission, kept with the job when it has a key. `audit`:
@@ -576,7 +613,7 @@ class ControlPlane : public node::ExecutionBackend {
   // (`digest` differs from the one recorded with it); `what` names the submission in the message.
   Status CheckReplayLocked(const std::string& tenant, const std::string& user,
                            const std::string& idem_key, const std::string& digest,
-                           const std::string& what) const;
+                           const std::string& what);
   const api::UserConfig* FindUserLocked(const std::string& name) const;
   void RefreshUserIndexLocked();
   // Notes the CPU and memory a node's agent (or the built-in node) reported.
@@ -649,7 +686,7 @@ class ControlPlane : public node::ExecutionBackend {
                                 std::string_view action) const;
   // Resolves and checks spec's tenant, queue, priority class and template against the
   // configuration (as a submission of one replica would be checked).
-  Status CheckServiceSpecLocked(const Principal& p, ServiceSpec& spec) const;
+  Status CheckServiceSpecLocked(const Principal& p, ServiceSpec& spec);
   Status CheckTrafficLocked(const Service& s, const std::vector<TrafficSplit>& traffic) const;
   nlohmann::json ServiceJsonLocked(const ServiceEntry& e) const;
   store::ServiceRecord ServiceRecordLocked(const Service& s) const;
@@ -687,6 +724,10 @@ class ControlPlane : public node::ExecutionBackend {
   api::ClusterConfig config_;
   NodeRegistry nodes_;  // node_registry.h
   JobTable jobs_;       // job_table.h
+  JobWindow window_;    // set before Load
+  // Some finished jobs are in the store only (evicted, or beyond the window at load): reads that
+  // miss memory ask the store. Guarded by mu_.
+  bool history_in_store_ = false;
   uint64_t compile_generation_ = 0;
   // Tokens and each configured user's tenant and role (its own lock, taken after mu_; users set
   // from config_.users under mu_ by RefreshUserIndexLocked whenever users change).

@@ -339,11 +339,11 @@ std::vector<std::string> ControlPlane::DetectDownNodes(DurationMs timeout,
 Result<LogSource> ControlPlane::JobLogSource(const Principal& p, uint64_t id, int32_t task) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.all.find(id);
-  if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+  const JobEntry* found = FindJobLocked(id);
+  if (found == nullptr || !CanReadTenantLocked(p, found->spec.tenant)) {
     return NotFound(fmt::format("job {} not found", id));
   }
-  const JobEntry& j = it->second;
+  const JobEntry& j = *found;
   if (task < 0 || task >= j.spec.tasks) {
     return InvalidArgument(
         "task", fmt::format("must be between 0 and {} (job {} has {} task{})", j.spec.tasks - 1, id,

@@ -66,9 +66,9 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitArray(const Principal& p, Jo
     ARBITER_RETURN_IF_ERROR(CheckSubmissionLocked(p, spec));
     ARBITER_RETURN_IF_ERROR(CheckReplayLocked(spec.tenant, p.user, idem_key, digest, ""));
     if (!idem_key.empty()) {
-      auto it = jobs_.by_key.find(spec.tenant + "/" + p.user + "/" + idem_key);
-      if (it != jobs_.by_key.end()) {  // a repeated submission: the array it made
-        out.id = it->second;
+      // A repeated submission: the array it made (read back if it left memory).
+      if (const uint64_t made = JobByKeyLocked(spec.tenant, p.user, idem_key); made != 0) {
+        out.id = made;
         out.body = JobTextLocked(jobs_.all.at(out.id), p);
         done = store_->WriteAsync(store::WriteBatch{});  // a barrier: it may not be durable yet
       }
@@ -122,6 +122,9 @@ Result<ControlPlane::Submitted> ControlPlane::SubmitArray(const Principal& p, Jo
 Result<const std::vector<uint64_t>*> ControlPlane::FindArrayLocked(const Principal& p, uint64_t id,
                                                                    std::string_view audit_action) {
   auto a = jobs_.arrays.find(id);
+  if (a == jobs_.arrays.end() && FindJobLocked(id) != nullptr) {
+    a = jobs_.arrays.find(id);  // an array that had left memory, read back whole
+  }
   const JobEntry* first = a == jobs_.arrays.end() ? nullptr : jobs_.Find(id);
   if (first == nullptr || !CanReadTenantLocked(p, first->spec.tenant)) {
     // Another tenant's array looks missing to the caller; the audit log says what it was.

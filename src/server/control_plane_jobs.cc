@@ -1,5 +1,6 @@
 // ControlPlane: the job lifecycle: submission, records, listing, actions, events, why.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -243,7 +244,7 @@ Status CheckClassAllowed(const PriorityClass& pc, const core::QuotaTree& tree, Q
 
 }  // namespace
 
-Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) const {
+Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) {
   ARBITER_RETURN_IF_ERROR(CheckSubmittedEnv(spec));
   const core::QuotaTree& tree = compiled_->tree;
   auto usable = [&] {
@@ -319,8 +320,8 @@ Status ControlPlane::CheckSubmissionLocked(const Principal& p, JobSpec& spec) co
   for (size_t i = 0; i < spec.depends_on.size(); ++i) {
     const Dependency& d = spec.depends_on[i];
     if (d.type == DependencyType::kSingleton) continue;
-    auto it = jobs_.all.find(d.job);
-    if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    const JobEntry* dep = FindJobLocked(d.job);
+    if (dep == nullptr || !CanReadTenantLocked(p, dep->spec.tenant)) {
       return InvalidArgument(fmt::format("depends_on[{}].job", i),
                              fmt::format("job {} not found", d.job));
     }
@@ -352,16 +353,16 @@ void ControlPlane::ApplyTaskMinimums(JobSpec* spec) const {
 
 Status ControlPlane::CheckReplayLocked(const std::string& tenant, const std::string& user,
                                        const std::string& idem_key, const std::string& digest,
-                                       const std::string& what) const {
+                                       const std::string& what) {
   if (idem_key.empty()) return Status::Ok();
-  auto it = jobs_.by_key.find(tenant + "/" + user + "/" + idem_key);
-  if (it == jobs_.by_key.end()) return Status::Ok();
-  const JobEntry& j = jobs_.all.at(it->second);
+  const uint64_t id = JobByKeyLocked(tenant, user, idem_key);
+  if (id == 0) return Status::Ok();
+  const JobEntry& j = jobs_.all.at(id);
   if (j.request_digest.empty() || j.request_digest == digest) return Status::Ok();
   return Status(StatusCode::kUnprocessable,
                 fmt::format("Idempotency-Key {} already made job {} from a different submission{}; "
                             "a retry must send the same body, a new job needs a new key",
-                            idem_key, it->second, what),
+                            idem_key, id, what),
                 "Idempotency-Key");
 }
 
@@ -371,8 +372,7 @@ uint64_t ControlPlane::AddJobLocked(const Principal& p, JobSpec spec,
                                     store::WriteBatch* b, bool* created, bool audit) {
   const std::string tenant = spec.tenant;
   if (!idem_key.empty()) {
-    auto it = jobs_.by_key.find(tenant + "/" + p.user + "/" + idem_key);
-    if (it != jobs_.by_key.end()) return it->second;
+    if (const uint64_t id = JobByKeyLocked(tenant, p.user, idem_key); id != 0) return id;
   }
   spec.id = JobId(jobs_.next_id++);
   spec.submit_time = now_();
@@ -490,11 +490,11 @@ Result<std::string> ControlPlane::SubmitJobs(const Principal& p, std::vector<Job
 Result<json> ControlPlane::GetJob(const Principal& p, uint64_t id) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.all.find(id);
-  if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+  const JobEntry* j = FindJobLocked(id);
+  if (j == nullptr || !CanReadTenantLocked(p, j->spec.tenant)) {
     return NotFoundError(fmt::format("job {} not found", id));
   }
-  return JobJsonLocked(it->second, p);
+  return JobJsonLocked(*j, p);
 }
 
 namespace {
@@ -519,7 +519,7 @@ bool AnyOf(const std::vector<std::string>& v, std::string_view x) {
 
 }  // namespace
 
-Status ControlPlane::ResolveJobFilterLocked(const Principal& p, JobFilter* f) const {
+Status ControlPlane::ResolveJobFilterLocked(const Principal& p, JobFilter* f) {
   for (const std::string& s : f->states) {
     if (ParseJobState(s)) continue;
     std::set<std::string> known;
@@ -573,6 +573,30 @@ Status ControlPlane::ResolveJobFilterLocked(const Principal& p, JobFilter* f) co
       queues.insert(j.spec.queue);
       tenants.insert(j.spec.tenant);
       users.insert(j.spec.user);
+    }
+    // And what finished jobs that left memory carry: one indexed read per name still missing.
+    auto in_history = [&](std::vector<std::string> store::JobQuery::*field, const std::string& v) {
+      store::JobQuery q;
+      q.finished_only = true;
+      q.limit = 1;
+      (q.*field).push_back(v);
+      if (p.role != Role::kAdmin) {
+        if (!q.tenants.empty() && q.tenants.front() != p.tenant) return false;
+        q.tenants = {p.tenant};
+      }
+      auto rows = store_->ListJobs(q);
+      return rows.ok() && !rows->empty();
+    };
+    if (history_in_store_) {
+      for (const std::string& w : f->queues) {
+        if (!queues.count(w) && in_history(&store::JobQuery::queues, w)) queues.insert(w);
+      }
+      for (const std::string& w : f->tenants) {
+        if (!tenants.count(w) && in_history(&store::JobQuery::tenants, w)) tenants.insert(w);
+      }
+      for (const std::string& w : f->users) {
+        if (!users.count(w) && in_history(&store::JobQuery::users, w)) users.insert(w);
+      }
     }
   }
   struct Check {
@@ -647,6 +671,7 @@ Result<std::string> ControlPlane::ListJobs(const Principal& p, JobFilter f) {
     return true;
   };
   if (f.array != 0) {  // the array's elements only, from its index
+    if (jobs_.arrays.find(f.array) == jobs_.arrays.end()) FindJobLocked(f.array);  // read back
     auto a = jobs_.arrays.find(f.array);
     const std::vector<uint64_t> none;
     const std::vector<uint64_t>& ids = a == jobs_.arrays.end() ? none : a->second.elements;
@@ -654,12 +679,79 @@ Result<std::string> ControlPlane::ListJobs(const Principal& p, JobFilter f) {
          it != ids.end() && add(jobs_.all.at(*it)); ++it) {
     }
   } else {
-    for (auto it = jobs_.all.upper_bound(f.after_id); it != jobs_.all.end() && add(it->second);
-         ++it) {
+    std::optional<store::JobQuery> history = HistoryQueryLocked(p, f);
+    // Memory's jobs and, where some finished ones are in the store only, those, merged by id:
+    // the store's pages are read after the cursor as the merge needs them, and a row whose job
+    // is in memory is skipped (memory's copy is the one to show).
+    std::vector<store::JobRecord> rows;
+    size_t row = 0;
+    bool rows_done = !history;
+    auto next_row = [&]() -> const store::JobRecord* {
+      for (;;) {
+        for (; row < rows.size(); ++row) {
+          if (jobs_.all.count(rows[row].id) == 0) return &rows[row];
+        }
+        if (rows_done) return nullptr;
+        auto page = store_->ListJobs(*history);
+        if (!page.ok()) {
+          spdlog::warn("job list: cannot read the store: {}", page.status().ToString());
+          rows_done = true;
+          return nullptr;
+        }
+        rows = std::move(page).value();
+        row = 0;
+        rows_done = rows.size() < history->limit;
+        if (!rows.empty()) history->after_id = rows.back().id;
+      }
+    };
+    auto mem = jobs_.all.upper_bound(f.after_id);
+    const store::JobRecord* r = next_row();
+    for (;;) {
+      const bool from_memory = mem != jobs_.all.end() && (r == nullptr || mem->first < r->id);
+      if (!from_memory && r == nullptr) break;
+      if (from_memory) {
+        if (!add(mem->second)) break;
+        ++mem;
+        continue;
+      }
+      auto j = JobEntryFromRecord(*r);
+      if (!j.ok()) return j.status();
+      if (!add(*j)) break;
+      ++row;
+      r = next_row();
     }
   }
   out += more ? fmt::format("],\"next_cursor\":\"{}\"}}", last) : "],\"next_cursor\":null}";
   return out;
+}
+
+std::optional<store::JobQuery> ControlPlane::HistoryQueryLocked(const Principal& p,
+                                                                const JobFilter& f) const {
+  if (!history_in_store_ || f.active) return std::nullopt;
+  store::JobQuery q;
+  q.finished_only = true;
+  // Finished jobs only: a filter on states keeps the finished ones it names.
+  for (const std::string& s : f.states) {
+    auto st = ParseJobState(s);
+    if (st && IsFinal(*st)) q.states.push_back(s);
+  }
+  if (!f.states.empty() && q.states.empty()) return std::nullopt;
+  q.tenants = f.tenants;
+  if (p.role != Role::kAdmin) {
+    // Another tenant's jobs are never read: the caller's tenant only.
+    if (!q.tenants.empty() && !AnyOf(q.tenants, p.tenant)) return std::nullopt;
+    q.tenants = {p.tenant};
+  }
+  q.queues = f.queues;
+  q.users = f.users;
+  q.types = f.types;
+  q.after_id = f.after_id;
+  q.submitted_until_ms = f.until;
+  // An ended job's end is at most its last update: one updated before `since` ended before it.
+  q.updated_since_ms = f.since;
+  // A page of the store's rows per read: the rest of the filter (text, since) is memory's.
+  q.limit = std::max<size_t>(f.limit + 1, 256);
+  return q;
 }
 
 Result<JobState> ControlPlane::ActionTargetLocked(const JobEntry& j,
@@ -740,16 +832,16 @@ Result<json> ControlPlane::JobAction(const Principal& p, uint64_t id, std::strin
   json out;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.all.find(id);
-    if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    JobEntry* found = FindJobLocked(id);
+    if (found == nullptr || !CanReadTenantLocked(p, found->spec.tenant)) {
       // Another tenant's job looks missing to the caller; the audit log says what it was.
-      if (it != jobs_.all.end()) {
+      if (found != nullptr) {
         Audit(p, fmt::format("job.{}", action), fmt::format("job/{}", id),
               "denied: another tenant's job");
       }
       return NotFoundError(fmt::format("job {} not found", id));
     }
-    JobEntry& j = it->second;
+    JobEntry& j = *found;
     ARBITER_RETURN_IF_ERROR(CanActOnJobLocked(p, j));
     auto to = ActionTargetLocked(j, action);
     if (!to.ok()) return to.status();
@@ -801,8 +893,8 @@ Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.all.find(id);
-    if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+    const JobEntry* j = FindJobLocked(id);
+    if (j == nullptr || !CanReadTenantLocked(p, j->spec.tenant)) {
       return NotFoundError(fmt::format("job {} not found", id));
     }
   }
@@ -824,11 +916,11 @@ Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
 Result<json> ControlPlane::WhyPending(const Principal& p, uint64_t id) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.all.find(id);
-  if (it == jobs_.all.end() || !CanReadTenantLocked(p, it->second.spec.tenant)) {
+  const JobEntry* found = FindJobLocked(id);
+  if (found == nullptr || !CanReadTenantLocked(p, found->spec.tenant)) {
     return NotFoundError(fmt::format("job {} not found", id));
   }
-  const JobEntry& j = it->second;
+  const JobEntry& j = *found;
   json out = {{"id", id}, {"state", std::string(JobStateName(j.state))}};
   if (j.state != JobState::kPending) {
     out["message"] = fmt::format("job {} is {}: {}", id, JobStateName(j.state), j.reason);

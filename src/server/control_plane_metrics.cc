@@ -45,6 +45,7 @@ void ControlPlane::CountTransitionLocked(const JobEntry& j, JobState from, JobSt
 MetricsSnapshot ControlPlane::GatherMetrics() {
   MetricsSnapshot out;
   std::lock_guard<std::mutex> lock(mu_);
+  out.jobs_in_memory = static_cast<int64_t>(jobs_.all.size());
   // 1. GPUs per node and model: capacity, health, and the agent's telemetry.
   std::map<std::pair<std::string, std::string>, MetricsSnapshot::GpuGroup> groups;
   std::map<std::pair<std::string, int32_t>, const Gpu*> gpu_at;  // (node, CUDA index)

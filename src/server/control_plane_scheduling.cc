@@ -304,13 +304,14 @@ bool ControlPlane::HoldForDependenciesLocked(JobEntry& j, std::optional<Singleto
   const DependencyVerdict v = EvaluateDependencies(
       j.spec.depends_on,
       [this](uint64_t id) -> std::optional<DependedJob> {
-        auto it = jobs_.all.find(id);
-        if (it == jobs_.all.end()) return std::nullopt;
+        // A finished job that left memory is read back (and its array with it).
+        const JobEntry* found = FindJobLocked(id);
+        if (found == nullptr) return std::nullopt;
         // An array's id stands for all its jobs, as in Slurm: started once any has, ended once
         // all have, succeeded only if all did (else as its first job that did not).
         auto a = jobs_.arrays.find(id);
         if (a == jobs_.arrays.end()) {
-          const JobEntry& e = it->second;
+          const JobEntry& e = *found;
           return DependedJob{e.state, e.started_at > 0, IsFinal(e.state) && !e.stopping};
         }
         DependedJob all{JobState::kSucceeded, false, true};

@@ -115,7 +115,7 @@ Status ControlPlane::MayManageServiceLocked(const Principal& p, const ServiceEnt
   return Status::Ok();
 }
 
-Status ControlPlane::CheckServiceSpecLocked(const Principal& p, ServiceSpec& spec) const {
+Status ControlPlane::CheckServiceSpecLocked(const Principal& p, ServiceSpec& spec) {
   // 1. The tenant: the caller's, or any for an admin.
   const core::QuotaTree& tree = compiled_->tree;
   if (spec.tenant.empty()) spec.tenant = p.tenant;

@@ -1,7 +1,10 @@
-// JobTable: every job the server knows, and the indexes that keep a cycle's cost to live work.
+// JobTable: the jobs the server holds in memory (every live one and a window of recently finished
+// ones; older ones are read from the store: control_plane_history.cc), and the indexes that keep a
+// cycle's cost to live work.
 //
-// Owns: the job entries (never erased while the server runs: a scheduling cycle keeps pointers to
-// its pending entries across the time it runs the core without the lock), the live-job and
+// Owns: the job entries (erased only by the scheduler thread between cycles, finished ones leaving
+// memory: a scheduling cycle keeps pointers to its pending entries across the time it runs the
+// core without the lock), the live-job and
 // placed-job indexes, the job arrays' elements, the idempotency index and the next job id. Lock:
 // none of its own; the control plane's mutex guards it (ControlPlane::mu_), because a cycle copies
 // jobs, nodes and quotas as one consistent snapshot and a node's report changes a job and its
@@ -128,7 +131,8 @@ struct JobTable {
   // Job arrays by id (their first element's), built from the elements' specs (JobSpec::array)
   // when submitted and at load.
   std::map<uint64_t, JobArrayEntry> arrays;
-  std::unordered_map<std::string, uint64_t> by_key;  // tenant/user/idempotency key -> job id
+  // tenant/user/idempotency key -> job id, of the jobs in memory (the store has the others').
+  std::unordered_map<std::string, uint64_t> by_key;
   uint64_t next_id = 1;
 
   JobEntry* Find(uint64_t id) {

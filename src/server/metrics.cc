@@ -324,6 +324,11 @@ std::string ServerMetrics::Render(const MetricsSnapshot& snapshot,
   AddNodeMetrics(live, snapshot.nodes);
   AddQueueMetrics(live, snapshot.queues);
   AddServiceMetrics(live, snapshot.services);
+  GaugeFamily(live, "arbiter_jobs_in_memory",
+              "Jobs the server holds in memory: the live ones and the window of recently "
+              "finished ones (older ones are read from the store)")
+      .Add({})
+      .Set(static_cast<double>(snapshot.jobs_in_memory));
   AddStoreMetrics(live, store);
   std::vector<prometheus::MetricFamily> families = registry_.Collect();
   for (prometheus::MetricFamily& f : live.Collect()) families.push_back(std::move(f));

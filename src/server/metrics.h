@@ -84,6 +84,8 @@ struct MetricsSnapshot {
   std::vector<NodeInfo> nodes;
   std::vector<QueueInfo> queues;
   std::vector<ServiceInfo> services;
+  // Jobs held in memory: every live one, and the window of recently finished ones.
+  int64_t jobs_in_memory = 0;
 };
 
 // What ends a run (or a queued job): the `outcome` label of arbiter_job_ends_total.

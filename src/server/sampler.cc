@@ -227,6 +227,59 @@ Status ControlPlane::RecordSamples(DurationMs interval) {
   return done.get();
 }
 
+namespace {
+
+// What a report needs of a job.
+reports::JobInfo JobInfoOf(const JobEntry& j) {
+  reports::JobInfo info{j.spec.tenant,
+                        j.spec.queue,
+                        j.spec.user,
+                        std::string(JobTypeName(j.spec.type)),
+                        j.gpu_model,
+                        int64_t{j.spec.tasks} * j.spec.resources.total_gpu_milli(),
+                        "",
+                        0};
+  if (j.spec.service) {
+    info.service = j.spec.service->name;
+    info.revision = j.spec.service->revision;
+  }
+  return info;
+}
+
+}  // namespace
+
+Status ControlPlane::AddStoredJobInfos(reports::Inputs* in) const {
+  std::vector<uint64_t> missing;
+  for (const store::JobEventRecord& e : in->events) {
+    if (!in->jobs.contains(e.job_id)) missing.push_back(e.job_id);
+  }
+  for (const store::UsageRecord& u : in->usage) {
+    if (!in->jobs.contains(u.job_id)) missing.push_back(u.job_id);
+  }
+  if (missing.empty()) return Status::Ok();
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  // The jobs of that id range, page by page, in id order, like the missing ids.
+  store::JobQuery q;
+  q.after_id = missing.front() - 1;
+  q.before_id = missing.back() + 1;
+  q.limit = 10'000;
+  size_t next = 0;
+  for (;;) {
+    auto rows = store_->ListJobs(q);
+    if (!rows.ok()) return rows.status();
+    for (const store::JobRecord& r : *rows) {
+      while (next < missing.size() && missing[next] < r.id) ++next;
+      if (next == missing.size() || missing[next] != r.id) continue;
+      auto j = JobEntryFromRecord(r);
+      if (j.ok()) in->jobs.emplace(r.id, JobInfoOf(*j));
+    }
+    if (rows->size() < q.limit || next == missing.size()) break;
+    q.after_id = rows->back().id;
+  }
+  return Status::Ok();
+}
+
 Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view name,
                                             reports::Query q) {
   if (p.role == Role::kNode) return Denied("nodes may not read reports");
@@ -299,6 +352,9 @@ Result<reports::Table> ControlPlane::Report(const Principal& p, std::string_view
   }
   // The stored records (read without the lock: the store has its own).
   ARBITER_RETURN_IF_ERROR(reports::ReadReportRecords(*store_, name, q, in));
+  // The serving report names services' replicas by their jobs: those no longer in memory are
+  // read from the store.
+  if (name == "serving") ARBITER_RETURN_IF_ERROR(AddStoredJobInfos(&in));
   auto samples = store_->ClusterSamples(q.from_ms - kMaxSampleIntervalMs, q.to_ms);
   if (!samples.ok()) return samples.status();
   in.cluster_samples = std::move(samples).value();

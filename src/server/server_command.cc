@@ -264,6 +264,12 @@ class SchedulerLoop {
       }
       auto r = cp_->RunSchedulingCycle();
       if (!r.ok()) spdlog::error("scheduling cycle failed: {}", r.status().ToString());
+      // Finished jobs beyond the window leave memory between cycles, on this thread: a cycle
+      // keeps pointers to job entries while it runs (docs/architecture.md, "What memory holds").
+      if (started - last_eviction_ >= std::chrono::seconds(1)) {
+        last_eviction_ = started;
+        cp_->EvictFinishedJobs();
+      }
       const double last_cycle_seconds = cp_->stats().last_cycle_seconds;
       // Never call the control plane under mu_: its wake callback takes mu_ under its own lock.
       lock.lock();
@@ -291,9 +297,42 @@ class SchedulerLoop {
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_
   bool wake_ = false;  // something happened that a cycle may act on; guarded by mu_
+  std::chrono::steady_clock::time_point last_eviction_{};  // the scheduler thread's own
 };
 
 }  // namespace
+
+std::optional<int64_t> ParseAgeMs(std::string_view text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  int64_t unit = 1000;
+  switch (text.back()) {
+    case 's':
+      unit = 1000;
+      break;
+    case 'm':
+      unit = 60'000;
+      break;
+    case 'h':
+      unit = 3'600'000;
+      break;
+    case 'd':
+      unit = 86'400'000;
+      break;
+    default:
+      unit = 0;
+      break;
+  }
+  std::string_view digits = unit == 0 ? text : text.substr(0, text.size() - 1);
+  if (unit == 0) unit = 1000;
+  if (digits.empty()) return std::nullopt;
+  int64_t n = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  if (n > std::numeric_limits<int64_t>::max() / unit) return std::nullopt;
+  return n * unit;
+}
 
 bool ParsePortRange(const std::string& text, int32_t* lo, int32_t* hi, std::string* why) {
   const size_t dash = text.find('-');
@@ -490,6 +529,7 @@ void Configure(ControlPlane* cp, const ServerOptions& o, int32_t ports_lo, int32
   cp->SetServicePorts(ports_lo, ports_hi);
   cp->SetNodeTimeout(NodeTimeoutMs(o, election));
   cp->SetTaskLimits({o.task_min_cpu_milli, o.task_min_memory_mib, o.tenant_max_tasks});
+  cp->SetJobWindow({o.finished_jobs_in_memory, o.finished_jobs_max_age_ms});
 }
 
 std::string HostName() {

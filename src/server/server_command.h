@@ -1,7 +1,9 @@
 // `arbiter server`: the control plane a platform team runs on its head node.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace arbiter::server {
@@ -100,7 +102,16 @@ struct ServerOptions {
   int webhook_max_attempts = 20;
   int64_t webhook_max_age_ms = 86400000;
   int64_t webhook_timeout_ms = 10000;
+  // Jobs in memory (docs/architecture.md, "What memory holds"): every live job, and of the
+  // finished ones at most this many, none finished longer ago than the age; older ones are read
+  // from the store when asked for.
+  int64_t finished_jobs_in_memory = 10000;
+  int64_t finished_jobs_max_age_ms = 24 * 3600 * 1000;
 };
+
+// "90s", "30m", "24h", "7d" (or a plain number of seconds) in milliseconds; nullopt when it is
+// none of those.
+std::optional<int64_t> ParseAgeMs(std::string_view text);
 
 // "LO-HI" with 1 <= LO <= HI <= 65535; false (and a message in `why`) otherwise.
 bool ParsePortRange(const std::string& text, int32_t* lo, int32_t* hi, std::string* why);

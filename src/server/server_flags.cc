@@ -199,6 +199,20 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
                   "Webhooks: how long an attempt waits to connect, and then for the answer")
       ->check(CLI::Range(int64_t{100}, int64_t{120000}))
       ->capture_default_str();
+  srv->add_option("--finished-jobs-in-memory", server.finished_jobs_in_memory,
+                  "Finished jobs kept in memory (the latest); older ones are read from the store")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}))
+      ->capture_default_str();
+  srv->add_option_function<std::string>(
+         "--finished-jobs-max-age",
+         [](const std::string& s) { server.finished_jobs_max_age_ms = *ParseAgeMs(s); },
+         "Finished jobs leave memory this long after they finished (90s, 30m, 24h, 7d; "
+         "default 24h)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return ParseAgeMs(s) ? std::string() : "expected a duration such as 90s, 30m, 24h, 7d";
+          },
+          "DURATION"));
   srv->callback([=] { *exit_code = arbiter::server::RunServer(server); });
 }
 

@@ -440,6 +440,36 @@ class WriteBatch {
   std::vector<WriteOp> ops_;
 };
 
+// ---- Job history: finished jobs read from the store (Store::GetJob, ListJobs) ----------------
+//
+// The server holds live jobs and a window of recently finished ones in memory; older finished
+// jobs are read back from the store. "Finished" is a state in kFinishedJobStates (the server's
+// final states); the indexes of these reads are partial (docs/store.md, "Job history").
+inline constexpr std::string_view kFinishedJobStates[] = {"succeeded", "failed", "cancelled",
+                                                          "timed-out", "rejected"};
+
+// Which jobs Store::Load reads. Every unfinished job is always read, and every finished one
+// whose status says it is still stopping (`"stopping":true`: its processes may still run).
+struct LoadOptions {
+  // At most this many other finished jobs: the latest by id (a scan of the newest ids that stops
+  // after them); -1: every one.
+  int64_t finished_max = -1;
+  // Of those, only the ones with updated_at_ms >= it (0: no bound).
+  int64_t finished_since_ms = 0;
+};
+
+// A search of the jobs table (Store::ListJobs). Each list filters by "any of" (empty: any).
+struct JobQuery {
+  std::vector<std::string> tenants{}, queues{}, users{}, states{}, types{};
+  bool finished_only = false;      // only jobs in a state of kFinishedJobStates
+  uint64_t after_id = 0;           // id > after_id
+  uint64_t before_id = 0;          // id < before_id (0: no bound)
+  int64_t submitted_until_ms = 0;  // submitted_at_ms <= it (0: no bound)
+  int64_t updated_since_ms = 0;    // updated_at_ms >= it (0: no bound)
+  bool newest_first = false;       // by id descending (else ascending)
+  size_t limit = 100;
+};
+
 // Everything the server loads at start. Each vector is sorted by its key (jobs by id). Events,
 // usage, audit and samples are not loaded: they are read with the Store's queries.
 struct StoreState {

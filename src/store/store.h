@@ -76,8 +76,8 @@ class Store {
   Status Write(WriteBatch batch) { return WriteAsync(std::move(batch)).get(); }
 
   // Every record of the state tables, read in one consistent snapshot (a batch is either wholly in
-  // it or not at all).
-  virtual Result<StoreState> Load() = 0;
+  // it or not at all). Load(LoadOptions) below reads only some of the finished jobs.
+  Result<StoreState> Load() { return Load(LoadOptions{}); }
   // The events of one job, in seq order.
   virtual Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) = 0;
   // At most `limit` events with seq > after_seq, in seq order (a change feed: pass the last seq).
@@ -123,6 +123,22 @@ class Store {
   // order.
   virtual Result<std::vector<UsageRecord>> UsageBefore(int64_t before_ms, uint64_t after_seq,
                                                        size_t limit) = 0;
+
+  // ---- Job history: what the server no longer holds in memory (docs/store.md) ----
+  //
+  // As Load(), but of the finished jobs only those `o` keeps (with every unfinished one, and the
+  // finished ones still stopping), so that a start costs the live work and a window, not the whole
+  // history. max_job_id and max_event_seq are those of the whole store.
+  virtual Result<StoreState> Load(const LoadOptions& o) = 0;
+  // The job of that id; kNotFound when there is none.
+  virtual Result<JobRecord> GetJob(uint64_t id) = 0;
+  // At most `q.limit` jobs that pass every filter of `q`, by id (ascending, or descending with
+  // newest_first). With finished_only, a filter on users reads a partial index over finished
+  // jobs (0011_job_history.sql); other filters are checked on the rows in id order.
+  virtual Result<std::vector<JobRecord>> ListJobs(const JobQuery& q) = 0;
+  // The job of (tenant, user, idempotency_key); kNotFound when there is none.
+  virtual Result<JobRecord> JobByIdempotencyKey(const std::string& tenant, const std::string& user,
+                                                const std::string& key) = 0;
 
   // ---- Leadership: several servers over one store (docs/operations.md) ----
   //

@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "store/commit_stats.h"
+#include "store/job_history_sql.h"
 #include "store/open_store.h"
 #include "store/postgres/connection.h"
 #include "store/postgres/migrations.h"
@@ -303,7 +304,8 @@ class Reader {
     return r;
   }
 
-  Result<StoreState> Load();
+  Result<StoreState> Load(const LoadOptions& o);
+  Result<std::vector<JobRecord>> ListJobs(const JobQuery& q);
   template <typename T, typename Read>
   Result<std::vector<T>> Query(const char* stmt, const Params& p, std::string_view what,
                                Read read) {
@@ -317,7 +319,7 @@ class Reader {
  private:
   explicit Reader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
   Status PrepareAll();
-  Status LoadInto(StoreState& s);
+  Status LoadInto(StoreState& s, const LoadOptions& o);
 
   std::unique_ptr<Connection> conn_;
 };
@@ -334,6 +336,12 @@ Status Reader::PrepareAll() {
       {"nodes", SelectSql("nodes", kNodeCols, "ORDER BY name")},
       {"jobs", SelectSql("jobs", kJobCols, "ORDER BY id")},
       {"kv", SelectSql("kv", kKvCols, "ORDER BY key")},
+      {"job_by_id", SelectSql("jobs", kJobCols, "WHERE id = $1")},
+      {"job_by_key", SelectSql("jobs", kJobCols,
+                               "WHERE tenant = $1 AND \"user\" = $2 AND idempotency_key = $3 "
+                               "AND idempotency_key <> ''")},
+      {"live_jobs", SelectSql("jobs", kJobCols, LiveJobsWhere("strpos"))},
+      {"latest_finished", SelectSql("jobs", kJobCols, LatestFinishedWhere("$1"))},
       {"services", SelectSql("services", kServiceCols, "ORDER BY name")},
       {"webhooks", SelectSql("webhooks", kWebhookCols, "ORDER BY id")},
       {"pending_deliveries", SelectSql("webhook_deliveries", kWebhookDeliveryCols,
@@ -380,7 +388,7 @@ Status Reader::PrepareAll() {
   return Status::Ok();
 }
 
-Status Reader::LoadInto(StoreState& s) {
+Status Reader::LoadInto(StoreState& s, const LoadOptions& o) {
   using namespace postgres;  // NOLINT(google-build-using-namespace): the row readers
   Connection& c = *conn_;
   const std::string_view what = "store: load";
@@ -393,7 +401,20 @@ Status Reader::LoadInto(StoreState& s) {
       c.QueryPrepared("priority_classes", none, what, s.priority_classes, ReadPriorityClass));
   ARBITER_RETURN_IF_ERROR(c.QueryPrepared("gpu_models", none, what, s.gpu_models, ReadGpuModel));
   ARBITER_RETURN_IF_ERROR(c.QueryPrepared("nodes", none, what, s.nodes, ReadNode));
-  ARBITER_RETURN_IF_ERROR(c.QueryPrepared("jobs", none, what, s.jobs, ReadJob));
+  if (o.finished_max < 0 && o.finished_since_ms <= 0) {
+    ARBITER_RETURN_IF_ERROR(c.QueryPrepared("jobs", none, what, s.jobs, ReadJob));
+  } else {
+    // The live jobs and those still stopping (one partial index), and the latest finished by
+    // id, of which those updated within the window are kept.
+    ARBITER_RETURN_IF_ERROR(c.QueryPrepared("live_jobs", none, what, s.jobs, ReadJob));
+    std::vector<JobRecord> more;
+    const int64_t max = o.finished_max < 0 ? std::numeric_limits<int64_t>::max() : o.finished_max;
+    ARBITER_RETURN_IF_ERROR(
+        c.QueryPrepared("latest_finished", Params().Int(max), what, more, ReadJob));
+    KeepUpdatedSince(more, o.finished_since_ms);
+    MergeLoadedJobs(s.jobs, std::move(more));
+    SortUniqueJobs(s.jobs);
+  }
   ARBITER_RETURN_IF_ERROR(c.QueryPrepared("kv", none, what, s.kv, ReadKv));
   ARBITER_RETURN_IF_ERROR(c.QueryPrepared("services", none, what, s.services, ReadService));
   ARBITER_RETURN_IF_ERROR(c.QueryPrepared("webhooks", none, what, s.webhooks, ReadWebhook));
@@ -410,19 +431,39 @@ Status Reader::LoadInto(StoreState& s) {
   return Status::Ok();
 }
 
-Result<StoreState> Reader::Load() {
+Result<StoreState> Reader::Load(const LoadOptions& o) {
   ARBITER_RETURN_IF_ERROR(conn_->EnsureConnected());
   // One snapshot for every SELECT: a batch is wholly in it or not at all.
   ARBITER_RETURN_IF_ERROR(
       conn_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "store: load: begin"));
   StoreState state;
-  Status st = LoadInto(state);
+  Status st = LoadInto(state, o);
   if (!st.ok()) {
     if (!conn_->broken()) (void)conn_->Exec("ROLLBACK", "store: load: rollback");
     return st;
   }
   ARBITER_RETURN_IF_ERROR(conn_->Exec("COMMIT", "store: load: end"));
   return state;
+}
+
+Result<std::vector<JobRecord>> Reader::ListJobs(const JobQuery& q) {
+  ARBITER_RETURN_IF_ERROR(conn_->EnsureConnected());
+  // Only the filters asked for are in the SQL, so that the planner picks the index that narrows
+  // most.
+  const JobQuerySql sql = BuildJobQuerySql(q, [](size_t i) { return fmt::format("${}", i); });
+  Params p;
+  for (const SqlParam& v : sql.params) {
+    if (std::holds_alternative<int64_t>(v)) {
+      p.Int(std::get<int64_t>(v));
+    } else {
+      p.Text(std::get<std::string>(v));
+    }
+  }
+  std::vector<JobRecord> out;
+  ARBITER_RETURN_IF_ERROR(
+      conn_->Query(postgres::SelectSql("jobs", kJobCols, "WHERE " + sql.where + " " + sql.tail), p,
+                   "store: list jobs", out, ReadJob));
+  return out;
 }
 
 Result<std::vector<AuditRecord>> Reader::QueryAudit(const AuditQuery& q) {
@@ -607,6 +648,12 @@ class Leases {
 
 Status Closed() { return FailedPrecondition("store: closed"); }
 
+Result<JobRecord> OneJob(Result<std::vector<JobRecord>> rows, std::string_view what) {
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return NotFound(fmt::format("store: {}: no such job", what));
+  return std::move(rows->front());
+}
+
 class PostgresStore final : public Store {
  public:
   PostgresStore(std::unique_ptr<Writer> writer, std::unique_ptr<Reader> reader,
@@ -620,8 +667,26 @@ class PostgresStore final : public Store {
   ~PostgresStore() override { Close(); }
 
   std::shared_future<Status> WriteAsync(WriteBatch batch) override;
-  Result<StoreState> Load() override {
-    return Read([](Reader& r) { return r.Load(); });
+  using Store::Load;
+  Result<StoreState> Load(const LoadOptions& o) override {
+    return Read([&](Reader& r) { return r.Load(o); });
+  }
+  Result<JobRecord> GetJob(uint64_t id) override {
+    auto rows = Read([&](Reader& r) {
+      return r.Query<JobRecord>("job_by_id", Params().Int(ClampId(id)), "store: get job", ReadJob);
+    });
+    return OneJob(std::move(rows), fmt::format("get job {}", id));
+  }
+  Result<std::vector<JobRecord>> ListJobs(const JobQuery& q) override {
+    return Read([&](Reader& r) { return r.ListJobs(q); });
+  }
+  Result<JobRecord> JobByIdempotencyKey(const std::string& tenant, const std::string& user,
+                                        const std::string& key) override {
+    auto rows = Read([&](Reader& r) {
+      return r.Query<JobRecord>("job_by_key", Params().Text(tenant).Text(user).Text(key),
+                                "store: job by idempotency key", ReadJob);
+    });
+    return OneJob(std::move(rows), "job by idempotency key");
   }
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) override {
     return Read([&](Reader& r) {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/job_history_checks.h"
 #include "store/postgres/migrations.h"
 #include "store/report_aggregates_checks.h"
 #include "testing/postgres_cluster.h"
@@ -119,6 +120,12 @@ WriteBatch JobBatch(uint64_t id) {
 }
 
 std::string HexHash(int n) { return fmt::format("{:064x}", n); }
+
+TEST_F(PostgresStoreTest, JobHistoryReadsFilterPageAndLoadAWindow) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  testing::CheckJobHistoryReads(*store);
+}
 
 TEST_F(PostgresStoreTest, EveryRecordKindRoundTripsThroughReopen) {
   StoreState want;
@@ -843,7 +850,7 @@ TEST_F(PostgresStoreTest, SchemaVersionsAreRecordedAndANewerOneIsRefused) {
   ASSERT_NE(MustOpen(), nullptr);  // reopening applies nothing
   ASSERT_EQ(Sql("SELECT count(*) || '/' || max(version) FROM schema_version"), "");
   EXPECT_EQ(last_value_, fmt::format("{0}/{0}", postgres::LatestSchemaVersion()));
-  EXPECT_EQ(postgres::LatestSchemaVersion(), 10);
+  EXPECT_EQ(postgres::LatestSchemaVersion(), 11);
   ASSERT_EQ(Sql("INSERT INTO schema_version VALUES (99, '0099_future.sql', 0)"), "");
   auto refused = OpenPostgresStore(uri_);
   ASSERT_FALSE(refused.ok());

@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "store/commit_stats.h"
+#include "store/job_history_sql.h"
 #include "store/sqlite/connection.h"
 #include "store/sqlite/migrations.h"
 #include "store/sqlite/tables.h"
@@ -431,7 +432,11 @@ class Reader {
  public:
   static Result<std::unique_ptr<Reader>> Create(std::unique_ptr<Connection> conn);
 
-  Result<StoreState> Load();
+  Result<StoreState> Load(const LoadOptions& o);
+  Result<JobRecord> GetJob(uint64_t id);
+  Result<std::vector<JobRecord>> ListJobs(const JobQuery& q);
+  Result<JobRecord> JobByKey(const std::string& tenant, const std::string& user,
+                             const std::string& key);
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id);
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit);
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms);
@@ -451,7 +456,8 @@ class Reader {
  private:
   explicit Reader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
   Status PrepareAll();
-  Status LoadInto(StoreState& state);
+  Status LoadInto(StoreState& state, const LoadOptions& o);
+  Result<JobRecord> OneJob(std::vector<JobRecord> rows, std::string_view what);
 
   std::unique_ptr<Connection> conn_;
   Statement begin_, commit_, rollback_;
@@ -460,6 +466,7 @@ class Reader {
   Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
   Statement webhooks_, pending_deliveries_, deliveries_of_hook_;
   Statement rollup_sum_, facts_, events_before_, usage_before_;
+  Statement job_by_id_, job_by_key_, live_jobs_, latest_finished_;
 };
 
 Result<std::unique_ptr<Reader>> Reader::Create(std::unique_ptr<Connection> conn) {
@@ -482,6 +489,12 @@ Status Reader::PrepareAll() {
       {&nodes_, SelectSql("nodes", kNodeCols, "ORDER BY name")},
       {&jobs_, SelectSql("jobs", kJobCols, "ORDER BY id")},
       {&kv_, SelectSql("kv", kKvCols, "ORDER BY key")},
+      {&job_by_id_, SelectSql("jobs", kJobCols, "WHERE id = ?1")},
+      {&job_by_key_, SelectSql("jobs", kJobCols,
+                               "WHERE tenant = ?1 AND \"user\" = ?2 AND idempotency_key = ?3 "
+                               "AND idempotency_key <> ''")},
+      {&live_jobs_, SelectSql("jobs", kJobCols, LiveJobsWhere("instr"))},
+      {&latest_finished_, SelectSql("jobs", kJobCols, LatestFinishedWhere("?1"))},
       // The highest id ever used: noted in store_meta when a job row is deleted, else the rows'.
       {&max_job_id_,
        "SELECT max(value, (SELECT coalesce(max(id), 0) FROM jobs)) FROM store_meta "
@@ -528,7 +541,7 @@ Status Reader::PrepareAll() {
   return Status::Ok();
 }
 
-Status Reader::LoadInto(StoreState& s) {
+Status Reader::LoadInto(StoreState& s, const LoadOptions& o) {
   Connection& c = *conn_;
   const std::string_view what = "store: load";
   ARBITER_RETURN_IF_ERROR(c.Query(tenants_.get(), what, s.tenants, ReadTenant));
@@ -539,7 +552,19 @@ Status Reader::LoadInto(StoreState& s) {
       c.Query(priority_classes_.get(), what, s.priority_classes, ReadPriorityClass));
   ARBITER_RETURN_IF_ERROR(c.Query(gpu_models_.get(), what, s.gpu_models, ReadGpuModel));
   ARBITER_RETURN_IF_ERROR(c.Query(nodes_.get(), what, s.nodes, ReadNode));
-  ARBITER_RETURN_IF_ERROR(c.Query(jobs_.get(), what, s.jobs, ReadJob));
+  if (o.finished_max < 0 && o.finished_since_ms <= 0) {
+    ARBITER_RETURN_IF_ERROR(c.Query(jobs_.get(), what, s.jobs, ReadJob));
+  } else {
+    // The live jobs and those still stopping (one partial index), and the latest finished by
+    // id, of which those updated within the window are kept.
+    ARBITER_RETURN_IF_ERROR(c.Query(live_jobs_.get(), what, s.jobs, ReadJob));
+    std::vector<JobRecord> more;
+    const int64_t max = o.finished_max < 0 ? std::numeric_limits<int64_t>::max() : o.finished_max;
+    ARBITER_RETURN_IF_ERROR(c.Query(latest_finished_.get(), what, more, ReadJob, max));
+    KeepUpdatedSince(more, o.finished_since_ms);
+    MergeLoadedJobs(s.jobs, std::move(more));
+    SortUniqueJobs(s.jobs);
+  }
   ARBITER_RETURN_IF_ERROR(c.Query(kv_.get(), what, s.kv, ReadKv));
   ARBITER_RETURN_IF_ERROR(c.Query(services_.get(), what, s.services, ReadService));
   ARBITER_RETURN_IF_ERROR(c.Query(webhooks_.get(), what, s.webhooks, ReadWebhook));
@@ -555,15 +580,58 @@ Status Reader::LoadInto(StoreState& s) {
   return Status::Ok();
 }
 
-Result<StoreState> Reader::Load() {
+Result<StoreState> Reader::Load(const LoadOptions& o) {
   // One read transaction: every SELECT sees the same snapshot of the WAL.
   ARBITER_RETURN_IF_ERROR(conn_->Run(begin_.get(), "store: load: begin"));
   StoreState state;
-  Status st = LoadInto(state);
+  Status st = LoadInto(state, o);
   Status end = conn_->Run(st.ok() ? commit_.get() : rollback_.get(), "store: load: end");
   if (!st.ok()) return st;
   if (!end.ok()) return end;
   return state;
+}
+
+Result<JobRecord> Reader::OneJob(std::vector<JobRecord> rows, std::string_view what) {
+  if (rows.empty()) return NotFound(fmt::format("store: {}: no such job", what));
+  return std::move(rows.front());
+}
+
+Result<JobRecord> Reader::GetJob(uint64_t id) {
+  std::vector<JobRecord> rows;
+  ARBITER_RETURN_IF_ERROR(
+      conn_->Query(job_by_id_.get(), "store: get job", rows, ReadJob, ClampId(id)));
+  return OneJob(std::move(rows), fmt::format("get job {}", id));
+}
+
+Result<JobRecord> Reader::JobByKey(const std::string& tenant, const std::string& user,
+                                   const std::string& key) {
+  std::vector<JobRecord> rows;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(job_by_key_.get(), "store: job by idempotency key", rows,
+                                       ReadJob, tenant, user, key));
+  return OneJob(std::move(rows), "job by idempotency key");
+}
+
+Result<std::vector<JobRecord>> Reader::ListJobs(const JobQuery& q) {
+  // Only the filters asked for are in the SQL, so that SQLite picks the index that narrows most.
+  const JobQuerySql sql = BuildJobQuerySql(q, [](size_t i) { return fmt::format("?{}", i); });
+  auto stmt = conn_->Prepare(SelectSql("jobs", kJobCols, "WHERE " + sql.where + " " + sql.tail));
+  if (!stmt.ok()) return stmt.status();
+  sqlite3_stmt* s = stmt->get();
+  for (size_t i = 0; i < sql.params.size(); ++i) {
+    const int at = static_cast<int>(i + 1);
+    const int rc =
+        std::holds_alternative<int64_t>(sql.params[i])
+            ? sqlite3_bind_int64(s, at, std::get<int64_t>(sql.params[i]))
+            : sqlite3_bind_text(s, at, std::get<std::string>(sql.params[i]).data(),
+                                static_cast<int>(std::get<std::string>(sql.params[i]).size()),
+                                SQLITE_TRANSIENT);
+    if (rc != SQLITE_OK) {
+      return sqlite::SqliteStatus(rc, sqlite3_errmsg(conn_->db()), "store: list jobs");
+    }
+  }
+  std::vector<JobRecord> out;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(s, "store: list jobs", out, ReadJob));
+  return out;
 }
 
 Result<std::vector<JobEventRecord>> Reader::JobEvents(uint64_t job_id) {
@@ -857,7 +925,12 @@ class SqliteStore final : public Store {
   ~SqliteStore() override { Close(); }
 
   std::shared_future<Status> WriteAsync(WriteBatch batch) override;
-  Result<StoreState> Load() override;
+  using Store::Load;
+  Result<StoreState> Load(const LoadOptions& o) override;
+  Result<JobRecord> GetJob(uint64_t id) override;
+  Result<std::vector<JobRecord>> ListJobs(const JobQuery& q) override;
+  Result<JobRecord> JobByIdempotencyKey(const std::string& tenant, const std::string& user,
+                                        const std::string& key) override;
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) override;
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override;
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override;
@@ -979,8 +1052,22 @@ void SqliteStore::RecordStats(const std::vector<Pending>& group, const GroupOutc
   RecordGroupCommit(stats_, group, outcome.statuses, outcome.commit_us);
 }
 
-Result<StoreState> SqliteStore::Load() {
-  return Read([](Reader& r) { return r.Load(); });
+Result<StoreState> SqliteStore::Load(const LoadOptions& o) {
+  return Read([&](Reader& r) { return r.Load(o); });
+}
+
+Result<JobRecord> SqliteStore::GetJob(uint64_t id) {
+  return Read([&](Reader& r) { return r.GetJob(id); });
+}
+
+Result<std::vector<JobRecord>> SqliteStore::ListJobs(const JobQuery& q) {
+  return Read([&](Reader& r) { return r.ListJobs(q); });
+}
+
+Result<JobRecord> SqliteStore::JobByIdempotencyKey(const std::string& tenant,
+                                                   const std::string& user,
+                                                   const std::string& key) {
+  return Read([&](Reader& r) { return r.JobByKey(tenant, user, key); });
 }
 
 Result<std::vector<JobEventRecord>> SqliteStore::JobEvents(uint64_t job_id) {

@@ -17,6 +17,8 @@
 
 #include "store/report_aggregates_checks.h"
 #include "store/sqlite/migrations.h"
+#include "store/job_history_checks.h"
+#include "store/job_history_sql.h"
 #include "testing/temp_dir.h"
 
 namespace arbiter::store {
@@ -54,6 +56,13 @@ WriteBatch JobBatch(uint64_t id) {
 }
 
 std::string HexHash(int n) { return fmt::format("{:064x}", n); }
+
+TEST(SqliteStore, JobHistoryReadsFilterPageAndLoadAWindow) {
+  TempDir dir;
+  auto store = MustOpen(dir.File("arbiter.db"));
+  ASSERT_NE(store, nullptr);
+  testing::CheckJobHistoryReads(*store);
+}
 
 TEST(SqliteStore, EveryRecordKindRoundTripsThroughReopen) {
   TempDir dir;
@@ -320,6 +329,42 @@ TEST(SqliteStore, AuditQueriesUseTheirIndexes) {
   EXPECT_NE(plan("seq > 0 AND (target = 'job/1' OR (target >= 'job/1/' AND target < 'job/10'))")
                 .find("audit_by_target"),
             std::string::npos);
+  sqlite3_close(db);
+}
+
+TEST(SqliteStore, JobHistoryQueriesUseTheirPartialIndexes) {
+  TempDir dir;
+  const std::string path = dir.File("arbiter.db");
+  { MustOpen(path)->Close(); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  auto plan = [&](const std::string& tail) {
+    std::string out;
+    sqlite3_stmt* s = nullptr;
+    const std::string sql = "EXPLAIN QUERY PLAN SELECT id FROM jobs " + tail;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sql;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      out += reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+      out += "\n";
+    }
+    sqlite3_finalize(s);
+    return out;
+  };
+  // The SQL the store writes (store/job_history_sql.h).
+  auto list = [&](JobQuery q) {
+    const JobQuerySql sql = BuildJobQuerySql(q, [](size_t i) { return fmt::format("?{}", i); });
+    return plan("WHERE " + sql.where + " " + sql.tail);
+  };
+  EXPECT_NE(list({.users = {"alice"}, .finished_only = true, .after_id = 10})
+                .find("jobs_finished_by_user"),
+            std::string::npos);
+  EXPECT_NE(list({.tenants = {"t"}, .users = {"alice"}, .finished_only = true})
+                .find("jobs_finished_by_user"),
+            std::string::npos);
+  EXPECT_NE(plan(LiveJobsWhere("instr")).find("jobs_live"), std::string::npos);
+  // The latest finished: the newest ids first, no sort.
+  const std::string latest = plan(LatestFinishedWhere("?1"));
+  EXPECT_EQ(latest.find("TEMP B-TREE"), std::string::npos) << latest;
   sqlite3_close(db);
 }
 
