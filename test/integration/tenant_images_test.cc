@@ -17,8 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-// kTenantConfig's tenants and users, with vision's images and mounts; `main` (the Kueue sample's
-// queue) is an alias of vision-train, vision-train the tenant's default queue.
+// kTenantConfig's tenants and users, with vision's images, mounts and volume; `main` (the Kueue
+// sample's queue) is an alias of vision-train, vision-train and speech-train the tenants' default
+// queues.
 constexpr const char* kConfig = R"(
 gpu_models:
   - {name: A100-80G, memory_mib: 81920}
@@ -29,9 +30,11 @@ tenants:
     default_queue: vision-train
     images: {registries: ["registry.example.com/vision/", "docker.io/"]}
     mounts: [{path: /data/imagenet, mode: ro}, {path: /checkpoints/vision, mode: rw}]
+    volumes: [{name: mistral-7b}]
     queues:
       - {name: vision-train, aliases: [main], guaranteed: {gpu: 8}}
   - name: speech
+    default_queue: speech-train
     queues:
       - {name: speech-train, guaranteed: {gpu: 8}}
 users:
@@ -243,7 +246,13 @@ TEST_F(TenantImagesTest, KubernetesManifestsThroughTheCli) {
   EXPECT_NE(gloo.code, 0);
   EXPECT_NE(gloo.err.find("containers[0].command"), std::string::npos) << gloo.err;
 
-  // apps/v1 Deployment (vLLM's example) as a service, with apply -f.
+  // apps/v1 Deployment (vLLM's example) as a service, with apply -f. Its claim (the model cache)
+  // is the tenant's volume of the claim's name: refused to a tenant without one.
+  CliResult no_volume = Cli("sam", {"apply", "-f", kFixtures + "/vllm-deployment.yaml"});
+  EXPECT_NE(no_volume.code, 0);
+  EXPECT_NE(no_volume.err.find("template.mounts[0].volume: tenant speech has no volume mistral-7b"),
+            std::string::npos)
+      << no_volume.err;
   CliResult vllm = Cli("bob", {"apply", "-f", kFixtures + "/vllm-deployment.yaml"});
   ASSERT_EQ(vllm.code, 0) << vllm.out << vllm.err;
   EXPECT_NE(vllm.err.find("spec.template.spec.containers[0].env[0]"), std::string::npos)
@@ -251,6 +260,10 @@ TEST_F(TenantImagesTest, KubernetesManifestsThroughTheCli) {
   auto svc = BodyJson(server_.As("bob")->Get("/api/v1/services/mistral-7b"));
   EXPECT_EQ(svc.value("port", 0), 8000) << svc.dump();
   EXPECT_EQ(svc["template"].value("container_image", ""), "vllm/vllm-openai:latest") << svc.dump();
+  EXPECT_EQ(svc["template"]["mounts"],
+            json::parse(R"([{"mode":"rw","target":"/root/.cache/huggingface",
+                             "volume":"mistral-7b"}])"))
+      << svc.dump();
   // submit -f of a Deployment says to apply it.
   CliResult wrong = Cli("bob", {"submit", "-f", kFixtures + "/vllm-deployment.yaml"});
   EXPECT_NE(wrong.code, 0);

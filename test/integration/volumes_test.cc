@@ -112,7 +112,9 @@ TEST_F(VolumesTest, AVolumeKeepsItsTenantsDataAcrossJobsAndOnlyForThatTenant) {
   struct stat st {};
   ASSERT_EQ(::stat(folder.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  if (geteuid() == 0) EXPECT_NE(st.st_uid, 0u);  // the tenant's own uid, not root's
+  if (geteuid() == 0) {
+    EXPECT_NE(st.st_uid, 0u);  // the tenant's own uid, not root's
+  }
 
   // The next job of the tenant, another job id and folder: the same volume.
   const uint64_t read = Submit("vision-q", "cat \"$ARBITER_VOLUME_CKPT/state\"", ckpt);
