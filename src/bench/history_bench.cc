@@ -137,6 +137,19 @@ void AddFinishedJob(store::WriteBatch& b, Lcg& rng, uint64_t id, int64_t submitt
   b.AppendJobEvent({0, id, submitted, "", "pending", "submitted", "{}"});
   b.AppendJobEvent({0, id, started, "pending", "running", "admitted", "{}"});
   b.AppendJobEvent({0, id, ended, "running", state, reason, "{}"});
+  // The report facts the server writes with those events (reports.h, FactsOfEvent): the wait, and
+  // the run's outcome (a cancelled run has none).
+  auto fact = [&](int64_t at, const char* kind, int64_t since, std::string why) {
+    b.AppendJobFact({0, id, at, kind, Tenant(s.tenant), Queue(s.tenant, s.queue),
+                     User(s.tenant, s.user), s.type, "A100-80G", since, 0, std::move(why),
+                     int64_t{1000} * s.gpus});
+  };
+  fact(started, "admitted", submitted, "");
+  if (roll < 85) {
+    fact(ended, "succeeded", ended, "");
+  } else if (roll < 95) {
+    fact(ended, "failed", ended, "exit code 1");
+  }
   store::UsageRecord u;
   u.job_id = id;
   u.tenant = Tenant(s.tenant);
