@@ -15,13 +15,13 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::array<const char*, 9> kReports = {
+constexpr std::array<const char*, 10> kReports = {
     "usage",   "wait",          "failures",          "preemptions",
     "cluster", "fragmentation", "idle-while-queued", "fairness",
-    "serving"};
+    "serving", "forecast"};
 
 struct ReportFlags {
-  std::string name, from, to, since, by, step, service, output = "table";
+  std::string name, from, to, since, by, step, service, horizon, output = "table";
 };
 
 // Percent-encodes a query value (RFC 3986 unreserved characters are kept).
@@ -63,8 +63,8 @@ std::string Upper(std::string s) {
 int Report(const ContextPtr& ctx, const ReportFlags& f) {
   std::string path = fmt::format("/api/v1/reports/{}?format=json", f.name);
   const std::pair<const char*, const std::string*> params[] = {
-      {"from", &f.from},   {"to", &f.to},     {"since", &f.since},
-      {"group_by", &f.by}, {"step", &f.step}, {"service", &f.service}};
+      {"from", &f.from}, {"to", &f.to},           {"since", &f.since},    {"group_by", &f.by},
+      {"step", &f.step}, {"service", &f.service}, {"horizon", &f.horizon}};
   for (const auto& [key, value] : params) {
     if (!value->empty()) path += fmt::format("&{}={}", key, QueryEscape(*value));
   }
@@ -116,7 +116,8 @@ void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx) {
   auto* report =
       app.add_subcommand("report",
                          "Reports for a period: usage, wait, failures, preemptions, cluster, "
-                         "fragmentation, idle-while-queued, fairness, serving (docs/reports.md)");
+                         "fragmentation, idle-while-queued, fairness, serving, forecast "
+                         "(docs/reports.md)");
   report->add_option("report", f->name, "Which report")
       ->required()
       ->check(CLI::IsMember(std::vector<std::string>(kReports.begin(), kReports.end())));
@@ -128,6 +129,9 @@ void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx) {
       ->check(CLI::IsMember({"tenant", "queue", "user", "type", "gpu-model", "gpu_model"}));
   report->add_option("--step", f->step, "One set of rows per step (1h, 1d, 1w)");
   report->add_option("--service", f->service, "serving: only this service");
+  report->add_option("--horizon", f->horizon,
+                     "forecast: how far ahead, in days (14d; default 14d, with 8 weeks of history "
+                     "unless --since or --from says otherwise)");
   report->add_option("-o,--output", f->output, "Output: table (default), json, yaml, csv")
       ->check(CLI::IsMember({"table", "json", "yaml", "csv"}))
       ->group("Output");
@@ -136,7 +140,8 @@ void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx) {
               {"arbiter report usage --since 30d --by tenant",
                "arbiter report wait --since 7d --by queue --step 1d -o csv",
                "arbiter report idle-while-queued --from 2026-11-01 --to 2026-12-01",
-               "arbiter report fairness --since 7d -o json", "arbiter report serving --since 1d"});
+               "arbiter report fairness --since 7d -o json", "arbiter report serving --since 1d",
+               "arbiter report forecast --by tenant --horizon 14d"});
   report->callback([ctx, f] { ctx->Run([&] { return Report(ctx, *f); }); });
 }
 

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace arbiter::plan {
@@ -91,6 +93,24 @@ TEST(ForecastTest, BadOptionsAndShortHistoriesNameTheField) {
   EXPECT_EQ(Fit(ForecastModel::kSeasonalNaive, bad).status().field(), "history");
   const Backtest b = RunBacktest(ForecastModel::kSeasonalTrend, y, {});
   EXPECT_EQ(b.points, 0);
+}
+
+// The backtest figures docs/simulator.md shows: a year of daily demand with a weekly season, for
+// several trends and noise levels, 56 origins, 14 days ahead (printed; bounds checked loosely).
+TEST(ForecastTest, BacktestFigures) {
+  std::printf("%-6s %-6s %-15s %8s %9s\n", "trend", "noise", "model", "sMAPE %", "cover %");
+  for (double trend : {0.0, 1.0, 3.0}) {
+    for (double noise : {10.0, 40.0}) {
+      const std::vector<double> y = Weekly(364, trend, noise, 3);
+      for (ForecastModel m : {ForecastModel::kSeasonalNaive, ForecastModel::kSeasonalTrend}) {
+        const Backtest b = RunBacktest(m, y, {.season = 7, .horizon = 14}, 56);
+        std::printf("%-6.0f %-6.0f %-15s %8.2f %9.1f\n", trend, noise,
+                    std::string(ForecastModelName(m)).c_str(), b.smape, 100 * b.coverage);
+        EXPECT_EQ(b.points, 56 * 14);
+        EXPECT_GT(b.coverage, 0.6);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -114,8 +114,8 @@ void HttpApi::RegisterReportRoutes(const RouteFn& route) {
     route("GET", fmt::format("/api/v1/reports/{}", report),
           fmt::format("/api/v1/reports/{}", report),
           fmt::format("The {} report (docs/reports.md): from, to (RFC 3339) or since (7d), "
-                      "group_by, step, format=json|csv",
-                      report),
+                      "group_by, step, format=json|csv{}",
+                      report, report == "forecast" ? ", horizon (14d)" : ""),
           [this, report](const Principal& p, const httplib::Request& req, httplib::Response& res) {
             const std::string format =
                 req.has_param("format") ? req.get_param_value("format") : "json";
@@ -126,6 +126,19 @@ void HttpApi::RegisterReportRoutes(const RouteFn& route) {
             }
             auto q = ParseQuery(req, cp_->Now());
             if (!q.ok()) return SendError(res, q.status());
+            if (report == "forecast") {
+              // Eight weeks of history unless the period is given; `horizon` days ahead.
+              if (!req.has_param("from") && !req.has_param("since")) {
+                q->from_ms = q->to_ms - reports::kForecastDefaultHistoryDays * reports::kDayMs;
+              }
+              if (req.has_param("horizon")) {
+                auto h = ParseDurationMs(req.get_param_value("horizon"), "horizon");
+                if (!h.ok()) return SendError(res, h.status());
+                q->horizon_ms = *h;
+              }
+            } else if (req.has_param("horizon")) {
+              return SendError(res, InvalidArgument("horizon", "only the forecast has a horizon"));
+            }
             auto table = cp_->Report(p, report, *q);
             if (!table.ok()) return SendError(res, table.status());
             res.status = 200;

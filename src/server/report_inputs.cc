@@ -84,6 +84,16 @@ Status ReadReportRecords(store::Store& store, std::string_view name, const Query
   if (name == "usage" || name == "fairness") {
     return ReadUsage(store, q, in, /*budgets=*/name == "usage");
   }
+  if (name == "forecast") {
+    // Each whole day's usage (rollups), and the waits that overlap the days.
+    const Query days = ForecastDays(q);
+    if (days.to_ms <= days.from_ms) return Status::Ok();
+    ARBITER_RETURN_IF_ERROR(ReadUsage(store, days, in, /*budgets=*/false));
+    auto facts = store.JobFacts(days.from_ms, days.to_ms);
+    if (!facts.ok()) return facts.status();
+    in.facts = std::move(facts).value();
+    return Status::Ok();
+  }
   if (name == "wait" || name == "failures" || name == "preemptions") {
     auto facts = store.JobFacts(q.from_ms, q.to_ms);
     if (!facts.ok()) return facts.status();

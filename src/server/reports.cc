@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "plan/forecast.h"
 #include "server/serving_stats.h"
 #include "store/usage_rollup.h"
 
@@ -20,9 +21,9 @@ using nlohmann::json;
 constexpr double kMilliMsPerGpuHour = 1000.0 * 3'600'000.0;
 constexpr double kMsPerHour = 3'600'000.0;
 
-constexpr std::array<std::string_view, 9> kNames = {
+constexpr std::array<std::string_view, 10> kNames = {
     "usage",   "wait",          "failures",          "preemptions", "fairness",
-    "cluster", "fragmentation", "idle-while-queued", "serving"};
+    "cluster", "fragmentation", "idle-while-queued", "serving",     "forecast"};
 
 // Rounds to 6 decimals so that tables do not show binary noise (0.30000000000000004).
 json Num(double x) { return std::round(x * 1e6) / 1e6; }
@@ -838,8 +839,112 @@ Inputs ScopeToTenant(const Inputs& in, const std::string& tenant) {
   return out;
 }
 
+// ---- forecast -------------------------------------------------------------------------------
+
+// The waits of the period as facts: the stored ones (aggregates), or those of the raw events.
+std::vector<store::JobFactRecord> WaitFacts(const Inputs& in) {
+  std::vector<store::JobFactRecord> all;
+  if (in.aggregated) {
+    all = in.facts;
+  } else {
+    std::map<uint64_t, FactState> states;
+    for (const store::JobEventRecord& e : in.events) {
+      auto j = in.jobs.find(e.job_id);
+      if (j != in.jobs.end()) FactsOfEvent(e, j->second, states[e.job_id], all);
+    }
+  }
+  std::vector<store::JobFactRecord> waits;
+  for (store::JobFactRecord& f : all) {
+    if (f.kind == "admitted" || f.kind == "unqueued") waits.push_back(std::move(f));
+  }
+  return waits;
+}
+
+// GPU time demanded in each whole day of [c.a, c.b) per group, milli-GPU ms: allocated (the usage
+// records' GPU time) plus queued (each waiting job's GPUs for the time it waited in that day).
+std::map<std::string, std::vector<double>> DailyDemand(const Ctx& c) {
+  const auto days = static_cast<size_t>((c.b - c.a) / kDayMs);
+  std::map<std::string, std::vector<double>> out;
+  auto at = [&](const std::string& key) -> std::vector<double>& {
+    std::vector<double>& v = out[key];
+    if (v.empty()) v.assign(days, 0);
+    return v;
+  };
+  for (size_t d = 0; d < days; ++d) {
+    const int64_t a = c.a + static_cast<int64_t>(d) * kDayMs;
+    ForEachUsage(*c.in, a, a + kDayMs,
+                 [&](const std::string& tenant, const std::string& queue, const std::string& user,
+                     const std::string& type, const std::string& model, double milli_ms, double) {
+                   at(KeyOf(c.group, tenant, queue, user, type, model))[d] += milli_ms;
+                 });
+  }
+  auto queued = [&](const std::string& key, int64_t since, int64_t until, int64_t gpu_milli) {
+    since = std::max(since, c.a);
+    until = std::min(until, c.b);
+    if (gpu_milli <= 0 || since >= until) return;
+    std::vector<double>& v = at(key);
+    for (int64_t s = since; s < until;) {
+      const auto d = static_cast<size_t>((s - c.a) / kDayMs);
+      const int64_t e = std::min(until, c.a + static_cast<int64_t>(d + 1) * kDayMs);
+      v[d] += static_cast<double>(gpu_milli) * static_cast<double>(e - s);
+      s = e;
+    }
+  };
+  for (const store::JobFactRecord& f : WaitFacts(*c.in)) {
+    queued(KeyOf(c.group, f.tenant, f.queue, f.user, f.job_type, f.gpu_model), f.since_ms, f.at_ms,
+           f.gpu_milli);
+  }
+  for (const PendingJob& p : c.in->pending) {
+    queued(KeyOf(c.group, p.info), p.since_ms, c.in->now_ms, p.info.gpu_milli);
+  }
+  return out;
+}
+
+// Per group: its history (a row a day), then per model the forecast (a row a day ahead, with the
+// 80% band) and the backtest (one row: sMAPE and the band's coverage over the history).
+Table Forecast(const Ctx& c, int64_t horizon_days) {
+  Table t;
+  t.columns = {std::string(GroupByName(c.group)),
+               "date",
+               "kind",
+               "model",
+               "gpu_hours",
+               "lo80",
+               "hi80",
+               "smape_pct",
+               "coverage_pct",
+               "backtest_points"};
+  auto date = [](int64_t ms) { return Rfc3339(ms).substr(0, 10); };
+  const plan::ForecastOptions opts{
+      .season = 7, .horizon = static_cast<int>(horizon_days), .level = 0.8};
+  for (const auto& [key, milli_ms] : DailyDemand(c)) {
+    std::vector<double> hours;
+    for (double v : milli_ms) hours.push_back(v / kMilliMsPerGpuHour);
+    for (size_t d = 0; d < hours.size(); ++d) {
+      t.rows.push_back({key, date(c.a + static_cast<int64_t>(d) * kDayMs), "history", nullptr,
+                        Num(hours[d]), nullptr, nullptr, nullptr, nullptr, nullptr});
+    }
+    for (plan::ForecastModel m :
+         {plan::ForecastModel::kSeasonalNaive, plan::ForecastModel::kSeasonalTrend}) {
+      Result<plan::Forecast> f = plan::Fit(m, hours, opts);
+      if (!f.ok()) continue;  // too short a history for this model
+      const std::string model(plan::ForecastModelName(m));
+      for (size_t h = 0; h < f->points.size(); ++h) {
+        const plan::ForecastPoint& p = f->points[h];
+        t.rows.push_back({key, date(c.b + static_cast<int64_t>(h) * kDayMs), "forecast", model,
+                          Num(p.mean), Num(p.lo), Num(p.hi), nullptr, nullptr, nullptr});
+      }
+      const plan::Backtest b = plan::RunBacktest(m, hours, opts);
+      t.rows.push_back({key, nullptr, "backtest", model, nullptr, nullptr, nullptr,
+                        b.points > 0 ? Num(b.smape) : json(nullptr),
+                        b.points > 0 ? Num(100 * b.coverage) : json(nullptr), b.points});
+    }
+  }
+  return t;
+}
+
 std::optional<GroupBy> DefaultGroup(std::string_view name) {
-  if (name == "usage") return GroupBy::kTenant;
+  if (name == "usage" || name == "forecast") return GroupBy::kTenant;
   if (name == "wait" || name == "failures" || name == "preemptions" || name == "fairness") {
     return GroupBy::kQueue;
   }
@@ -908,6 +1013,25 @@ Result<Table> Compute(std::string_view name, const Query& q, const Inputs& in) {
                                                "longer step or a shorter period",
                                                kMaxSteps));
   }
+  if (name == "forecast") {
+    if (q.step_ms != 0) return InvalidArgument("step", "the forecast is by day: it takes no step");
+    const Query d = ForecastDays(q);
+    const int64_t days = d.to_ms > d.from_ms ? (d.to_ms - d.from_ms) / kDayMs : 0;
+    if (days < 7) {
+      return InvalidArgument(
+          "since", fmt::format("the forecast needs at least 7 whole UTC days of history (its "
+                               "season is a week); the period holds {}",
+                               days));
+    }
+    if (days > kMaxSteps) {
+      return InvalidArgument(
+          "since", fmt::format("the forecast reads at most {} days of history", kMaxSteps));
+    }
+    if (q.horizon_ms < 0 || q.horizon_ms > kForecastMaxHorizonDays * kDayMs) {
+      return InvalidArgument("horizon",
+                             fmt::format("must be 1 to {} days ahead", kForecastMaxHorizonDays));
+    }
+  }
   std::optional<GroupBy> group = q.group_by ? q.group_by : DefaultGroup(name);
   if (name == "fairness" && group != GroupBy::kTenant && group != GroupBy::kQueue) {
     return InvalidArgument("group_by", "fairness is by tenant or by queue");
@@ -940,6 +1064,15 @@ Table Run(std::string_view name, const Query& q, const Inputs& in, std::optional
   c.grouped = group.has_value();
   c.in = &in;
   c.samples = &samples;
+  if (name == "forecast") {
+    const Query d = ForecastDays(q);
+    c.a = d.from_ms;
+    c.b = d.to_ms;
+    const int64_t horizon = q.horizon_ms == 0
+                                ? kForecastHorizonDays
+                                : std::max<int64_t>(1, (q.horizon_ms + kDayMs - 1) / kDayMs);
+    return Forecast(c, horizon);
+  }
   if (q.step_ms == 0) {
     c.a = q.from_ms;
     c.b = q.to_ms;
@@ -1022,7 +1155,8 @@ void FactsOfEvent(const store::JobEventRecord& e, const JobInfo& info, FactState
                   std::vector<store::JobFactRecord>& out) {
   auto fact = [&](const char* kind, int64_t since, int64_t lost, std::string reason) {
     out.push_back({0, e.job_id, e.at_ms, kind, info.tenant, info.queue, info.user, info.type,
-                   info.gpu_model, std::min(since, e.at_ms), lost, std::move(reason)});
+                   info.gpu_model, std::min(since, e.at_ms), lost, std::move(reason),
+                   info.gpu_milli});
   };
   // A wait: from the event into pending (from another state) to the first event out of it.
   if (e.to_state == "pending") {
@@ -1048,6 +1182,14 @@ void FactsOfEvent(const store::JobEventRecord& e, const JobInfo& info, FactState
         state.running_since ? info.gpu_milli * (e.at_ms - *state.running_since) : 0;
     fact("preempted", state.running_since.value_or(e.at_ms), lost, e.reason);
   }
+}
+
+Query ForecastDays(const Query& q) {
+  Query d = q;
+  d.from_ms = store::CeilTo(q.from_ms, kDayMs);
+  d.to_ms = store::FloorTo(q.to_ms, kDayMs);
+  d.step_ms = kDayMs;
+  return d;
 }
 
 std::pair<int64_t, int64_t> BudgetPeriod(std::string_view period, int64_t now_ms) {

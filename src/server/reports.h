@@ -44,10 +44,21 @@ struct Query {
   int64_t step_ms = 0;              // > 0: one set of rows per step, labelled by period_start
   std::string tenant;               // not empty: only this tenant's records (a tenant's user)
   std::string service{};            // serving: not empty: only this service
+  int64_t horizon_ms = 0;           // forecast: how far ahead (0: kForecastHorizonDays)
 };
 
 // The most steps a series may have.
 inline constexpr int64_t kMaxSteps = 1000;
+
+// The forecast report (docs/reports.md, "forecast"): GPU-hours demanded per UTC day, allocated
+// plus queued, with a weekly season, forecast by plan/forecast.h's models.
+inline constexpr int64_t kDayMs = 86'400'000;
+inline constexpr int64_t kForecastHorizonDays = 14;
+inline constexpr int64_t kForecastMaxHorizonDays = 366;
+inline constexpr int64_t kForecastDefaultHistoryDays = 56;  // when no from or since is given
+// The whole UTC days of the query's period that the forecast reads: [floor_day(from),
+// floor_day(to)), one step a day (today, not over yet, is left out).
+Query ForecastDays(const Query& q);
 
 // What a job's events are grouped by (from the job's record).
 struct JobInfo {

@@ -380,3 +380,76 @@ TEST(WaitReasons, RefineNoFeasibleNodeByTheFreeGpus) {
 
 }  // namespace
 }  // namespace arbiter::server::reports
+
+namespace arbiter::server::reports {
+namespace {
+
+// Five weeks of one tenant's demand with a weekly season (GPUs held all day: 8 on weekdays, 2 at
+// weekends), and one job that waited a whole day with 4 GPUs: the forecast's history is exactly
+// that, and the seasonal-naive forecast repeats the last week.
+TEST(ForecastReport, DailyDemandIsAllocatedPlusQueuedAndRepeatsTheSeason) {
+  constexpr int64_t kDay = 24 * kHour;
+  Inputs in;
+  in.now_ms = kT0 + 35 * kDay + kHour;
+  const JobInfo j{"vision", "vision-train", "alice", "training", "A100", 8000, "", 0};
+  for (int d = 0; d < 35; ++d) {
+    const int64_t gpus = d % 7 < 5 ? 8 : 2;  // T0 is a Tuesday: the season starts there
+    store::UsageRecord u = Use(100 + d, j, gpus * 1000, 24.0 * d, 24.0 * (d + 1));
+    in.usage.push_back(u);
+  }
+  // Job 7 waits through day 10 with 4 GPUs: pending at 10 d, admitted at 11 d.
+  in.jobs[7] = JobInfo{"vision", "vision-train", "alice", "training", "A100", 4000, "", 0};
+  in.events.push_back({1, 7, kT0 + 10 * kDay, "", "pending", "submitted", "{}"});
+  in.events.push_back({2, 7, kT0 + 11 * kDay, "pending", "admitted", "", "{}"});
+  Query q;
+  q.from_ms = kT0;
+  q.to_ms = in.now_ms;  // today (day 35) is not over: left out
+  q.horizon_ms = 7 * kDay;
+  auto t = Compute("forecast", q, in);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->columns[0], "tenant");
+  std::vector<double> history;
+  std::vector<double> naive;
+  std::map<std::string, json> backtest;
+  for (const auto& row : t->rows) {
+    ASSERT_EQ(row[0], "vision");
+    if (row[2] == "history") history.push_back(row[4].get<double>());
+    if (row[2] == "forecast" && row[3] == "seasonal_naive") naive.push_back(row[4].get<double>());
+    if (row[2] == "backtest") backtest[row[3].get<std::string>()] = row;
+  }
+  ASSERT_EQ(history.size(), 35u);
+  EXPECT_DOUBLE_EQ(history[0], 8 * 24);
+  EXPECT_DOUBLE_EQ(history[5], 2 * 24);
+  EXPECT_DOUBLE_EQ(history[10], 8 * 24 + 4 * 24);  // a weekday, plus the day job 7 waited
+  ASSERT_EQ(naive.size(), 7u);
+  for (size_t h = 0; h < 7; ++h) EXPECT_DOUBLE_EQ(naive[h], history[28 + h]) << h;
+  // Both models forecast and are backtested over the history.
+  ASSERT_EQ(backtest.size(), 2u);
+  EXPECT_GT(backtest["seasonal_trend"][9].get<int64_t>(), 0);
+  EXPECT_LT(backtest["seasonal_naive"][7].get<double>(), 10);  // sMAPE, percent
+  // The first forecast day is the day after the last whole day.
+  for (const auto& row : t->rows) {
+    if (row[2] == "forecast") {
+      EXPECT_EQ(row[1], "2026-12-15");
+      break;
+    }
+  }
+}
+
+TEST(ForecastReport, ShortHistoriesAndBadHorizonsNameTheField) {
+  Inputs in;
+  in.now_ms = kT0 + 3 * 24 * kHour;
+  Query q;
+  q.from_ms = kT0;
+  q.to_ms = in.now_ms;
+  EXPECT_EQ(Compute("forecast", q, in).status().field(), "since");
+  q.from_ms = kT0 - 30 * 24 * kHour;
+  q.horizon_ms = 400 * 24 * kHour;
+  EXPECT_EQ(Compute("forecast", q, in).status().field(), "horizon");
+  q.horizon_ms = 0;
+  q.step_ms = 24 * kHour;
+  EXPECT_EQ(Compute("forecast", q, in).status().field(), "step");
+}
+
+}  // namespace
+}  // namespace arbiter::server::reports

@@ -59,9 +59,9 @@ inline constexpr std::array<std::string_view, 4> kServingStatCols = {"minute_ms"
                                                                      "revision", "data_json"};
 inline constexpr std::array<std::string_view, 6> kWebhookCols = {
     "id", "tenant", "user", "spec_json", "secret", "created_at_ms"};
-inline constexpr std::array<std::string_view, 12> kJobFactCols = {
-    "seq",  "job_id",   "at_ms",     "kind",     "tenant",        "queue",
-    "user", "job_type", "gpu_model", "since_ms", "lost_milli_ms", "reason"};
+inline constexpr std::array<std::string_view, 13> kJobFactCols = {
+    "seq",      "job_id",    "at_ms",    "kind",          "tenant", "queue",    "user",
+    "job_type", "gpu_model", "since_ms", "lost_milli_ms", "reason", "gpu_milli"};
 inline constexpr std::array<std::string_view, 9> kUsageRollupCols = {
     "span_ms",  "at_ms",     "tenant",       "queue",     "user",
     "job_type", "gpu_model", "gpu_milli_ms", "cost_micro"};

@@ -307,6 +307,7 @@ struct JobFactRecord {
   int64_t since_ms = 0;
   int64_t lost_milli_ms = 0;
   std::string reason{};
+  int64_t gpu_milli = 0;  // the job's GPUs, all tasks (the forecast's queued demand)
 
   bool operator==(const JobFactRecord&) const = default;
 };

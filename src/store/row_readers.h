@@ -220,6 +220,7 @@ inline constexpr auto ReadJobFact = [](auto& r) -> JobFactRecord {
   f.since_ms = r.Int();
   f.lost_milli_ms = r.Int();
   f.reason = r.Text();
+  f.gpu_milli = r.Int();
   return f;
 };
 

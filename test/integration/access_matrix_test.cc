@@ -154,6 +154,7 @@ const Row kMatrix[] = {
     {"GET /api/v1/reports/idle-while-queued",
                                           {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     {"GET /api/v1/reports/serving",       {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    {"GET /api/v1/reports/forecast",      {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     // Services (one of bob's in vision, fresh for each call): any member of its tenant manages
     // it, viewers read it; a foreign queue is a body field (400) as for jobs. Rollback of a
     // service with one revision: 400 once past the checks.

@@ -409,7 +409,8 @@ void EncodeOp(const WriteOp& op, size_t batch, std::vector<Call>& out) {
                                    .Text(r.gpu_model)
                                    .Int(r.since_ms)
                                    .Int(r.lost_milli_ms)
-                                   .Text(r.reason));
+                                   .Text(r.reason)
+                                   .Int(r.gpu_milli));
           },
           [&](const op::PruneHistory& r) {
             add("prune_events", Params().Int(r.before_ms).Uint(r.max_event_seq));

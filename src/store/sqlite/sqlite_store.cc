@@ -277,7 +277,7 @@ Status Writer::Apply(const WriteOp& op) {
           [&](const JobFactRecord& r) {
             return c.Run(append_fact_.get(), "", SeqOrNull{r.seq}, r.job_id, r.at_ms, r.kind,
                          r.tenant, r.queue, r.user, r.job_type, r.gpu_model, r.since_ms,
-                         r.lost_milli_ms, r.reason);
+                         r.lost_milli_ms, r.reason, r.gpu_milli);
           },
           [&](const op::PruneHistory& r) {
             Status s = c.Run(prune_events_.get(), "", r.before_ms, r.max_event_seq);

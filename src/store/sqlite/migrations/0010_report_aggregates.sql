@@ -35,7 +35,9 @@ CREATE TABLE job_facts (
   gpu_model     TEXT NOT NULL,
   since_ms      INTEGER NOT NULL CHECK (since_ms <= at_ms),
   lost_milli_ms INTEGER NOT NULL,
-  reason        TEXT NOT NULL
+  reason        TEXT NOT NULL,
+  -- The job's GPUs (all tasks, milli-GPU): what a wait holds back from the forecast's demand.
+  gpu_milli     INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX job_facts_by_time ON job_facts (at_ms);
 
