@@ -93,24 +93,23 @@ TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     (*store)->Close();
   }
-  EXPECT_EQ(
-      RawQuery(path,
-               "SELECT tbl_name || '.' || name FROM sqlite_schema WHERE type = 'index' AND "
-               "sql IS NOT NULL ORDER BY tbl_name, name"),
-      (std::vector<std::string>{
-          "audit.audit_by_action", "audit.audit_by_actor", "audit.audit_by_target",
-          "audit.audit_by_tenant", "audit.audit_by_time", "job_events.job_events_by_job",
-          // Read by the wait, failures and preemptions reports (JobFacts).
-          "job_facts.job_facts_by_time", "jobs.jobs_by_idempotency_key",
-          // Partial: the job history's reads (the live jobs at a start; one user's finished
-          // ones in the job list).
-          "jobs.jobs_finished_by_user", "jobs.jobs_live", "queues.queues_by_tenant",
-          "tokens.tokens_by_hash", "tokens.tokens_by_user", "usage.usage_by_end",
-          "usage.usage_by_start", "usage.usage_by_tenant", "users.users_by_tenant",
-          // Read by a hook's delivery log (and its deletion); by the pending ones' load at
-          // start.
-          "webhook_deliveries.webhook_deliveries_by_hook",
-          "webhook_deliveries.webhook_deliveries_by_state"}));
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT tbl_name || '.' || name FROM sqlite_schema WHERE type = 'index' AND "
+                     "sql IS NOT NULL ORDER BY tbl_name, name"),
+            (std::vector<std::string>{
+                "audit.audit_by_action", "audit.audit_by_actor", "audit.audit_by_target",
+                "audit.audit_by_tenant", "audit.audit_by_time", "job_events.job_events_by_job",
+                // Read by the wait, failures and preemptions reports (JobFacts).
+                "job_facts.job_facts_by_time", "jobs.jobs_by_idempotency_key",
+                // Partial: the job history's reads (the live jobs at a start; one user's finished
+                // ones in the job list).
+                "jobs.jobs_finished_by_user", "jobs.jobs_live", "queues.queues_by_tenant",
+                "tokens.tokens_by_hash", "tokens.tokens_by_user", "usage.usage_by_end",
+                "usage.usage_by_start", "usage.usage_by_tenant", "users.users_by_tenant",
+                // Read by a hook's delivery log (and its deletion); by the pending ones' load at
+                // start.
+                "webhook_deliveries.webhook_deliveries_by_hook",
+                "webhook_deliveries.webhook_deliveries_by_state"}));
 }
 
 // A data dir written before tokens named their node (schema version 3) opens: its tokens load

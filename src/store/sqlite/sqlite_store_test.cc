@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "store/report_aggregates_checks.h"
-#include "store/sqlite/migrations.h"
 #include "store/job_history_checks.h"
 #include "store/job_history_sql.h"
+#include "store/report_aggregates_checks.h"
+#include "store/sqlite/migrations.h"
 #include "testing/temp_dir.h"
 
 namespace arbiter::store {
