@@ -7,6 +7,7 @@
 #include <cmath>
 #include <ctime>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "plan/forecast.h"
@@ -133,6 +134,20 @@ void AddRecordPart(const store::UsageRecord& u, int64_t a, int64_t b, Fn& fn) {
 // aggregates: the rollup of the whole hours [A, B) = [ceil_hour(a), floor_hour(b)), and the stored
 // records' overlap with the partial hours [a, A) and [B, b) only (all of [a, b) when it holds no
 // whole hour). Open intervals count in full either way.
+// The rollup rows of the whole hours [from, to): a search of usage_rollups, which is in (from_ms,
+// to_ms) order, so a series of many windows does not scan every window's rows for each.
+std::span<const store::UsageRollupRecord> RollupsOf(const Inputs& in, int64_t from, int64_t to) {
+  using Row = store::UsageRollupRecord;
+  const std::pair<int64_t, int64_t> window(from, to);
+  const auto lo = std::lower_bound(
+      in.usage_rollups.begin(), in.usage_rollups.end(), window,
+      [](const Row& r, const auto& w) { return std::pair(r.from_ms, r.to_ms) < w; });
+  const auto hi = std::upper_bound(
+      lo, in.usage_rollups.end(), window,
+      [](const auto& w, const Row& r) { return w < std::pair(r.from_ms, r.to_ms); });
+  return {lo, hi};
+}
+
 template <typename Fn>
 void ForEachUsage(const Inputs& in, int64_t a, int64_t b, Fn fn) {
   for (const store::UsageRecord& u : in.open_usage) AddRecordPart(u, a, b, fn);
@@ -142,8 +157,7 @@ void ForEachUsage(const Inputs& in, int64_t a, int64_t b, Fn fn) {
     for (const store::UsageRecord& u : in.usage) AddRecordPart(u, a, b, fn);
     return;
   }
-  for (const store::UsageRollupRecord& r : in.usage_rollups) {
-    if (r.from_ms != whole_from || r.to_ms != whole_to) continue;
+  for (const store::UsageRollupRecord& r : RollupsOf(in, whole_from, whole_to)) {
     fn(r.tenant, r.queue, r.user, r.job_type, r.gpu_model, static_cast<double>(r.gpu_milli_ms),
        r.cost_micro);
   }
@@ -166,10 +180,8 @@ double BudgetUsed(const Inputs& in, const std::string& tenant, int64_t start) {
     for (const store::UsageRecord& u : in.usage) AddRecordPart(u, start, in.now_ms, add);
     return used;
   }
-  for (const store::UsageRollupRecord& r : in.usage_rollups) {
-    if (r.from_ms == start && r.to_ms == hour && r.tenant == tenant) {
-      used += static_cast<double>(r.gpu_milli_ms);
-    }
+  for (const store::UsageRollupRecord& r : RollupsOf(in, start, hour)) {
+    if (r.tenant == tenant) used += static_cast<double>(r.gpu_milli_ms);
   }
   for (const store::UsageRecord& u : in.usage) AddRecordPart(u, hour, in.now_ms, add);
   return used;

@@ -107,7 +107,8 @@ struct Inputs {
   //  - aggregated = true: the report aggregates (ReadReportRecords, report_inputs.h): usage and
   //    fairness take the GPU time of each window's whole hours [ceil_hour(a), floor_hour(b)) from
   //    `usage_rollups` (one row set per such range, from_ms/to_ms naming it, and one per budget
-  //    period [start, floor_hour(now))) and only the partial hours from `usage` (the stored
+  //    period [start, floor_hour(now)), in (from_ms, to_ms) order, as ReadReportRecords reads
+  //    them) and only the partial hours from `usage` (the stored
   //    records that overlap them); wait, failures and preemptions read `facts` and `pending`.
   // Both give identical tables (reports_aggregates_test.cc).
   bool aggregated = false;
