@@ -77,6 +77,28 @@ Status ReadUsage(store::Store& store, const Query& q, Inputs& in, bool budgets) 
   return Status::Ok();
 }
 
+// The attribution columns the wait report and the forecast need for a grouping: the group's and
+// the job type (the wait report's second key); all of them when the report's default applies.
+uint32_t WaitColumnsOf(const Query& q) {
+  if (!q.group_by) return store::kWaitAllColumns;
+  uint32_t columns = store::kWaitJobType;
+  switch (*q.group_by) {
+    case GroupBy::kTenant:
+    case GroupBy::kType:
+      break;
+    case GroupBy::kQueue:
+      columns |= store::kWaitQueue;
+      break;
+    case GroupBy::kUser:
+      columns |= store::kWaitUser;
+      break;
+    case GroupBy::kGpuModel:
+      columns |= store::kWaitGpuModel;
+      break;
+  }
+  return columns;
+}
+
 }  // namespace
 
 Status ReadReportRecords(store::Store& store, std::string_view name, const Query& q, Inputs& in) {
@@ -89,12 +111,18 @@ Status ReadReportRecords(store::Store& store, std::string_view name, const Query
     const Query days = ForecastDays(q);
     if (days.to_ms <= days.from_ms) return Status::Ok();
     ARBITER_RETURN_IF_ERROR(ReadUsage(store, days, in, /*budgets=*/false));
-    auto facts = store.JobFacts(days.from_ms, days.to_ms);
-    if (!facts.ok()) return facts.status();
-    in.facts = std::move(facts).value();
+    auto waits = store.WaitFacts(days.from_ms, days.to_ms, WaitColumnsOf(q));
+    if (!waits.ok()) return waits.status();
+    in.waits = std::move(waits).value();
     return Status::Ok();
   }
-  if (name == "wait" || name == "failures" || name == "preemptions") {
+  if (name == "wait") {
+    auto waits = store.WaitFacts(q.from_ms, q.to_ms, WaitColumnsOf(q));
+    if (!waits.ok()) return waits.status();
+    in.waits = std::move(waits).value();
+    return Status::Ok();
+  }
+  if (name == "failures" || name == "preemptions") {
     auto facts = store.JobFacts(q.from_ms, q.to_ms);
     if (!facts.ok()) return facts.status();
     in.facts = std::move(facts).value();

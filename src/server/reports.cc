@@ -12,6 +12,7 @@
 
 #include "plan/forecast.h"
 #include "server/serving_stats.h"
+#include "store/job_waits.h"
 #include "store/usage_rollup.h"
 
 namespace arbiter::server::reports {
@@ -287,14 +288,24 @@ void WaitsFromFacts(const Ctx& c, WaitValues& waits, Waiting& waiting) {
     ++w.first;
     w.second = std::max(w.second, c.b - since);
   };
-  for (const store::JobFactRecord& f : c.in->facts) {
-    if (f.kind != "admitted" && f.kind != "unqueued") continue;
-    const WaitKey k = key(f.tenant, f.queue, f.user, f.job_type, f.gpu_model);
-    if (f.kind == "admitted" && f.at_ms >= c.a && f.at_ms < c.b) {
-      waits[k].push_back(f.at_ms - f.since_ms);
-    }
-    if (f.since_ms < c.b && f.at_ms >= c.b) still_waiting(k, f.since_ms);
+  // The key of each attribution, once: a quarter holds millions of waits and a few thousand
+  // attributions.
+  const store::JobWaits& in = c.in->waits;
+  std::vector<WaitKey> keys;
+  std::vector<std::vector<int64_t>*> values;
+  keys.reserve(in.attributions.size());
+  values.reserve(in.attributions.size());
+  for (const store::WaitAttribution& at : in.attributions) {
+    keys.push_back(key(at.tenant, at.queue, at.user, at.job_type, at.gpu_model));
+    values.push_back(&waits[keys.back()]);
   }
+  for (const store::JobWait& w : in.waits) {
+    if (w.admitted && w.at_ms >= c.a && w.at_ms < c.b) {
+      values[w.attribution]->push_back(w.at_ms - w.since_ms);
+    }
+    if (w.since_ms < c.b && w.at_ms >= c.b) still_waiting(keys[w.attribution], w.since_ms);
+  }
+  std::erase_if(waits, [](const auto& kv) { return kv.second.empty(); });
   for (const PendingJob& p : c.in->pending) {
     if (p.since_ms >= c.b) continue;
     const JobInfo& j = p.info;
@@ -817,6 +828,7 @@ Inputs ScopeToTenant(const Inputs& in, const std::string& tenant) {
   for (const auto& f : in.facts) {
     if (f.tenant == tenant) out.facts.push_back(f);
   }
+  out.waits = store::WaitsOfTenant(in.waits, tenant);
   for (const auto& p : in.pending) {
     if (p.info.tenant == tenant) out.pending.push_back(p);
   }
@@ -853,23 +865,18 @@ Inputs ScopeToTenant(const Inputs& in, const std::string& tenant) {
 
 // ---- forecast -------------------------------------------------------------------------------
 
-// The waits of the period as facts: the stored ones (aggregates), or those of the raw events.
-std::vector<store::JobFactRecord> WaitFacts(const Inputs& in) {
+// The waits of the period: the stored ones (aggregates), or those of the raw events' facts (made
+// in `made`).
+const store::JobWaits& WaitsOfPeriod(const Inputs& in, store::JobWaits& made) {
+  if (in.aggregated) return in.waits;
   std::vector<store::JobFactRecord> all;
-  if (in.aggregated) {
-    all = in.facts;
-  } else {
-    std::map<uint64_t, FactState> states;
-    for (const store::JobEventRecord& e : in.events) {
-      auto j = in.jobs.find(e.job_id);
-      if (j != in.jobs.end()) FactsOfEvent(e, j->second, states[e.job_id], all);
-    }
+  std::map<uint64_t, FactState> states;
+  for (const store::JobEventRecord& e : in.events) {
+    auto j = in.jobs.find(e.job_id);
+    if (j != in.jobs.end()) FactsOfEvent(e, j->second, states[e.job_id], all);
   }
-  std::vector<store::JobFactRecord> waits;
-  for (store::JobFactRecord& f : all) {
-    if (f.kind == "admitted" || f.kind == "unqueued") waits.push_back(std::move(f));
-  }
-  return waits;
+  made = store::WaitsOfFacts(all);
+  return made;
 }
 
 // GPU time demanded in each whole day of [c.a, c.b) per group, milli-GPU ms: allocated (the usage
@@ -902,9 +909,14 @@ std::map<std::string, std::vector<double>> DailyDemand(const Ctx& c) {
       s = e;
     }
   };
-  for (const store::JobFactRecord& f : WaitFacts(*c.in)) {
-    queued(KeyOf(c.group, f.tenant, f.queue, f.user, f.job_type, f.gpu_model), f.since_ms, f.at_ms,
-           f.gpu_milli);
+  store::JobWaits made;
+  const store::JobWaits& waits = WaitsOfPeriod(*c.in, made);
+  std::vector<std::string> keys;
+  for (const store::WaitAttribution& who : waits.attributions) {
+    keys.push_back(KeyOf(c.group, who.tenant, who.queue, who.user, who.job_type, who.gpu_model));
+  }
+  for (const store::JobWait& w : waits.waits) {
+    queued(keys[w.attribution], w.since_ms, w.at_ms, w.gpu_milli);
   }
   for (const PendingJob& p : c.in->pending) {
     queued(KeyOf(c.group, p.info), p.since_ms, c.in->now_ms, p.info.gpu_milli);

@@ -109,7 +109,8 @@ struct Inputs {
   //    `usage_rollups` (one row set per such range, from_ms/to_ms naming it, and one per budget
   //    period [start, floor_hour(now)), in (from_ms, to_ms) order, as ReadReportRecords reads
   //    them) and only the partial hours from `usage` (the stored
-  //    records that overlap them); wait, failures and preemptions read `facts` and `pending`.
+  //    records that overlap them); wait and the forecast's queued demand read `waits` (the
+  //    waits among the job facts, compact) and `pending`; failures and preemptions read `facts`.
   // Both give identical tables (reports_aggregates_test.cc).
   bool aggregated = false;
   std::vector<store::UsageRecord> usage;
@@ -117,6 +118,7 @@ struct Inputs {
   std::map<uint64_t, JobInfo> jobs;
   std::vector<store::UsageRollupRecord> usage_rollups;
   std::vector<store::JobFactRecord> facts;
+  store::JobWaits waits;
   std::vector<PendingJob> pending;
   // Intervals still open (tasks holding GPUs now, not stored yet), with end_ms = now_ms; counted
   // in both ways.

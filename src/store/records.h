@@ -312,6 +312,42 @@ struct JobFactRecord {
   bool operator==(const JobFactRecord&) const = default;
 };
 
+// The waits among the job facts (kinds "admitted" and "unqueued"), in the compact form the wait
+// report and the forecast read (Store::JobWaits): each distinct attribution once, and per wait
+// its bounds, GPUs and the index of its attribution. A year of waits is millions of rows; this
+// keeps them at 32 bytes each.
+struct WaitAttribution {
+  std::string tenant{}, queue{}, user{}, job_type{}, gpu_model{};
+
+  bool operator==(const WaitAttribution&) const = default;
+};
+
+struct JobWait {
+  int64_t at_ms = 0;     // when the wait ended (the fact's at_ms)
+  int64_t since_ms = 0;  // when it began
+  int64_t gpu_milli = 0;
+  uint32_t attribution = 0;  // index into JobWaits::attributions
+  bool admitted = false;     // ended by an admission ("admitted"), else left pending ("unqueued")
+
+  bool operator==(const JobWait&) const = default;
+};
+
+struct JobWaits {
+  std::vector<WaitAttribution> attributions;
+  std::vector<JobWait> waits;
+};
+
+// Which attribution columns a read of the waits fills besides the tenant (always read): a report
+// grouped by queue needs neither users nor models, and fewer distinct attributions make a read of
+// millions of waits cheaper. The columns left out are empty strings.
+enum WaitColumns : uint32_t {
+  kWaitQueue = 1,
+  kWaitUser = 2,
+  kWaitJobType = 4,
+  kWaitGpuModel = 8,
+  kWaitAllColumns = 15,
+};
+
 // The operations a WriteBatch holds. A Put* op is the record itself (insert or replace by key); a
 // Delete* op names the key. Deleting a key that is not there is not an error.
 namespace op {

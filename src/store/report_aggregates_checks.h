@@ -142,6 +142,39 @@ inline void JobFactsAndPruneHistory(Store& store) {
   EXPECT_EQ(facts->at(2), (JobFactRecord{5, 5, 250, "preempted", "t", "t-q", "u", "training",
                                          "H100", 220, 8000 * 30, "preempted by job 9 (priority)"}));
 
+  // The waits alone, compact: job 1's wait [10, 100) and job 2's [150, 300), both overlapping.
+  auto waits = store.WaitFacts(100, 250, kWaitAllColumns);
+  ASSERT_TRUE(waits.ok()) << waits.status().ToString();
+  ASSERT_EQ(waits->attributions.size(), 1u);
+  EXPECT_EQ(waits->attributions[0], (WaitAttribution{"t", "t-q", "u", "training", "H100"}));
+  EXPECT_EQ(waits->waits, (std::vector<JobWait>{{100, 10, 0, 0, true}, {300, 150, 0, 0, false}}));
+  // Bounds as JobFacts's: a wait that ends before from, or begins at to, is not read.
+  EXPECT_TRUE(store.WaitFacts(101, 1'000, kWaitAllColumns).value().waits.size() == 1u);
+  EXPECT_TRUE(store.WaitFacts(0, 10, kWaitAllColumns).value().waits.empty());
+  {
+    // Attributions are interned: one per distinct five names, in order of first use.
+    WriteBatch more;
+    JobFactRecord other = Fact(6, 400, "admitted", 390);
+    other.queue = "t-q2";
+    other.gpu_milli = 4000;
+    more.AppendJobFact(other);
+    more.AppendJobFact(Fact(7, 410, "admitted", 395));
+    ASSERT_TRUE(store.Write(std::move(more)).ok());
+    // Only the columns asked for (and the tenant): fewer distinct attributions.
+    auto by_type = store.WaitFacts(350, 1'000, kWaitJobType);
+    ASSERT_TRUE(by_type.ok()) << by_type.status().ToString();
+    ASSERT_EQ(by_type->attributions.size(), 1u);
+    EXPECT_EQ(by_type->attributions[0], (WaitAttribution{"t", "", "", "training", ""}));
+    EXPECT_EQ(by_type->waits,
+              (std::vector<JobWait>{{400, 390, 4000, 0, true}, {410, 395, 0, 0, true}}));
+    auto later = store.WaitFacts(350, 1'000, kWaitAllColumns);
+    ASSERT_TRUE(later.ok());
+    ASSERT_EQ(later->attributions.size(), 2u);
+    EXPECT_EQ(later->attributions[0].queue, "t-q2");
+    EXPECT_EQ(later->waits,
+              (std::vector<JobWait>{{400, 390, 4000, 0, true}, {410, 395, 0, 1, true}}));
+  }
+
   // The retention's reads, paged.
   auto events = store.EventsBefore(400, 0, 2);
   ASSERT_TRUE(events.ok());
@@ -169,7 +202,7 @@ inline void JobFactsAndPruneHistory(Store& store) {
   EXPECT_EQ(left_usage->front().seq, 3u);
   // The aggregates stay.
   EXPECT_EQ(store.UsageRollup(0, kRollupHourMs).value(), rollup_before.value());
-  EXPECT_EQ(store.JobFacts(0, 1'000).value().size(), 5u);
+  EXPECT_EQ(store.JobFacts(0, 1'000).value().size(), 7u);
 }
 
 }  // namespace arbiter::store::checks

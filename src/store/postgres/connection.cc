@@ -97,6 +97,11 @@ std::string Row::Text() {
   return std::string(PQgetvalue(r_, row_, i), static_cast<size_t>(PQgetlength(r_, row_, i)));
 }
 
+std::string_view Row::TextView() {
+  const int i = i_++;
+  return std::string_view(PQgetvalue(r_, row_, i), static_cast<size_t>(PQgetlength(r_, row_, i)));
+}
+
 int64_t Row::Int() {
   const int i = i_++;
   const char* s = PQgetvalue(r_, row_, i);

@@ -69,6 +69,8 @@ class Row {
  public:
   Row(const PGresult* r, int row) : r_(r), row_(row) {}
   std::string Text();
+  // The text of the next column, valid while the result is.
+  std::string_view TextView();
   int64_t Int();
   uint64_t Uint() { return static_cast<uint64_t>(Int()); }
   int32_t Int32() { return static_cast<int32_t>(Int()); }

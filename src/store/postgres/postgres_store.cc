@@ -17,6 +17,7 @@
 
 #include "store/commit_stats.h"
 #include "store/job_history_sql.h"
+#include "store/job_waits.h"
 #include "store/open_store.h"
 #include "store/postgres/connection.h"
 #include "store/postgres/migrations.h"
@@ -312,6 +313,17 @@ class Reader {
     ARBITER_RETURN_IF_ERROR(conn_->EnsureConnected());
     std::vector<T> out;
     ARBITER_RETURN_IF_ERROR(conn_->QueryPrepared(stmt, p, what, out, read));
+    return out;
+  }
+  // A statement with parameters, not prepared (one of few variants, run rarely).
+  template <typename T, typename Read>
+  Result<std::vector<T>> QueryText(const std::string& sql, const Params& p, std::string_view what,
+                                   Read read) {
+    ARBITER_RETURN_IF_ERROR(conn_->EnsureConnected());
+    Result<postgres::PgResult> r = conn_->Run(sql, p, what);
+    if (!r.ok()) return r.status();
+    std::vector<T> out;
+    postgres::Connection::ReadRows(r->get(), out, read);
     return out;
   }
   Result<std::vector<AuditRecord>> QueryAudit(const AuditQuery& q);
@@ -728,6 +740,17 @@ class PostgresStore final : public Store {
     return Read([&](Reader& r) {
       return r.Query<JobFactRecord>("job_facts", Params().Int(from_ms).Int(to_ms),
                                     "store: job facts", ReadJobFact);
+    });
+  }
+  Result<JobWaits> WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns) override {
+    columns &= kWaitAllColumns;
+    return Read([&](Reader& r) -> Result<JobWaits> {
+      JobWaitsBuilder b;
+      auto waits = r.QueryText<JobWait>(JobWaitsSql(columns, "$1", "$2"),
+                                        Params().Int(from_ms).Int(to_ms), "store: job waits",
+                                        [&b](postgres::Row& row) { return ReadJobWait(row, b); });
+      if (!waits.ok()) return waits.status();
+      return std::move(b).Finish(std::move(waits).value());
     });
   }
   Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,

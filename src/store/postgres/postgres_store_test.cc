@@ -850,7 +850,7 @@ TEST_F(PostgresStoreTest, SchemaVersionsAreRecordedAndANewerOneIsRefused) {
   ASSERT_NE(MustOpen(), nullptr);  // reopening applies nothing
   ASSERT_EQ(Sql("SELECT count(*) || '/' || max(version) FROM schema_version"), "");
   EXPECT_EQ(last_value_, fmt::format("{0}/{0}", postgres::LatestSchemaVersion()));
-  EXPECT_EQ(postgres::LatestSchemaVersion(), 11);
+  EXPECT_EQ(postgres::LatestSchemaVersion(), 12);
   ASSERT_EQ(Sql("INSERT INTO schema_version VALUES (99, '0099_future.sql', 0)"), "");
   auto refused = OpenPostgresStore(uri_);
   ASSERT_FALSE(refused.ok());

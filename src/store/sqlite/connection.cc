@@ -40,6 +40,13 @@ std::string Row::Text() {
   return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(n));
 }
 
+std::string_view Row::TextView() {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i_));
+  int n = sqlite3_column_bytes(s_, i_);
+  ++i_;
+  return p == nullptr ? std::string_view() : std::string_view(p, static_cast<size_t>(n));
+}
+
 Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bool create,
                                                      int busy_timeout_ms) {
   if (sqlite3_threadsafe() == 0) {

@@ -42,6 +42,8 @@ class Row {
  public:
   explicit Row(sqlite3_stmt* s) : s_(s) {}
   std::string Text();
+  // The text of the next column, valid until the statement steps again.
+  std::string_view TextView();
   int64_t Int() { return sqlite3_column_int64(s_, i_++); }
   uint64_t Uint() { return static_cast<uint64_t>(Int()); }
   int32_t Int32() { return static_cast<int32_t>(Int()); }

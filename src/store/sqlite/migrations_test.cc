@@ -100,7 +100,10 @@ TEST(Migrations, OnlyIndexesThatAreReadOrEnforceAConstraint) {
                 "audit.audit_by_action", "audit.audit_by_actor", "audit.audit_by_target",
                 "audit.audit_by_tenant", "audit.audit_by_time", "job_events.job_events_by_job",
                 // Read by the wait, failures and preemptions reports (JobFacts).
-                "job_facts.job_facts_by_time", "jobs.jobs_by_idempotency_key",
+                "job_facts.job_facts_by_time",
+                // Partial and covering: the waits alone (WaitFacts: the wait report, the
+                // forecast).
+                "job_facts.job_facts_waits", "jobs.jobs_by_idempotency_key",
                 // Partial: the job history's reads (the live jobs at a start; one user's finished
                 // ones in the job list).
                 "jobs.jobs_finished_by_user", "jobs.jobs_live", "queues.queues_by_tenant",

@@ -18,6 +18,7 @@
 
 #include "store/commit_stats.h"
 #include "store/job_history_sql.h"
+#include "store/job_waits.h"
 #include "store/sqlite/connection.h"
 #include "store/sqlite/migrations.h"
 #include "store/sqlite/tables.h"
@@ -449,6 +450,7 @@ class Reader {
                                                                size_t limit);
   Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms);
   Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms);
+  Result<JobWaits> WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns);
   Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
                                                    size_t limit);
   Result<std::vector<UsageRecord>> UsageBefore(int64_t before_ms, uint64_t after_seq, size_t limit);
@@ -466,6 +468,7 @@ class Reader {
   Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
   Statement webhooks_, pending_deliveries_, deliveries_of_hook_;
   Statement rollup_sum_, facts_, events_before_, usage_before_;
+  std::array<Statement, kWaitAllColumns + 1> waits_;  // by WaitColumns, prepared when first used
   Statement job_by_id_, job_by_key_, live_jobs_, latest_finished_;
 };
 
@@ -684,6 +687,19 @@ Result<std::vector<JobFactRecord>> Reader::JobFacts(int64_t from_ms, int64_t to_
   ARBITER_RETURN_IF_ERROR(
       conn_->Query(facts_.get(), "store: job facts", out, ReadJobFact, from_ms, to_ms));
   return out;
+}
+
+Result<JobWaits> Reader::WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns) {
+  columns &= kWaitAllColumns;
+  if (waits_[columns] == nullptr) {
+    ARBITER_RETURN_IF_ERROR(PrepareInto(*conn_, waits_[columns], JobWaitsSql(columns, "?1", "?2")));
+  }
+  JobWaitsBuilder b;
+  std::vector<JobWait> waits;
+  ARBITER_RETURN_IF_ERROR(conn_->Query(
+      waits_[columns].get(), "store: job waits", waits, [&b](Row& r) { return ReadJobWait(r, b); },
+      from_ms, to_ms));
+  return std::move(b).Finish(std::move(waits));
 }
 
 Result<std::vector<JobEventRecord>> Reader::EventsBefore(int64_t before_ms, uint64_t after_seq,
@@ -939,6 +955,9 @@ class SqliteStore final : public Store {
   }
   Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms) override {
     return Read([&](Reader& r) { return r.JobFacts(from_ms, to_ms); });
+  }
+  Result<JobWaits> WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns) override {
+    return Read([&](Reader& r) { return r.WaitFacts(from_ms, to_ms, columns); });
   }
   Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
                                                    size_t limit) override {
