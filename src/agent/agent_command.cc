@@ -144,6 +144,7 @@ node::ExecutorOptions ConfinementOptions(const AgentOptions& o, node::GpuDiscove
   node::ExecutorOptions eo;
   eo.shim_path = o.shim;
   eo.max_task_processes = o.max_task_processes;
+  eo.output_retention_ms = int64_t{o.output_retention_days} * 86'400'000;
   eo.orphan_timeout_ms = o.orphan_timeout_ms >= 0 ? o.orphan_timeout_ms : 10000;
   eo.containers = o.containers;
   eo.container.insecure_registries = o.insecure_registries;

@@ -29,6 +29,7 @@ struct AgentOptions {
   // Task confinement (docs/security.md).
   bool cgroups = true;                // false: no cgroups (the shim alone tracks processes)
   int64_t max_task_processes = 4096;  // per task: pids.max, else RLIMIT_NPROC
+  int output_retention_days = 0;      // 0: task output is kept forever
   int64_t orphan_timeout_ms = -1;     // shims stop tasks when the agent is away this long
                                       // (-1: the server's node timeout; 0: never)
   std::string shim;                   // "": arbiter-shim beside this binary

@@ -54,6 +54,12 @@ void RegisterAgentCommand(CLI::App& app, int* exit_code) {
                   "Processes and threads one task may have at once")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 22))
       ->capture_default_str();
+  agt->add_option("--output-retention-days", agent.output_retention_days,
+                  "Archive the output of jobs idle on this node for this many days to "
+                  "WORK_DIR/archive/output-YYYY-MM-DD.jsonl.gz and remove their folders "
+                  "(docs/security.md). 0: keep them forever")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   agt->add_option("--orphan-timeout-ms", agent.orphan_timeout_ms,
                   "Tasks stop when the agent is away this long (default: the server's node "
                   "timeout; 0: never)")

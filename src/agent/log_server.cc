@@ -4,6 +4,8 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "api/errors.h"
 #include "common/net.h"
 #include "net/http_params.h"
@@ -132,10 +134,19 @@ void LogServer::ServeLog(const httplib::Request& req, httplib::Response& res) {
   const bool exists = o->run ? !node::RunLogSegments(*ref, *o->run, o->stream).empty()
                              : ::access(node::TaskLogPath(*ref, o->stream).c_str(), R_OK) == 0;
   if (!exists && !(o->follow && running())) {
+    // Output past the node's retention is in its archive (node/output_retention.h).
+    std::error_code ec;
+    const bool archived =
+        !std::filesystem::exists(fmt::format("{}/jobs/{}", work_dir_, ref->job), ec) &&
+        std::filesystem::exists(work_dir_ + "/archive", ec);
     return SendError(
-        res, NotFound(fmt::format("job {} task {} has no {} log{} on this node", ref->job,
-                                  ref->task, node::LogStreamName(o->stream),
-                                  o->run ? fmt::format(" of run {}", *o->run) : std::string())));
+        res, NotFound(fmt::format(
+                 "job {} task {} has no {} log{} on this node{}", ref->job, ref->task,
+                 node::LogStreamName(o->stream),
+                 o->run ? fmt::format(" of run {}", *o->run) : std::string(),
+                 archived ? "; output older than the node's output retention is archived in "
+                            "WORK_DIR/archive/output-YYYY-MM-DD.jsonl.gz on the node"
+                          : "")));
   }
   if (*probe) {
     res.set_content(R"({"exists": true})", "application/json");

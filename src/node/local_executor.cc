@@ -22,6 +22,7 @@
 #include <sstream>
 #include <vector>
 
+#include "node/output_retention.h"
 #include "node/task_logs.h"
 
 namespace arbiter::node {
@@ -754,6 +755,39 @@ void LocalExecutor::Tick() {
   SyncImages(now);
   WatchCheckpoints(now);
   Reap(now);
+  SweepOutput(now);
+}
+
+void LocalExecutor::SweepOutput(TimeMs now) {
+  if (options_.output_retention_ms <= 0 || now < next_output_sweep_) return;
+  const TimeMs wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();  // the files' times are the wall clock's
+  auto done = node::ApplyOutputRetention(work_dir_, wall - options_.output_retention_ms,
+                                         [this](uint64_t job, const std::function<void()>& remove) {
+                                           for (const auto& [key, p] : procs_) {
+                                             if (key.first == job)
+                                               return;  // a task of it runs here again
+                                           }
+                                           {
+                                             std::lock_guard<std::mutex> lock(pull_mu_);
+                                             for (const auto& [key, w] : waiting_) {
+                                               if (key.first == job)
+                                                 return;  // one waits for its image
+                                             }
+                                           }
+                                           remove();
+                                         });
+  if (!done.ok()) {
+    spdlog::error("node {}: {}", node_, done.status().ToString());
+    next_output_sweep_ = now + 3'600'000;
+    return;
+  }
+  if (done->jobs > 0) {
+    spdlog::info("node {}: archived and removed the output of {} jobs ({} files, {} bytes)", node_,
+                 done->jobs, done->files, done->bytes);
+  }
+  next_output_sweep_ = now + (done->jobs > 0 ? 60'000 : 3'600'000);  // more may be left
 }
 
 void LocalExecutor::StartContainerTask(const TaskAssignment& a,

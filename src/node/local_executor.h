@@ -75,6 +75,9 @@ struct ExecutorOptions {
   // task fails to start, saying that this node runs no containers.
   bool containers = false;
   ContainerOptions container;
+  // Task output (and the job's work, tmp and checkpoint folders) of jobs idle here for this long
+  // is archived to WORK_DIR/archive and removed (node/output_retention.h); 0: kept forever.
+  DurationMs output_retention_ms = 0;
 };
 
 class LocalExecutor {
@@ -164,6 +167,10 @@ class LocalExecutor {
                    int32_t exit_code = 126);
   void Terminate(Proc& p, DurationMs grace, bool timed_out);
   void Reap(TimeMs now);
+  // Hourly (every minute while a backlog remains), with output_retention_ms set: the output of
+  // jobs idle here longer than that, archived and removed, on this (the loop's) thread, so no
+  // task of them starts meanwhile.
+  void SweepOutput(TimeMs now);
   // Every second, each task's checkpoint folder: a newer file (or the folder itself, when a file
   // was renamed into it) is reported as a checkpoint of the task's job.
   void WatchCheckpoints(TimeMs now);
@@ -187,6 +194,7 @@ class LocalExecutor {
   std::atomic<int64_t> orphan_timeout_ms_{0};
   std::string heartbeat_;
   TimeMs touched_ = 0;
+  TimeMs next_output_sweep_ = 0;
   mutable std::mutex mu_;  // guards procs_ against BusyGpus/Running; the loop thread mutates it
   std::map<Key, Proc> procs_;
   std::atomic<bool> stop_{false};

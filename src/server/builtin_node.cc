@@ -132,6 +132,7 @@ Status BuiltinNode::Start() {
   node::ExecutorOptions eo;
   eo.shim_path = o_.shim;
   eo.max_task_processes = o_.max_task_processes;
+  eo.output_retention_ms = int64_t{o_.retention_days} * 86'400'000;  // as the history's
   eo.orphan_timeout_ms = o_.local_orphan_timeout_ms;
   if (const passwd* pw = getpwnam(o_.run_as_default.c_str())) {
     eo.default_uid = pw->pw_uid;

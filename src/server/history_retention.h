@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/archive.h"  // ArchiveDay: the files are named by it
 #include "common/result.h"
 #include "store/store.h"
 
@@ -33,8 +34,5 @@ struct HistoryRetentionResult {
 Result<HistoryRetentionResult> ApplyHistoryRetention(store::Store& store,
                                                      const std::string& archive_dir, int days,
                                                      int64_t now_ms);
-
-// "2026-11-10" for a time in that UTC day.
-std::string ArchiveDay(int64_t ms);
 
 }  // namespace arbiter::server

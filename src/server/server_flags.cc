@@ -167,7 +167,8 @@ void RegisterServerCommand(CLI::App& app, int* exit_code) {
   srv->add_option("--retention-days", server.retention_days,
                   "Archive job events and usage records older than this many days to "
                   "DATA_DIR/archive/YYYY-MM-DD.jsonl.gz and delete them from the store; reports "
-                  "keep reading their aggregates (docs/store.md). 0: keep them forever")
+                  "keep reading their aggregates (docs/store.md); the built-in node archives "
+                  "task output idle this long (docs/security.md). 0: keep them forever")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   srv->add_option("--service-ports", server.service_ports,
