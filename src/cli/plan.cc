@@ -83,10 +83,11 @@ void PrintGroups(const json& r, const char* groups, const char* key, const char*
 }
 
 void PrintReplay(const json& r) {
-  std::printf("replay of %lld jobs (%lld running at the start, %lld not replayed), policy %s\n\n",
-              static_cast<long long>(r.value("jobs", 0)),
-              static_cast<long long>(r.value("carried_in", 0)),
-              static_cast<long long>(r.value("skipped", 0)), r.value("policy", "").c_str());
+  std::printf(
+      "replay of %lld jobs (%lld more running or pending at the start, %lld not replayed), policy "
+      "%s\n\n",
+      static_cast<long long>(r.value("jobs", 0)), static_cast<long long>(r.value("carried_in", 0)),
+      static_cast<long long>(r.value("skipped", 0)), r.value("policy", "").c_str());
   std::printf("wait p50 / p90 / p99 by queue\n");
   PrintGroups(r, "queues", "queue", "QUEUE");
   std::printf("\nwait p50 / p90 / p99 by job type\n");

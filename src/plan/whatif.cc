@@ -68,10 +68,19 @@ std::vector<Item> ItemsOf(const History& h, PlanReport* rep) {
     if (j.submit_ms < h.since_ms) {
       const bool held = j.admitted_ms >= 0 && j.admitted_ms < h.since_ms &&
                         (j.ended_ms < 0 || j.ended_ms > h.since_ms);
-      if (!held) continue;
+      // Pending at the start: it arrives at the start and runs its run.
+      const bool pending = j.admitted_ms < 0 || j.admitted_ms >= h.since_ms;
+      if (!held && !pending) continue;
       it.counted = false;
       it.arrival = 0;
-      it.run = (j.ended_ms < 0 ? h.until_ms : j.ended_ms) - h.since_ms;
+      if (held) {
+        it.run = (j.ended_ms < 0 ? h.until_ms : j.ended_ms) - h.since_ms;
+      } else if (j.admitted_ms >= 0) {
+        it.run =
+            (j.ended_ms < 0 ? std::max(h.until_ms, j.admitted_ms) : j.ended_ms) - j.admitted_ms;
+      } else {
+        it.run = j.walltime_seconds > 0 ? j.walltime_seconds * 1000 : h.until_ms - h.since_ms;
+      }
       ++rep->carried_in;
     } else {
       it.arrival = j.submit_ms - h.since_ms;
@@ -92,7 +101,7 @@ std::vector<Item> ItemsOf(const History& h, PlanReport* rep) {
   return items;
 }
 
-// Leaves out the jobs whose queue or priority class the configuration no longer has (the replay
+// Leaves out the jobs whose queue the configuration no longer has (the replay
 // could not place them anywhere), counting why.
 void DropUnknown(const History& h, std::vector<Item>* items, PlanReport* rep) {
   std::map<std::string, const QueueSpec*> queues;
@@ -111,8 +120,6 @@ void DropUnknown(const History& h, std::vector<Item>* items, PlanReport* rep) {
     }
     tenant_of[q.name] = t;
   }
-  std::set<std::string> classes;
-  for (const PriorityClass& c : h.classes) classes.insert(c.name);
   std::map<std::string, int64_t> reasons;
   std::vector<Item> kept;
   for (const Item& it : *items) {
@@ -123,8 +130,6 @@ void DropUnknown(const History& h, std::vector<Item>* items, PlanReport* rep) {
       why = fmt::format("queue '{}' is not a leaf queue of the configuration", j.queue);
     } else if (tenant_of[j.queue] != j.tenant) {
       why = fmt::format("queue '{}' no longer belongs to tenant '{}'", j.queue, j.tenant);
-    } else if (classes.count(j.priority_class) == 0) {
-      why = fmt::format("priority class '{}' is not configured", j.priority_class);
     }
     if (why.empty()) {
       kept.push_back(it);
@@ -139,7 +144,22 @@ void DropUnknown(const History& h, std::vector<Item>* items, PlanReport* rep) {
   *items = std::move(kept);
 }
 
-sim::Trace TraceOf(const std::vector<Item>& items) {
+// The classes the replay knows: the configured ones and, as the server treats a job without a
+// class (or of a class no longer configured), "": priority 0, preemptible at once, no grace.
+std::vector<PriorityClass> ClassesOf(const History& h) {
+  std::vector<PriorityClass> classes = h.classes;
+  PriorityClass none;
+  none.name = "";
+  none.value = 0;
+  none.min_runtime_seconds = 0;
+  none.grace_period_seconds = 0;
+  classes.push_back(none);
+  return classes;
+}
+
+sim::Trace TraceOf(const History& h, const std::vector<Item>& items) {
+  std::set<std::string> classes;
+  for (const PriorityClass& c : h.classes) classes.insert(c.name);
   sim::Trace t;
   t.file = "history";
   t.jobs.reserve(items.size());
@@ -152,7 +172,7 @@ sim::Trace TraceOf(const std::vector<Item>& items) {
     tj.tenant = j.tenant;
     tj.queue = j.queue;
     tj.type = j.type;
-    tj.priority_class = j.priority_class;
+    tj.priority_class = classes.count(j.priority_class) > 0 ? j.priority_class : "";
     tj.tasks = j.tasks;
     tj.resources = j.resources;
     tj.gpu_models = j.gpu_models;
@@ -421,8 +441,8 @@ Result<Outcome> ReplayOutcome(const History& h, const std::vector<Item>& items, 
   if (!cluster.ok()) return InvalidArgument("cluster", cluster.status().ToString());
   auto tree = core::QuotaTree::Build(s.queues, h.models);
   if (!tree.ok()) return InvalidArgument("quota", tree.status().ToString());
-  const sim::Trace trace = TraceOf(items);
-  auto w = sim::CompileReplay(trace, *cluster, *tree, h.classes);
+  const sim::Trace trace = TraceOf(h, items);
+  auto w = sim::CompileReplay(trace, *cluster, *tree, ClassesOf(h));
   if (!w.ok()) return InvalidArgument("jobs", w.status().ToString());
   // The trace format holds whole seconds: the recorded milliseconds go back in (the compiled jobs
   // keep the trace's order, which is the items').

@@ -5,11 +5,13 @@
 //
 // The workload, from each recorded job:
 //   arrival   its submit time (a job submitted before the period that held GPUs at its start
-//             arrives at the start, runs what was left of its run, and counts in no figure);
+//             arrives at the start and runs what was left of its run; one still pending then
+//             arrives at the start too; neither counts in any figure);
 //   run time  the end of its last run minus that run's admission (a job still running at the
 //             end of the period runs at least until then; one never started runs for its
 //             walltime, or until the end of the period when it has none);
-//   shape     its tasks, resources per task, allowed GPU models, queue, priority class and
+//   shape     its tasks, resources per task, allowed GPU models, queue, priority class (a class
+//             no longer configured, or none, replays as the server treats it: priority 0) and
 //             walltime. Node selectors, tolerations, exclusivity and dependencies are not
 //             replayed.
 // The replay stops at the end of the period: a job still pending then counts with the wait it
@@ -159,9 +161,9 @@ struct Outcome {
 
 struct PlanReport {
   int64_t since_ms = 0, until_ms = 0;
-  int64_t jobs = 0;                          // jobs that arrived in the period
-  int64_t carried_in = 0;                    // jobs running at its start (replayed, not counted)
-  int64_t skipped = 0;                       // jobs not replayed (their queue or class is gone)
+  int64_t jobs = 0;        // jobs that arrived in the period
+  int64_t carried_in = 0;  // jobs running or pending at its start (replayed, not counted)
+  int64_t skipped = 0;     // jobs not replayed (their queue is gone)
   std::vector<std::string> skipped_reasons;  // "N x reason"
   std::string policy;
   Outcome recorded;
