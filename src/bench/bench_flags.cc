@@ -227,7 +227,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   bv->callback([=] { *exit_code = arbiter::bench::RunServingBench(serving); });
   b->callback([=] {
     if (!b->got_subcommand(bs) && !b->got_subcommand(be) && !b->got_subcommand(bg) &&
-        !b->got_subcommand(bv) && !b->got_subcommand(bh)) {
+        !b->got_subcommand(bv) && !b->got_subcommand(bh) && !b->got_subcommand(bf)) {
       *exit_code = arbiter::bench::RunBench(bench);
     }
   });
