@@ -36,7 +36,7 @@ check store "common model"
 check testing "common model core"
 check sim "common model core api"
 # Capacity planning: forecasts and what-if replays of recorded history.
-check plan "common model core"
+check plan "common model core sim"
 check bench "common model core store"
 check exec "common model"
 check net "common model"

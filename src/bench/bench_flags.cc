@@ -4,6 +4,7 @@
 
 #include "bench/bench_command.h"
 #include "bench/e2e_bench.h"
+#include "bench/fidelity_bench.h"
 #include "bench/gateway_bench.h"
 #include "bench/history_bench.h"
 #include "bench/serving_bench.h"
@@ -72,6 +73,32 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   be->add_flag("--keep", e2e.keep, "Keep the temporary folder (logs, the store)");
   be->add_flag("--json", e2e.json, "Print one JSON object");
   be->callback([=] { *exit_code = arbiter::bench::RunE2eBench(e2e); });
+  static arbiter::bench::FidelityBenchOptions fidelity;
+  auto* bf = b->add_subcommand(
+      "plan-fidelity",
+      "The what-if replay against what happened: a real server and agents with fake GPUs run a "
+      "seeded stream of sleep jobs in three queues (gangs, priorities, preemption), then the "
+      "unchanged replay of that history is compared per queue (docs/simulator.md)\n"
+      "Example: arbiter bench plan-fidelity --agents 4 --jobs 300 --load 1.3");
+  bf->add_option("--agents", fidelity.agents, "Node agents to start")->check(CLI::Range(4, 256));
+  bf->add_option("--gpus-per-agent", fidelity.gpus_per_agent, "Fake GPUs per agent")
+      ->check(CLI::Range(8, 64));
+  bf->add_option("--jobs", fidelity.jobs, "Jobs in the stream")->check(CLI::Range(1, 100000));
+  bf->add_option("--load", fidelity.load, "Offered GPU-seconds per second over the GPUs")
+      ->check(CLI::Range(0.01, 100.0));
+  bf->add_option("--job-seconds", fidelity.mean_job_seconds, "Mean sleep of a job")
+      ->check(CLI::Range(0.1, 3600.0));
+  bf->add_option("--seed", fidelity.seed, "Seed of the stream");
+  bf->add_option("--heartbeat-ms", fidelity.heartbeat_ms, "The agents' heartbeat interval")
+      ->check(CLI::Range(50, 60000));
+  bf->add_option("--cycle-interval-ms", fidelity.cycle_interval_ms,
+                 "The server's periodic cycle (also the replay's)")
+      ->check(CLI::Range(10, 60000));
+  bf->add_option("--timeout", fidelity.timeout_seconds, "Give up after this many seconds")
+      ->check(CLI::Range(1, 86400));
+  bf->add_flag("--keep", fidelity.keep, "Keep the temporary folder (logs, the store)");
+  bf->add_flag("--json", fidelity.json, "Print one JSON object");
+  bf->callback([=] { *exit_code = arbiter::bench::RunFidelityBench(fidelity); });
   static arbiter::bench::HistoryBenchOptions history;
   auto* bh = b->add_subcommand(
       "history",
@@ -200,7 +227,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   bv->callback([=] { *exit_code = arbiter::bench::RunServingBench(serving); });
   b->callback([=] {
     if (!b->got_subcommand(bs) && !b->got_subcommand(be) && !b->got_subcommand(bg) &&
-        !b->got_subcommand(bv) && !b->got_subcommand(bh)) {
+        !b->got_subcommand(bv) && !b->got_subcommand(bh) && !b->got_subcommand(bf)) {
       *exit_code = arbiter::bench::RunBench(bench);
     }
   });

@@ -669,6 +669,7 @@ void RegisterTokenAndInfoCommands(CLI::App& app, const ContextPtr& ctx) {
   });
 
   RegisterReportCommand(app, ctx);
+  RegisterPlanCommands(app, ctx);
   RegisterAuditCommand(app, ctx);
 }
 

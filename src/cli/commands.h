@@ -59,8 +59,10 @@ void RegisterAdminCommands(CLI::App& app, const ContextPtr& ctx);      // admin.
 void RegisterTopCommand(CLI::App& app, const ContextPtr& ctx);         // top.cc
 void RegisterCompletionCommand(CLI::App& app, const ContextPtr& ctx);  // completion.cc
 void RegisterReportCommand(CLI::App& app, const ContextPtr& ctx);      // report.cc
-void RegisterScancelCommand(CLI::App& app, const ContextPtr& ctx);     // scancel.cc
-void RegisterArrayCommands(CLI::App& app, const ContextPtr& ctx);      // arrays.cc
+// `plan replay`, `plan capacity` (plan.cc).
+void RegisterPlanCommands(CLI::App& app, const ContextPtr& ctx);
+void RegisterScancelCommand(CLI::App& app, const ContextPtr& ctx);  // scancel.cc
+void RegisterArrayCommands(CLI::App& app, const ContextPtr& ctx);   // arrays.cc
 // approvals, approve, reject, request quota, quota-requests (approvals.cc).
 void RegisterApprovalCommands(CLI::App& app, const ContextPtr& ctx);
 // Slurm's views, with Slurm's flags, columns and formats.

@@ -72,6 +72,10 @@
 #include "server/webhooks.h"
 #include "store/store.h"
 
+namespace arbiter::plan {
+struct History;
+}  // namespace arbiter::plan
+
 namespace arbiter::server {
 
 // Milliseconds since the epoch; injected so tests can drive time.
@@ -468,6 +472,11 @@ class ControlPlane : public node::ExecutionBackend {
   // Report `name` over `q`, from the stored records and the intervals still open. Admins see
   // every tenant; anyone else only their own tenant's records, and not the cluster-wide reports.
   Result<reports::Table> Report(const Principal& p, std::string_view name, reports::Query q);
+  // What-if on recorded history (plan/whatif.h; admins): fills `out` with the jobs of
+  // [since_ms, until_ms), the cluster and its configuration. What memory holds is copied under the
+  // lock; the other jobs and each admission's wait are read from the store without it; the
+  // caller replays off the lock (control_plane_plan.cc).
+  Status PlanHistory(const Principal& p, int64_t since_ms, int64_t until_ms, plan::History* out);
   // The control plane's clock.
   TimeMs Now() const { return now_(); }
 

@@ -662,6 +662,7 @@ void HttpApi::Register() {
   RegisterAgentRoutes(route);
   RegisterLogRoutes(route);
   RegisterReportRoutes(route);
+  RegisterPlanRoutes(route);
   RegisterServiceRoutes(route);
   RegisterWebhookRoutes(route);
   RegisterConsoleRoutes(route);

@@ -155,6 +155,8 @@ class HttpApi {
   void RegisterLogRoutes(const RouteFn& route);
   // The reports' routes (http_reports_api.cc).
   void RegisterReportRoutes(const RouteFn& route);
+  // What-if replays of the recorded history (http_plan_api.cc).
+  void RegisterPlanRoutes(const RouteFn& route);
   // Services and the gateways' routes and stats (http_services_api.cc).
   void RegisterServiceRoutes(const RouteFn& route);
   // Webhooks and their delivery logs (http_webhooks_api.cc).

@@ -839,9 +839,18 @@ void Replayer::JobOutcomes(ReplayReport* rep, Samples* all, std::vector<Samples>
                            std::vector<Samples>* by_type) const {
   std::unordered_map<uint64_t, const core::Verdict*> verdicts;
   for (const core::Verdict& v : last_verdicts_) verdicts.emplace(v.job.value(), &v);
+  if (o_.job_results) rep->job_results.resize(w_.jobs.size());
   for (size_t j = 0; j < w_.jobs.size(); ++j) {
     const ReplayJob& job = w_.jobs[j];
     const JobRun& s = runs_[j];
+    if (o_.job_results) {
+      JobResult& r = rep->job_results[j];
+      r.started = s.started;
+      r.ended = s.state == JobState::kEnded;
+      r.dropped = s.state == JobState::kDropped;
+      r.wait = s.wait + (s.state == JobState::kPending ? now_ - s.pending_since : 0);
+      r.preempted = s.preempted;
+    }
     Samples& q = (*by_queue)[job.queue];
     Samples& t = (*by_type)[static_cast<size_t>(job.pending.type)];
     ++q.jobs;

@@ -135,6 +135,8 @@ struct ReplayOptions {
   // >= 0: every service runs this many replicas throughout, without autoscaling (the static arm
   // of a comparison); -1: as each service's spec says.
   int32_t static_replicas = -1;
+  // Fill ReplayReport::job_results (one per workload job).
+  bool job_results = false;
 };
 
 // The GPU allocation over time, in equal steps from the first submit: point i is the
@@ -250,6 +252,15 @@ struct ServiceReport {
   std::vector<double> ready_series;
 };
 
+// One job's outcome, for callers that group jobs their own way (ReplayOptions::job_results).
+struct JobResult {
+  bool started = false;   // started at least once
+  bool ended = false;     // completed or timed out
+  bool dropped = false;   // dropped at arrival
+  DurationMs wait = 0;    // total time pending (until the end, for a job still pending)
+  int32_t preempted = 0;  // times preempted
+};
+
 struct EndedJob {
   std::string name;
   std::string queue;
@@ -307,6 +318,8 @@ struct ReplayReport {
   std::vector<EndedJob> dropped_jobs;
   std::vector<EndedJob> unfinished_jobs;
   std::vector<ServiceReport> services;  // in the workload's order
+  // With ReplayOptions::job_results: one per workload job, in the workload's order; else empty.
+  std::vector<JobResult> job_results;
 };
 
 // Replays a workload under one placement profile.

@@ -155,6 +155,9 @@ const Row kMatrix[] = {
                                           {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     {"GET /api/v1/reports/serving",       {401,  200,  200,  200,  200,  200,  403,  403,  200}},
     {"GET /api/v1/reports/forecast",      {401,  200,  200,  200,  200,  200,  403,  403,  200}},
+    // What-if replays of the history: admins only.
+    {"POST /api/v1/plan",                 {401,  200,  403,  403,  403,  403,  403,  403,  403}},
+    {"POST /api/v1/plan/capacity",        {401,  200,  403,  403,  403,  403,  403,  403,  403}},
     // Services (one of bob's in vision, fresh for each call): any member of its tenant manages
     // it, viewers read it; a foreign queue is a body field (400) as for jobs. Rollback of a
     // service with one revision: 400 once past the checks.
@@ -337,6 +340,10 @@ class AccessMatrixTest : public ::testing::Test {
     }
     if (method == "POST" && route == "/api/v1/session") {
       call.body = caller.empty() ? "{}" : json{{"token", server_.token(caller)}}.dump();
+    }
+    if (method == "POST" && route == "/api/v1/plan") call.body = json{{"since", "1h"}}.dump();
+    if (method == "POST" && route == "/api/v1/plan/capacity") {
+      call.body = json{{"since", "1h"}, {"model", "A100-80G"}, {"target_wait_p90", "1h"}}.dump();
     }
     if (method == "POST" && route == "/api/v1/jobs") call.body = JobBody("vision-train");
     if (method == "POST" && route == "/api/v1/jobs/batch") {
