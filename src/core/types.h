@@ -131,6 +131,10 @@ struct RunningJob {
   bool exclusive = false;  // took its nodes whole: its quota is what `tasks` hold (PlacedQuota)
   TimeMs start_time = 0;
   DurationMs walltime = 0;  // 0: the queue's default walltime, else none
+  // The driver's estimate of when a job with neither walltime nor queue default ends (from its
+  // queue's or user's history); 0: none. Used only to place backfill reservations (which nodes
+  // free first); the job is never stopped by it.
+  TimeMs expected_end = 0;
   // Preemption guards and costs.
   TimeMs last_checkpoint = 0;                 // 0: never reported; lost work counts from start_time
   DurationMs min_runtime = SecondsToMs(300);  // not preempted before running this long

@@ -10,6 +10,7 @@
 
 #include "core/cluster.h"
 #include "core/placement/framework.h"
+#include "sim/spread.h"
 #include "sim/text.h"
 
 namespace arbiter::sim {
@@ -32,6 +33,30 @@ nlohmann::json AtDemand(const std::vector<CurvePoint>& curve, int d, bool alloc)
     if (p.demand_pct == d) return alloc ? p.alloc_pct : p.frag_pct;
   }
   return nullptr;
+}
+
+// A run's allocation at demand d, or NaN when its curve does not reach d.
+double RunAtDemand(const InflateRun& r, int d) {
+  for (const CurvePoint& p : r.curve) {
+    if (p.demand_pct == d) return p.alloc_pct;
+  }
+  return std::nan("");
+}
+
+nlohmann::json SpreadJson(const Spread& s) {
+  return {{"n", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"ci95_lo", s.lo}, {"ci95_hi", s.hi}};
+}
+
+// The spread over runs of the allocation at demand d, or null when some run does not reach it.
+nlohmann::json SpreadAt(const std::vector<InflateRun>& runs, int d) {
+  std::vector<double> v;
+  for (const InflateRun& r : runs) {
+    const double a = RunAtDemand(r, d);
+    if (std::isnan(a)) return nullptr;
+    v.push_back(a);
+  }
+  if (v.empty()) return nullptr;
+  return SpreadJson(Spread::Of(v));
 }
 
 std::string Stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
@@ -83,12 +108,17 @@ nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
   double seconds = 0;
   for (const InflateRun& r : runs) {
     seeds.push_back(r.seed);
-    per_run.push_back({{"seed", r.seed},
-                       {"tasks", r.tasks},
-                       {"placed", r.placed},
-                       {"demand_pct_end", r.demand_pct_end},
-                       {"alloc_pct_end", r.alloc_pct_end},
-                       {"seconds", r.seconds}});
+    const double at100 = RunAtDemand(r, 100);
+    const double at130 = RunAtDemand(r, 130);
+    per_run.push_back(
+        {{"seed", r.seed},
+         {"alloc_pct_at_100", std::isnan(at100) ? nlohmann::json() : nlohmann::json(at100)},
+         {"alloc_pct_at_130", std::isnan(at130) ? nlohmann::json() : nlohmann::json(at130)},
+         {"tasks", r.tasks},
+         {"placed", r.placed},
+         {"demand_pct_end", r.demand_pct_end},
+         {"alloc_pct_end", r.alloc_pct_end},
+         {"seconds", r.seconds}});
     seconds += r.seconds;
   }
   return {{"policy", policy},
@@ -99,6 +129,8 @@ nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
           {"alloc_pct_at_100", AtDemand(mean, 100, true)},
           {"alloc_pct_at_130", AtDemand(mean, 130, true)},
           {"frag_pct_at_0", AtDemand(mean, 0, false)},
+          {"spread",
+           {{"alloc_pct_at_100", SpreadAt(runs, 100)}, {"alloc_pct_at_130", SpreadAt(runs, 130)}}},
           {"seconds_per_seed", runs.empty() ? 0.0 : seconds / static_cast<double>(runs.size())},
           {"curve", curve},
           {"runs", per_run}};
@@ -281,6 +313,51 @@ report::Report InflateHtmlReport(const InflateOptions& o, double cluster_gpus,
   return r;
 }
 
+std::string InflateTextTable(const nlohmann::json& results) {
+  // "mean [lo, hi]" of a spread, or the mean alone for one seed, or "-".
+  auto with_ci = [](const nlohmann::json& sp) {
+    if (!sp.is_object()) return std::string("-");
+    if (sp["n"].get<int>() < 2) return fmt::format("{:.2f}", sp["mean"].get<double>());
+    return fmt::format("{:.2f} [{:.2f}, {:.2f}]", sp["mean"].get<double>(),
+                       sp["ci95_lo"].get<double>(), sp["ci95_hi"].get<double>());
+  };
+  auto spread_of = [](const nlohmann::json& r, const char* key) -> nlohmann::json {
+    if (!r.contains("spread")) return nullptr;
+    return r["spread"][key];
+  };
+  std::string out = fmt::format("{:<14} {:>24} {:>24} {:>9} {:>9}\n", "policy",
+                                "alloc@100 [95% CI]", "alloc@130 [95% CI]", "frag@0", "s/seed");
+  for (const nlohmann::json& r : results) {
+    out += fmt::format("{:<14} {:>24} {:>24} {:>9} {:>9.2f}\n", r["policy"].get<std::string>(),
+                       with_ci(spread_of(r, "alloc_pct_at_100")),
+                       with_ci(spread_of(r, "alloc_pct_at_130")), FormatOrDash(r["frag_pct_at_0"]),
+                       r["seconds_per_seed"].get<double>());
+  }
+  // Paired by seed: each policy against the first, on the seeds both ran.
+  if (results.size() < 2) return out;
+  const nlohmann::json& base = results[0];
+  out += fmt::format("difference from {}, paired by seed, mean [95% CI]:\n",
+                     base["policy"].get<std::string>());
+  for (size_t k = 1; k < results.size(); ++k) {
+    std::string line = fmt::format("  {:<12}", results[k]["policy"].get<std::string>());
+    for (const char* key : {"alloc_pct_at_100", "alloc_pct_at_130"}) {
+      std::vector<double> diffs;
+      for (const nlohmann::json& a : results[k]["runs"]) {
+        for (const nlohmann::json& b : base["runs"]) {
+          if (a["seed"] != b["seed"] || !a[key].is_number() || !b[key].is_number()) continue;
+          diffs.push_back(a[key].get<double>() - b[key].get<double>());
+        }
+      }
+      const Spread d = Spread::Of(diffs);
+      line += diffs.empty() ? fmt::format(" {}: -", key)
+                            : fmt::format(" {}: {:+.2f} [{:+.2f}, {:+.2f}] (n={})", key, d.mean,
+                                          d.lo, d.hi, d.n);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 int RunInflateCommand(const InflateOptions& o) {
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "arbiter simulate inflate: %s\n", st.ToString().c_str());
@@ -346,13 +423,7 @@ int RunInflateCommand(const InflateOptions& o) {
     const Status st = WriteTextFile(o.json_path, report.dump(1) + "\n", "report");
     if (!st.ok()) return fail(st);
   }
-  std::printf("%-14s %10s %10s %9s %9s\n", "policy", "alloc@100", "alloc@130", "frag@0", "s/seed");
-  for (const nlohmann::json& r : results) {
-    std::printf("%-14s %10s %10s %9s %9.2f\n", r["policy"].get<std::string>().c_str(),
-                FormatOrDash(r["alloc_pct_at_100"]).c_str(),
-                FormatOrDash(r["alloc_pct_at_130"]).c_str(),
-                FormatOrDash(r["frag_pct_at_0"]).c_str(), r["seconds_per_seed"].get<double>());
-  }
+  std::printf("%s", InflateTextTable(results).c_str());
   return 0;
 }
 

@@ -41,6 +41,10 @@ nlohmann::json InflateReport(std::string_view policy, std::string_view trace,
                              std::string_view nodes, double target,
                              const std::vector<InflateRun>& runs);
 
+// The table printed on stdout: per policy the allocation at 100% and 130% demand, mean over the
+// seeds with its 95% t-interval, and each policy's difference from the first, paired by seed.
+std::string InflateTextTable(const nlohmann::json& results);
+
 // The HTML report of one command on a cluster of `cluster_gpus` GPUs: `results` holds one
 // InflateReport() per policy.
 report::Report InflateHtmlReport(const InflateOptions& options, double cluster_gpus,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,35 @@ TEST(InflateReport, HasTheCurveAndTheHeadlineNumbers) {
   EXPECT_DOUBLE_EQ(j["alloc_pct_at_130"].get<double>(), 78.0);
   EXPECT_DOUBLE_EQ(j["frag_pct_at_0"].get<double>(), 15.0);
   EXPECT_EQ(j["runs"].size(), 2u);
+}
+
+TEST(InflateReport, SpreadOverSeedsAndPairedDifferences) {
+  std::vector<InflateRun> fgd;
+  std::vector<InflateRun> other;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    InflateRun a;
+    a.seed = seed;
+    InflateRun b;
+    b.seed = seed;
+    for (int d = 0; d <= 130; ++d) {
+      a.curve.push_back({d, d >= 100 ? 90.0 + static_cast<double>(seed) : 0.0, 0.0});
+      b.curve.push_back({d, d >= 100 ? 91.0 + static_cast<double>(seed) : 0.0, 0.0});
+    }
+    fgd.push_back(a);
+    other.push_back(b);
+  }
+  const nlohmann::json a = InflateReport("fgd", "t", "n", 1.3, fgd);
+  const nlohmann::json& s = a["spread"]["alloc_pct_at_130"];
+  EXPECT_EQ(s["n"], 5);
+  EXPECT_DOUBLE_EQ(s["mean"].get<double>(), 93.0);
+  EXPECT_NEAR(s["ci95_lo"].get<double>(), 93.0 - 2.776 * std::sqrt(2.5 / 5.0), 1e-9);
+  EXPECT_DOUBLE_EQ(a["runs"][0]["alloc_pct_at_130"].get<double>(), 91.0);
+  const nlohmann::json results =
+      nlohmann::json::array({a, InflateReport("default", "t", "n", 1.3, other)});
+  const std::string table = InflateTextTable(results);
+  EXPECT_NE(table.find("93.00 ["), std::string::npos) << table;
+  // Every seed is one point better: the paired difference has no spread.
+  EXPECT_NE(table.find("alloc_pct_at_130: +1.00 [+1.00, +1.00] (n=5)"), std::string::npos) << table;
 }
 
 TEST(InflateReport, PointsBeyondTheTargetAreNull) {

@@ -17,6 +17,18 @@
 
 namespace arbiter::sim {
 
+void RuntimeHistory::Add(DurationMs run_time) {
+  sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), run_time), run_time);
+}
+
+TimeMs RuntimeHistory::ExpectedEnd(TimeMs start, TimeMs now) const {
+  const DurationMs elapsed = std::max<DurationMs>(0, now - start);
+  const auto longer = std::upper_bound(sorted_.begin(), sorted_.end(), elapsed);
+  const auto n = static_cast<size_t>(sorted_.end() - longer);
+  if (n < kMinSamples) return now + std::max<DurationMs>(elapsed, 1000);
+  return std::max(now, start + *(longer + static_cast<std::ptrdiff_t>((n - 1) / 2)));
+}
+
 using replay_math::GpuDemand;
 using replay_math::Int128;
 using replay_math::Jain;
@@ -219,6 +231,7 @@ class Replayer {
         running_pos_(w.jobs.size(), -1),
         queue_alloc_(w.queues.size(), 0),
         queue_pending_(w.queues.size(), 0),
+        run_history_(w.queues.size()),
         queue_alloc_int_(w.queues.size(), 0),
         queue_wait_time_(w.queues.size(), 0),
         queue_wait_alloc_int_(w.queues.size(), 0),
@@ -273,6 +286,7 @@ class Replayer {
   bool Valid(const Event& e) const;
   void Apply(const Event& e);
   void Cycle(TimeMs t);
+  void EstimateEnds(TimeMs t);
   void StartAdmitted(size_t from, TimeMs t);
   void ApplyDecisions(const core::CycleResult& r, TimeMs t);
   TimeMs NextTick(TimeMs t) const;
@@ -328,6 +342,7 @@ class Replayer {
   int64_t alloc_ = 0;
   std::vector<int64_t> queue_alloc_;
   std::vector<int64_t> queue_pending_;
+  std::vector<RuntimeHistory> run_history_;  // per queue: completed run times
   size_t waiting_ = 0;
   Int128 alloc_int_ = 0;
   Int128 idle_while_waiting_int_ = 0;
@@ -487,6 +502,7 @@ void Replayer::Apply(const Event& e) {
     return;
   }
   if (e.kind == EventKind::kEnd) {
+    if (!s.timed_out) run_history_[Job(e.job).queue].Add(e.time - s.start);
     RemoveRunning(e.job);
     s.state = JobState::kEnded;
     s.end = e.time;
@@ -537,6 +553,24 @@ void Replayer::UpdateHistory(TimeMs t) {
   }
 }
 
+// RunningJob::expected_end of every running job, as ReplayOptions::runtime_estimates says.
+void Replayer::EstimateEnds(TimeMs t) {
+  for (core::RunningJob& rj : running_) {
+    const auto j = static_cast<uint32_t>(rj.id.value() - 1);
+    switch (o_.runtime_estimates) {
+      case RuntimeEstimates::kNone:
+        rj.expected_end = 0;
+        break;
+      case RuntimeEstimates::kHistory:
+        rj.expected_end = run_history_[Job(j).queue].ExpectedEnd(rj.start_time, t);
+        break;
+      case RuntimeEstimates::kOracle:
+        rj.expected_end = std::max(t, rj.start_time + Job(j).duration);
+        break;
+    }
+  }
+}
+
 void Replayer::Cycle(TimeMs t) {
   if (decay_) UpdateHistory(t);
   core::CycleInput in;
@@ -551,6 +585,7 @@ void Replayer::Cycle(TimeMs t) {
   in.lend_grace_limits = lend_limits_.empty() ? nullptr : &lend_limits_;
   in.now = t;
   in.seed = o_.seed;
+  EstimateEnds(t);
   core::CycleResult r = core::RunCycle(in, profile_);
   ++cycles_;
   const size_t before = running_.size();

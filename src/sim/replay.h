@@ -118,12 +118,36 @@ struct ReplayProgress {
   size_t running = 0;
 };
 
+// How the replay estimates when a running job without a walltime ends, for the cycle's backfill
+// reservations (core::RunningJob::expected_end): which nodes free first for a blocked queue head.
+enum class RuntimeEstimates {
+  kNone,     // no estimate: a job without a walltime never ends for a reservation, so none is made
+  kHistory,  // from its queue's history (RuntimeHistory): what the driver may know
+  kOracle,   // its trace duration: an upper bound for comparison, never a policy
+};
+
+// A queue's completed run times, and the estimate of a running job's end drawn from them: the
+// median of the completed run times longer than what the job has already run (the run time of a
+// job known to have run `elapsed` is one of those), when at least kMinSamples are; otherwise
+// `elapsed` more (a job that ran long tends to run long). Never earlier than `now`.
+class RuntimeHistory {
+ public:
+  static constexpr size_t kMinSamples = 3;
+  void Add(DurationMs run_time);
+  TimeMs ExpectedEnd(TimeMs start, TimeMs now) const;
+  size_t size() const { return sorted_.size(); }
+
+ private:
+  std::vector<DurationMs> sorted_;
+};
+
 struct ReplayOptions {
   DurationMs cycle_interval = SecondsToMs(60);  // > 0
   TimeMs time_limit = 0;                        // virtual ms; 0: none
   uint64_t seed = 42;
   bool preemption = true;
   bool skip_idle_cycles = true;
+  RuntimeEstimates runtime_estimates = RuntimeEstimates::kNone;
   // Called every `progress_every` cycles (and at the end) when set.
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_every = 100;

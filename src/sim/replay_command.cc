@@ -13,8 +13,10 @@
 #include "api/config_codec.h"
 #include "core/cluster.h"
 #include "core/quota/quota_tree.h"
+#include "sim/inflate_command.h"
 #include "sim/openb.h"
 #include "sim/replay_html.h"
+#include "sim/spread.h"
 #include "sim/text.h"
 
 namespace arbiter::sim {
@@ -359,11 +361,14 @@ std::string ReplayCommandLine(const ReplayCommandOptions& o) {
   if (!o.config_path.empty()) cmd += fmt::format(" --config {}", o.config_path);
   if (!o.trace_path.empty()) cmd += fmt::format(" --trace {}", o.trace_path);
   if (!o.pods_path.empty()) {
-    cmd += fmt::format(" --pods {} --tenants {} --time-scale {}", o.pods_path, o.convert.tenants,
-                       o.convert.time_scale);
+    cmd += fmt::format(
+        " --pods {} --tenants {} --time-scale {} --interarrival {} --mean-duration {}", o.pods_path,
+        o.convert.tenants, o.convert.time_scale, o.convert.interarrival, o.convert.mean_duration);
   }
   for (const std::string& p : o.policies) cmd += fmt::format(" --policy {}", p);
-  cmd += fmt::format(" --seed {} --cycle-interval {}", o.seed, o.cycle_interval_seconds);
+  cmd += o.seeds.empty() ? fmt::format(" --seed {}", o.seed) : fmt::format(" --seeds {}", o.seeds);
+  cmd += fmt::format(" --cycle-interval {} --runtime-estimates {}", o.cycle_interval_seconds,
+                     o.runtime_estimates);
   if (o.time_limit_seconds > 0) cmd += fmt::format(" --time-limit {}", o.time_limit_seconds);
   if (o.no_preemption) cmd += " --no-preemption";
   for (const std::string& p : o.services_paths) cmd += fmt::format(" --services {}", p);
@@ -379,18 +384,22 @@ std::string ReplayCommandLine(const ReplayCommandOptions& o) {
   return cmd;
 }
 
-int RunReplayCommand(const ReplayCommandOptions& o) {
-  auto fail = [](const Status& st) {
-    std::fprintf(stderr, "arbiter simulate replay: %s\n", st.ToString().c_str());
-    return 2;
-  };
-  if (o.pods_path.empty() == o.trace_path.empty()) {
-    return fail(InvalidArgument("trace", "give one of --trace TRACE.csv and --pods PODS.csv"));
-  }
-  if (o.policies.empty()) return fail(InvalidArgument("policy", "give at least one --policy"));
-  if (o.cycle_interval_seconds <= 0) {
-    return fail(InvalidArgument("cycle-interval", "must be at least 1 second"));
-  }
+namespace {
+
+Result<RuntimeEstimates> ParseRuntimeEstimates(std::string_view s) {
+  if (s == "history") return RuntimeEstimates::kHistory;
+  if (s == "none") return RuntimeEstimates::kNone;
+  if (s == "oracle") return RuntimeEstimates::kOracle;
+  return InvalidArgument("runtime-estimates",
+                         fmt::format("expected history, none or oracle, got '{}'", s));
+}
+
+// One replay of every policy at o.seed: the reports, and their JSON objects.
+Status ReplayOnce(const ReplayCommandOptions& o, std::vector<ReplayReport>* reports,
+                  nlohmann::json* results) {
+  auto fail = [](const Status& st) { return st; };
+  auto estimates = ParseRuntimeEstimates(o.runtime_estimates);
+  if (!estimates.ok()) return estimates.status();
   auto config = LoadConfig(o.config_path);
   if (!config.ok()) return fail(config.status());
   auto cluster = BuildCluster(o, *config);
@@ -435,6 +444,7 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
 
   ReplayOptions ro;
   ro.seed = o.seed;
+  ro.runtime_estimates = *estimates;
   ro.cycle_interval = SecondsToMs(o.cycle_interval_seconds);
   ro.time_limit = SecondsToMs(o.time_limit_seconds);
   ro.preemption = !o.no_preemption;
@@ -453,8 +463,6 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
           {p, fmt::format("{} static {}", o.policies[p], o.static_replicas), o.static_replicas});
     }
   }
-  std::vector<ReplayReport> reports;
-  nlohmann::json results = nlohmann::json::array();
   for (const Arm& arm : arms) {
     ro.static_replicas = arm.static_replicas;
     ReplayReport r = RunPolicy(*workload, (*profiles)[arm.profile], arm.label, ro);
@@ -472,10 +480,175 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
                              {"prefill_ms_per_token", o.requests.prefill_ms_per_token},
                              {"decode_ms_per_token", o.requests.decode_ms_per_token}};
     }
+    j["runtime_estimates"] = o.runtime_estimates;
     j["wall_seconds"] = r.wall_seconds;
-    results.push_back(std::move(j));
-    reports.push_back(std::move(r));
+    results->push_back(std::move(j));
+    reports->push_back(std::move(r));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// The figures whose spread over seeds the multi-seed table gives.
+struct SpreadFigure {
+  const char* key;
+  const char* label;
+  int digits;
+  double (*get)(const ReplayReport&);
+};
+
+const std::vector<SpreadFigure>& SpreadFigures() {
+  static const std::vector<SpreadFigure> kFigures = {
+      {"jobs_waited", "jobs that waited", 1,
+       [](const ReplayReport& r) { return static_cast<double>(r.jobs_waited); }},
+      {"wait_mean_s", "wait mean (s)", 1, [](const ReplayReport& r) { return r.wait.mean; }},
+      {"wait_p99_s", "wait p99 (s)", 0, [](const ReplayReport& r) { return r.wait.p99; }},
+      {"wait_max_s", "wait max (s)", 0, [](const ReplayReport& r) { return r.wait.max; }},
+      {"gpu_hours_idle_while_waiting", "idle GPU-hours while jobs waited", 1,
+       [](const ReplayReport& r) { return r.gpu_hours_idle_while_waiting; }},
+      {"gpu_alloc_busy_pct", "GPU allocation while work queued or arriving (%)", 2,
+       [](const ReplayReport& r) { return r.gpu_alloc_busy_pct; }},
+      {"preemptions", "preemptions", 1,
+       [](const ReplayReport& r) { return static_cast<double>(r.preemptions); }},
+  };
+  return kFigures;
+}
+
+nlohmann::json SpreadObject(const Spread& s) {
+  return {{"n", s.n}, {"mean", s.mean}, {"sd", s.sd}, {"ci95_lo", s.lo}, {"ci95_hi", s.hi}};
+}
+
+}  // namespace
+
+nlohmann::json ReplaySeedSpread(const std::vector<ReplayReport>& runs,
+                                const std::vector<uint64_t>& seeds) {
+  std::vector<std::string> labels;  // in order of first appearance
+  for (const ReplayReport& r : runs) {
+    if (std::find(labels.begin(), labels.end(), r.policy) == labels.end()) {
+      labels.push_back(r.policy);
+    }
+  }
+  // by_label[k][seed] = the run
+  auto find = [&](const std::string& label, uint64_t seed) -> const ReplayReport* {
+    for (const ReplayReport& r : runs) {
+      if (r.policy == label && r.seed == seed) return &r;
+    }
+    return nullptr;
+  };
+  nlohmann::json policies = nlohmann::json::array();
+  nlohmann::json differences = nlohmann::json::array();
+  for (const std::string& label : labels) {
+    nlohmann::json p{{"policy", label}};
+    nlohmann::json used = nlohmann::json::array();
+    for (uint64_t seed : seeds) {
+      if (find(label, seed) != nullptr) used.push_back(seed);
+    }
+    p["seeds"] = used;
+    for (const SpreadFigure& f : SpreadFigures()) {
+      std::vector<double> v;
+      for (uint64_t seed : seeds) {
+        if (const ReplayReport* r = find(label, seed)) v.push_back(f.get(*r));
+      }
+      p[f.key] = SpreadObject(Spread::Of(v));
+    }
+    policies.push_back(std::move(p));
+    if (label == labels.front()) continue;
+    nlohmann::json d{{"policy", label}, {"from", labels.front()}};
+    for (const SpreadFigure& f : SpreadFigures()) {
+      std::vector<double> v;
+      for (uint64_t seed : seeds) {
+        const ReplayReport* a = find(label, seed);
+        const ReplayReport* b = find(labels.front(), seed);
+        if (a != nullptr && b != nullptr) v.push_back(f.get(*a) - f.get(*b));
+      }
+      d[f.key] = SpreadObject(Spread::Of(v));
+    }
+    differences.push_back(std::move(d));
+  }
+  return {{"policies", policies}, {"differences", differences}};
+}
+
+std::string FormatReplaySpread(const nlohmann::json& spread) {
+  auto cell = [](const nlohmann::json& s, int digits, bool sign) {
+    const int n = s["n"].get<int>();
+    const char* f = sign ? "{:+.{}f}" : "{:.{}f}";
+    std::string out = fmt::format(fmt::runtime(f), s["mean"].get<double>(), digits);
+    if (n >= 2) {
+      out += fmt::format(fmt::runtime(std::string(" [") + f + ", " + f + "]"),
+                         s["ci95_lo"].get<double>(), digits, s["ci95_hi"].get<double>(), digits);
+    }
+    return out;
+  };
+  const nlohmann::json& policies = spread["policies"];
+  const size_t n = policies.empty() ? 0 : policies[0]["seeds"].size();
+  std::string out = fmt::format("mean over {} seed{} [95% t-interval]\n", n, n == 1 ? "" : "s");
+  constexpr int kLabel = 52;
+  constexpr int kColumn = 30;
+  out += fmt::format("{:<{}}", "", kLabel);
+  for (const nlohmann::json& p : policies) {
+    out += fmt::format("{:>{}}", p["policy"].get<std::string>(), kColumn);
+  }
+  out += "\n";
+  for (const SpreadFigure& f : SpreadFigures()) {
+    out += fmt::format("{:<{}}", f.label, kLabel);
+    for (const nlohmann::json& p : policies) {
+      out += fmt::format("{:>{}}", cell(p[f.key], f.digits, false), kColumn);
+    }
+    out += "\n";
+  }
+  for (const nlohmann::json& d : spread["differences"]) {
+    out += fmt::format("{} minus {}, paired by seed\n", d["policy"].get<std::string>(),
+                       d["from"].get<std::string>());
+    for (const SpreadFigure& f : SpreadFigures()) {
+      out += fmt::format("  {:<{}}{:>{}}\n", f.label, kLabel - 2, cell(d[f.key], f.digits, true),
+                         kColumn);
+    }
+  }
+  return out;
+}
+
+int RunReplayCommand(const ReplayCommandOptions& o) {
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "arbiter simulate replay: %s\n", st.ToString().c_str());
+    return 2;
+  };
+  if (o.pods_path.empty() == o.trace_path.empty()) {
+    return fail(InvalidArgument("trace", "give one of --trace TRACE.csv and --pods PODS.csv"));
+  }
+  if (o.policies.empty()) return fail(InvalidArgument("policy", "give at least one --policy"));
+  if (o.cycle_interval_seconds <= 0) {
+    return fail(InvalidArgument("cycle-interval", "must be at least 1 second"));
+  }
+  std::vector<ReplayReport> reports;
+  nlohmann::json results = nlohmann::json::array();
+  if (!o.seeds.empty()) {
+    auto seeds = ParseSeeds(o.seeds);
+    if (!seeds.ok()) return fail(seeds.status());
+    for (uint64_t seed : *seeds) {
+      ReplayCommandOptions one = o;
+      one.seed = seed;
+      const Status st = ReplayOnce(one, &reports, &results);
+      if (!st.ok()) return fail(st);
+    }
+    const nlohmann::json spread = ReplaySeedSpread(reports, *seeds);
+    const nlohmann::json report{{"results", results}, {"spread", spread}};
+    if (o.json_path == "-") {
+      std::printf("%s\n", report.dump(1).c_str());
+      return 0;
+    }
+    if (!o.json_path.empty()) {
+      const Status st = WriteTextFile(o.json_path, report.dump(1) + "\n", "report");
+      if (!st.ok()) return fail(st);
+    }
+    const std::string table = FormatReplaySpread(spread);
+    std::fwrite(table.data(), 1, table.size(), stdout);
+    return 0;
+  }
+  const Status once = ReplayOnce(o, &reports, &results);
+  if (!once.ok()) return fail(once);
   if (!o.html_path.empty()) {
     const Status st = report::WriteHtml(
         ReplayHtmlReport(reports, Stem(o.trace_path.empty() ? o.pods_path : o.trace_path),

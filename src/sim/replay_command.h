@@ -3,7 +3,8 @@
 //
 //   arbiter simulate replay (--nodes NODES.csv | --config FILE.yaml | both)
 //       (--trace TRACE.csv | --pods PODS.csv [--tenants N] [--time-scale F])
-//       --policy NAME [--policy NAME2 ...] [--seed S] [--cycle-interval S] [--time-limit S]
+//       --policy NAME [--policy NAME2 ...] [--seed S | --seeds 42-46] [--cycle-interval S]
+//       [--time-limit S] [--runtime-estimates history|none|oracle]
 //       [--no-preemption] [--json OUT] [--html OUT.html]
 //       [--services FILE ... [--requests FILE ...] [--requests-offset S] [--requests-compress X]
 //        [--prefill-ms-per-token MS] [--decode-ms-per-token MS] [--replica-startup S]
@@ -25,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,15 @@ struct ReplayCommandOptions {
   std::vector<std::string> policies;
   ConvertOptions convert;  // for pods_path: tenants, seed, time scale
   uint64_t seed = 42;
+  // Several seeds ("42-46", "1,2,3"): every policy runs once per seed (the seed drives the
+  // policies' draws and synthetic arrivals) and the table gives each figure's mean and 95%
+  // t-interval over the seeds, and each policy's difference from the first, paired by seed.
+  // Empty: `seed` alone.
+  std::string seeds;
+  // How running jobs without a walltime are expected to end, for backfill reservations: "none"
+  // (no reservation waits on them, as the server), "history" (their queue's completed run times),
+  // or "oracle" (the trace's durations; a bound, not a policy).
+  std::string runtime_estimates = "none";
   int64_t cycle_interval_seconds = 60;
   int64_t time_limit_seconds = 0;  // 0: none
   bool no_preemption = false;
@@ -58,6 +69,15 @@ std::string ReplayCommandLine(const ReplayCommandOptions& options);
 
 // The side-by-side table of several policies' reports.
 std::string FormatReplayTable(const std::vector<ReplayReport>& reports);
+
+// The spread over seeds of the main figures, per policy ("policy" as in the reports' labels), and
+// each policy's paired difference from the first: {"policies": [{"policy", "seeds", FIGURE:
+// {n, mean, sd, ci95_lo, ci95_hi}, ...}], "differences": [{"policy", "from", FIGURE: {...}}]}.
+// `runs` holds one report per policy and seed.
+nlohmann::json ReplaySeedSpread(const std::vector<ReplayReport>& runs,
+                                const std::vector<uint64_t>& seeds);
+// Its table.
+std::string FormatReplaySpread(const nlohmann::json& spread);
 
 // Runs the command; returns the process exit code (0, or 2 on bad input).
 int RunReplayCommand(const ReplayCommandOptions& options);

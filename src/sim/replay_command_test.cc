@@ -166,6 +166,40 @@ TEST(RunReplayCommand, BadInputIsExitCodeTwo) {
   EXPECT_EQ(RunReplayCommand(o), 2);
 }
 
+TEST(RunReplayCommand, SeedsGiveTheSpreadOfEveryFigure) {
+  const auto out = TempPath("seeds.json");
+  ReplayCommandOptions o;
+  o.nodes_path = kFixtures + "/nodes.csv";
+  o.pods_path = kFixtures + "/pods.csv";
+  o.policies = {"fgd", "bestfit"};
+  o.convert.time_scale = 0.0001;
+  o.seeds = "1-3";
+  o.runtime_estimates = "history";
+  o.json_path = out.string();
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  const nlohmann::json j = ReadJson(out);
+  std::filesystem::remove(out);
+  ASSERT_EQ(j["results"].size(), 6u);  // 3 seeds x 2 policies
+  EXPECT_EQ(j["results"][0]["runtime_estimates"], "history");
+  ASSERT_EQ(j["spread"]["policies"].size(), 2u);
+  const nlohmann::json& fgd = j["spread"]["policies"][0];
+  EXPECT_EQ(fgd["policy"], "fgd");
+  EXPECT_EQ(fgd["seeds"], nlohmann::json::array({1, 2, 3}));
+  for (const char* key : {"jobs_waited", "wait_max_s", "gpu_hours_idle_while_waiting",
+                          "gpu_alloc_busy_pct", "preemptions"}) {
+    EXPECT_EQ(fgd[key]["n"], 3) << key;
+    EXPECT_LE(fgd[key]["ci95_lo"].get<double>(), fgd[key]["mean"].get<double>()) << key;
+  }
+  ASSERT_EQ(j["spread"]["differences"].size(), 1u);
+  EXPECT_EQ(j["spread"]["differences"][0]["policy"], "bestfit");
+  EXPECT_EQ(j["spread"]["differences"][0]["from"], "fgd");
+  const std::string table = FormatReplaySpread(j["spread"]);
+  EXPECT_THAT(table, HasSubstr("mean over 3 seeds [95% t-interval]"));
+  EXPECT_THAT(table, HasSubstr("bestfit minus fgd, paired by seed"));
+  o.runtime_estimates = "sometimes";
+  EXPECT_EQ(RunReplayCommand(o), 2);
+}
+
 TEST(FormatReplayTable, OneColumnPerPolicy) {
   ReplayReport a;
   a.policy = "fgd";

@@ -61,7 +61,24 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "With --pods: multiply submit times by this factor")
       ->check(CLI::Range(1e-9, 1e6))
       ->capture_default_str();
+  rep->add_option("--interarrival", replay.convert.interarrival,
+                  "With --pods without times: mean seconds between synthetic arrivals")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  rep->add_option("--mean-duration", replay.convert.mean_duration,
+                  "With --pods without times: mean synthetic run time in seconds")
+      ->check(CLI::Range(1e-3, 1e9))
+      ->capture_default_str();
   rep->add_option("--seed", replay.seed, "Seed of the policies' draws and of synthetic arrivals")
+      ->capture_default_str();
+  rep->add_option("--seeds", replay.seeds,
+                  "Run every policy once per seed (42-46, 1,2,3) and print each figure's mean and "
+                  "95% t-interval over the seeds");
+  rep->add_option("--runtime-estimates", replay.runtime_estimates,
+                  "How running jobs without a walltime are expected to end, for backfill "
+                  "reservations: history (their queue's completed run times), none, oracle (the "
+                  "trace's durations: a bound, not a policy)")
+      ->check(CLI::IsMember({"history", "none", "oracle"}))
       ->capture_default_str();
   rep->add_option("--cycle-interval", replay.cycle_interval_seconds,
                   "Virtual seconds between scheduling cycles while jobs wait")

@@ -611,8 +611,20 @@ class CycleRunner {
       return;
     }
     queue_reserved_[j.queue.value()] = true;
+    // The earliest reservation over the models it may use within its quota (ties: the model it
+    // prefers), skipping models no node of which could ever hold it.
     Reservation r;
-    if (MakeReservation(j, req, &r)) {
+    bool reserved = false;
+    for (const ModelTry& t : tries) {
+      if (!t.quota_ok || admissible_.Check(j, {t.model}).has_value()) continue;
+      const TaskRequest model_req{&j.resources, t.model, ConstraintsOf(j), j.type};
+      Reservation candidate;
+      if (MakeReservation(j, model_req, &candidate) && (!reserved || candidate.start < r.start)) {
+        r = std::move(candidate);
+        reserved = true;
+      }
+    }
+    if (reserved) {
       v->estimated_start = r.start;
       v->message += fmt::format("; reserved: starts by {} s from now when running jobs end",
                                 std::max<int64_t>(0, (r.start - in_.now + 999) / 1000));
@@ -657,15 +669,17 @@ class CycleRunner {
     return fits;
   }
 
-  // The earliest time the job fits as running jobs end by their walltimes: a binary search over
-  // how many of them (in order of end) must be gone, since more ending never makes it fit less.
+  // The earliest time the job fits as running jobs end by their walltimes (or, without one, by
+  // the driver's estimate, RunningJob::expected_end): a binary search over how many of them (in
+  // order of end) must be gone, since more ending never makes it fit less.
   bool MakeReservation(const PendingJob& j, const TaskRequest& req, Reservation* out) {
     std::vector<std::pair<TimeMs, uint32_t>> ends;
     for (uint32_t i = 0; i < running_.size(); ++i) {
       if (released_[i]) continue;  // its capacity already went to a preemptor
       const RunningJob& r = running_[i];
-      const TimeMs end =
+      TimeMs end =
           r.terminating ? in_.now + r.grace_period : ExpectedEnd(r.walltime, r.queue, r.start_time);
+      if (end == kNever && r.expected_end > 0) end = r.expected_end;  // an estimate
       if (end != kNever) ends.emplace_back(std::max(end, in_.now), i);
     }
     std::sort(ends.begin(), ends.end());

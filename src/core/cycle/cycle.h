@@ -15,9 +15,10 @@
 //      stops the victims within their grace period. Next cycles hold that capacity for the
 //      preemptor (Nomination) until the victims are gone, then admit it.
 //   7. Otherwise the first job of its queue that does not place gets a reservation (EASY backfill):
-//      the earliest time enough running jobs end (by walltime) for it to fit, and the nodes and
-//      GPUs it would use then. Those are held: a later job may use them only if it ends before the
-//      reservation starts. Every job left gets a verdict with reasons.
+//      the earliest time enough running jobs end (by walltime, else by the driver's estimate
+//      RunningJob::expected_end) for it to fit, and the nodes and GPUs it would use then. Those
+//      are held: a later job may use them only if it ends (by walltime) before the reservation
+//      starts. Every job left gets a verdict with reasons.
 //
 // Held capacity is processed first: nominated preemptors (step 3b) before the fair-share loop.
 #pragma once
@@ -87,7 +88,7 @@ struct PreemptionDecision {
 struct Reservation {
   JobId job;
   int32_t priority = 0;
-  TimeMs start = 0;  // the earliest time it fits, from running jobs' walltimes
+  TimeMs start = 0;  // the earliest time it fits, from running jobs' walltimes (or estimates)
   std::vector<TaskPlacement> tasks;
 };
 

@@ -371,6 +371,95 @@ TEST(BackfillScenario, ShortJobsBackfillLongOnesWait) {
   EXPECT_EQ(w.VerdictOf(r, longer)->code, VerdictCode::kWaitingForReservation);
 }
 
+// Without walltimes, a driver's estimate of when running jobs end places the reservation; the
+// held GPUs stay free of jobs that have no walltime either.
+TEST(BackfillScenario, EstimatedEndsPlaceAReservationWithoutWalltimes) {
+  World w(1, {{"train", 8, 0}});
+  for (int i = 0; i < 4; ++i) w.Run("train", 2, 100, 0);
+  const JobId big = w.Submit("train", 8).id;
+  CycleResult r = w.Cycle();
+  EXPECT_TRUE(r.reservations.empty()) << "no end is known: nothing to reserve";
+  for (int i = 0; i < 4; ++i)
+    w.running[static_cast<size_t>(i)].expected_end = w.now + (i + 1) * kMinute;
+  r = w.Cycle();
+  ASSERT_EQ(r.reservations.size(), 1u);
+  EXPECT_EQ(r.reservations[0].job, big);
+  EXPECT_EQ(r.reservations[0].start, w.now + 4 * kMinute);
+  ASSERT_NE(w.VerdictOf(r, big), nullptr);
+  EXPECT_EQ(w.VerdictOf(r, big)->estimated_start, w.now + 4 * kMinute);
+  // The first job ends early: its two GPUs are held for the big job, not given to a newcomer.
+  w.running.erase(w.running.begin());
+  const JobId small = w.Submit("train", 2).id;
+  r = w.Cycle();
+  EXPECT_TRUE(r.admissions.empty());
+  ASSERT_NE(w.VerdictOf(r, small), nullptr);
+  EXPECT_EQ(w.VerdictOf(r, small)->code, VerdictCode::kWaitingForReservation);
+}
+
+// A job that may use several models is reserved on the one where it starts first, not on the
+// first it names when no node of that model could ever hold it.
+TEST(BackfillScenario, ReservationTakesTheModelThatCanHoldTheJob) {
+  std::vector<GpuModel> models = {{"T4", 16384, 300}, {"A100", 81920, 2500}};
+  std::vector<Node> ns;
+  Node small;
+  small.name = "t4-0";
+  small.cpu_milli = 64000;
+  small.memory_mib = 1 << 18;
+  for (int g = 0; g < 2; ++g) small.gpus.push_back({g, "T4", 16384, true, 0});
+  ns.push_back(small);
+  Node big;
+  big.name = "a100-0";
+  big.cpu_milli = 256000;
+  big.memory_mib = 1 << 21;
+  for (int g = 0; g < 8; ++g) big.gpus.push_back({g, "A100", 81920, true, 0});
+  ns.push_back(big);
+  const Cluster cluster = *Cluster::Build(models, ns);
+  QueueSpec t;
+  t.name = "t-train";
+  t.is_tenant = true;
+  QueueSpec q;
+  q.name = "train";
+  q.parent = t.name;
+  const QuotaTree tree = *QuotaTree::Build({t, q}, models);
+  QueueId train;
+  ASSERT_TRUE(tree.Find("train", &train));
+  const Profile profile = std::move(Profile::Build(*Profile::Named("binpack"))).value();
+  const TimeMs now = 60 * kMinute;
+
+  PendingJob first;
+  first.id = JobId(1);
+  first.queue = train;
+  first.priority = 100;
+  first.resources.gpus = 8;
+  first.resources.cpu_milli = 1000;
+  first.resources.memory_mib = 1024;
+  first.walltime = 100 * 1000;
+  first.models = {cluster.FindModel("A100")};
+  std::vector<PendingJob> pending = {first};
+  std::vector<RunningJob> running;
+  CycleInput in;
+  in.cluster = &cluster;
+  in.tree = &tree;
+  in.running = &running;
+  in.pending = &pending;
+  in.now = now;
+  CycleResult r = RunCycle(in, profile);
+  ASSERT_EQ(r.admissions.size(), 1u);
+  ApplyAdmissions(in, r, now, &running);
+
+  PendingJob next = first;
+  next.id = JobId(2);
+  next.submit_time = 2;
+  next.models = {cluster.FindModel("T4"), cluster.FindModel("A100")};  // T4 first
+  pending = {next};
+  r = RunCycle(in, profile);
+  EXPECT_TRUE(r.admissions.empty());
+  ASSERT_EQ(r.reservations.size(), 1u);
+  EXPECT_EQ(r.reservations[0].start, now + 100 * 1000);
+  ASSERT_EQ(r.reservations[0].tasks.size(), 1u);
+  EXPECT_EQ(cluster.node(r.reservations[0].tasks[0].node).name, "a100-0");
+}
+
 TEST(BackfillScenario, JobThatFitsQuotaButNoNodeDoesNotBlockItsQueue) {
   World w(2, {{"train", 16, 0}});
   const JobId huge = w.Submit("train", 16).id;  // 16 GPUs on one node: no node has that many
