@@ -1,6 +1,7 @@
 #include "plan/expected_start.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
