@@ -236,7 +236,7 @@ async function main() {
     // The expected start from the replays of the queue (docs/console.md).
     await page.waitForSelector("[data-expected-start]", { timeout: 20_000 });
     const es = await page.$eval("[data-expected-start]", (e) => e.textContent);
-    check(/Expected start: half the replays start it by .*nine in ten by/.test(es), `expected start: ${es}`);
+    check(/Expected start: .* in half the replays, .* in nine in ten; 32 replays/.test(es), `expected start: ${es}`);
     await shot("job-pending");
     await clickButton("Cancel");
     await page.waitForSelector(".state-cancelled", { timeout: 20_000 });

@@ -93,10 +93,16 @@ Samples SamplesOf(const JobOwner& owner, const RunTimeHistory& h, DurationMs wal
   return s;
 }
 
-// Exponential with mean `mean` (ms), at least 1 s.
-DurationMs Exponential(Rng& rng, double mean) {
+// The remaining time of a job that has outlived every sample: scale x (1/u - 1), u uniform in
+// (0, 1], the residual life of a Pareto tail of index 1 (median: scale; P90: 9 x scale), with
+// scale = max(elapsed, the samples' mean). Run times are heavy-tailed and the completed runs a
+// history holds are biased short (the long ones are still running), so a job that has run longer
+// than all of them is expected to run about as long again; at least 1 s, at most `never`.
+DurationMs ParetoTail(Rng& rng, double scale, DurationMs never) {
   const double u = 1.0 - rng.UniformDouble();  // (0, 1]
-  return std::max<DurationMs>(1000, static_cast<DurationMs>(-std::log(u) * mean));
+  const double r = scale * (1.0 / u - 1.0);
+  return std::clamp<DurationMs>(
+      static_cast<DurationMs>(std::min(r, static_cast<double>(never))), 1000, never);
 }
 
 // A draw of the remaining run time of a job that has run `elapsed` (0 for a pending job), capped
@@ -109,8 +115,9 @@ DurationMs DrawRemaining(Rng& rng, const Samples& s, DurationMs elapsed, Duratio
     const std::vector<DurationMs>& v = *s.values;
     const auto first = std::upper_bound(v.begin(), v.end(), elapsed);
     const auto n = static_cast<uint64_t>(v.end() - first);
-    remaining = n > 0 ? first[static_cast<std::ptrdiff_t>(rng.Uniform(n))] - elapsed
-                      : Exponential(rng, s.mean);
+    remaining =
+        n > 0 ? first[static_cast<std::ptrdiff_t>(rng.Uniform(n))] - elapsed
+              : ParetoTail(rng, std::max(static_cast<double>(elapsed), s.mean), never);
   }
   if (walltime > 0) remaining = std::min(remaining, std::max<DurationMs>(walltime - elapsed, 1000));
   return std::max<DurationMs>(remaining, 1);

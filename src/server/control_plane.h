@@ -757,7 +757,7 @@ class ControlPlane : public node::ExecutionBackend {
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;
   // The last cycle's input (the scheduler thread publishes it; guarded by mu_) and the expected
-  // starts computed from it (its own locks, never taken with mu_ held).
+  // starts computed from it (its own locks: leaves; a computation never runs under mu_).
   std::shared_ptr<const CycleSnapshot> last_cycle_;
   std::unique_ptr<StartEstimates> estimates_;
   // By node: images the queue heads reserved there need and it lacks (guarded by mu_).

@@ -60,12 +60,14 @@ const kRunTimeSources: Record<string, string> = {
 // The Monte Carlo estimate of `why` (docs/console.md): P50 and P90, and what they rest on.
 function ExpectedStart(props: { es: Json }) {
   const es = props.es;
-  const at = (name: string) =>
-    es[name] ? `${fmtTime(es[name])} (in ${fmtIn(es[`${name}_s`])})` : "after the horizon";
+  const part = (name: string, share: string) =>
+    es[name]
+      ? `by ${fmtTime(es[name])} (in ${fmtIn(es[`${name}_s`])}) in ${share}`
+      : `not within the horizon in ${share}`;
   return (
     <p data-expected-start={es.run_time_source}>
-      Expected start: half the replays start it by {at("p50")}, nine in ten by {at("p90")}; {es.samples} replays of
-      the queue with run times from {kRunTimeSources[es.run_time_source] ?? es.run_time_source}
+      Expected start: {part("p50", "half the replays")}, {part("p90", "nine in ten")}; {es.samples} replays of the
+      queue with run times from {kRunTimeSources[es.run_time_source] ?? es.run_time_source}
       {es.reservation_start ? `; the backfill reservation starts ${fmtTime(es.reservation_start)}` : ""}
       {es.bounded ? ` (bounded: ${(es.bounds ?? []).join(", ")})` : ""}.
     </p>
