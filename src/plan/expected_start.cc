@@ -101,8 +101,8 @@ Samples SamplesOf(const JobOwner& owner, const RunTimeHistory& h, DurationMs wal
 DurationMs ParetoTail(Rng& rng, double scale, DurationMs never) {
   const double u = 1.0 - rng.UniformDouble();  // (0, 1]
   const double r = scale * (1.0 / u - 1.0);
-  return std::clamp<DurationMs>(
-      static_cast<DurationMs>(std::min(r, static_cast<double>(never))), 1000, never);
+  return std::clamp<DurationMs>(static_cast<DurationMs>(std::min(r, static_cast<double>(never))),
+                                1000, never);
 }
 
 // A draw of the remaining run time of a job that has run `elapsed` (0 for a pending job), capped
@@ -115,9 +115,8 @@ DurationMs DrawRemaining(Rng& rng, const Samples& s, DurationMs elapsed, Duratio
     const std::vector<DurationMs>& v = *s.values;
     const auto first = std::upper_bound(v.begin(), v.end(), elapsed);
     const auto n = static_cast<uint64_t>(v.end() - first);
-    remaining =
-        n > 0 ? first[static_cast<std::ptrdiff_t>(rng.Uniform(n))] - elapsed
-              : ParetoTail(rng, std::max(static_cast<double>(elapsed), s.mean), never);
+    remaining = n > 0 ? first[static_cast<std::ptrdiff_t>(rng.Uniform(n))] - elapsed
+                      : ParetoTail(rng, std::max(static_cast<double>(elapsed), s.mean), never);
   }
   if (walltime > 0) remaining = std::min(remaining, std::max<DurationMs>(walltime - elapsed, 1000));
   return std::max<DurationMs>(remaining, 1);

@@ -9,8 +9,8 @@
 //      has run already) and remaining = s - elapsed; when no sample is that long, the job has
 //      outlived its history (which is biased short: the long runs are still running) and the
 //      remaining time is the residual life of a Pareto tail of index 1 with scale
-//      max(elapsed, the samples' mean): as long again at the median, 9 x at P90. A walltime (its own, else its queue's default) caps it: remaining <=
-//      walltime - elapsed (at least 1 s).
+//      max(elapsed, the samples' mean): as long again at the median, 9 x at P90. A walltime (its
+//      own, else its queue's default) caps it: remaining <= walltime - elapsed (at least 1 s).
 //   2. Every pending job replayed gets a run time drawn uniformly from its samples, capped by its
 //      walltime.
 //   3. The replay starts at `now` with the running jobs seated where they run and the pending jobs
