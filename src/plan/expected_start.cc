@@ -268,7 +268,7 @@ StartEstimate EstimateStart(const StartEstimateInput& in, const RunTimeHistory& 
   sim::ReplayOptions ro;
   ro.cycle_interval = std::max<DurationMs>(o.cycle_interval, 1);
   ro.time_limit = in.now + horizon;
-  ro.seed = o.seed;
+  ro.seed = in.cycle_seed;  // the cycles decide as the driver's; the draws use o.seed
   ro.max_series_points = 2;
   const int32_t draws = std::max(o.samples, 1);
   for (int32_t d = 0; d < draws; ++d) {

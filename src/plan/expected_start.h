@@ -86,7 +86,8 @@ struct StartEstimateInput {
   // `pending`; empty: 5 minutes each.
   std::vector<DurationMs> pending_min_runtime;
   TimeMs now = 0;
-  JobId target;  // a job of `pending`
+  uint64_t cycle_seed = 0;  // the seed of the driver's cycles (CycleInput::seed)
+  JobId target;             // a job of `pending`
   // Pending jobs the driver left out before (having called SelectPending itself), counted in the
   // estimate's bound.
   size_t pending_left_out = 0;

@@ -111,6 +111,7 @@ class Calibrator {
     in.pending = &pending;
     in.constraints = w_.constraints.empty() ? nullptr : &w_.constraints;
     in.now = t;
+    in.cycle_seed = o_.replay.seed;
     for (const core::RunningJob& r : running) in.running_owners.push_back(OwnerOf(r.id));
     for (const core::PendingJob& p : pending) {
       in.pending_owners.push_back(OwnerOf(p.id));
