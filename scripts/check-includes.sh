@@ -35,7 +35,8 @@ check api "common model"
 check store "common model"
 check testing "common model core"
 check sim "common model core api"
-# Capacity planning: forecasts and what-if replays of recorded history.
+# Capacity planning: forecasts, what-if replays of recorded history and expected starts, on the
+# simulator's replay (plan may include sim).
 check plan "common model core sim"
 check bench "common model core store"
 check exec "common model"

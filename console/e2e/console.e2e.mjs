@@ -233,6 +233,10 @@ async function main() {
     await page.waitForSelector("[data-verdict]", { timeout: 20_000 });
     const why = await page.$eval("[data-verdict]", (e) => e.textContent);
     check(/8/.test(why) && why.length > 20, `verdict: ${why}`);
+    // The expected start from the replays of the queue (docs/console.md).
+    await page.waitForSelector("[data-expected-start]", { timeout: 20_000 });
+    const es = await page.$eval("[data-expected-start]", (e) => e.textContent);
+    check(/Expected start: .* in half the replays, .* in nine in ten; 32 replays/.test(es), `expected start: ${es}`);
     await shot("job-pending");
     await clickButton("Cancel");
     await page.waitForSelector(".state-cancelled", { timeout: 20_000 });

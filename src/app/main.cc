@@ -1,6 +1,7 @@
 // The `arbiter` command: one binary for every part. This file only dispatches: each subcommand
 // registers its own flags next to its code (server/server_flags.h, agent/agent_flags.h,
-// bench/bench_flags.h, sim/sim_flags.h, gateway/gateway_flags.h, cli/commands.h). Called through a
+// bench/bench_flags.h, sim/sim_flags.h, plan/plan_flags.h, gateway/gateway_flags.h,
+// cli/commands.h). Called through a
 // link named after a Slurm command (squeue, sbatch, scancel, sinfo, sacct: `make install` makes
 // them), it runs `arbiter NAME` with the same arguments.
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/suggest.h"
 #include "gateway/gateway_flags.h"
+#include "plan/plan_flags.h"
 #include "server/server_flags.h"
 #include "sim/sim_flags.h"
 
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   arbiter::bench::RegisterBenchCommand(app, &exit_code);
   arbiter::sim::RegisterSimulateCommand(app, &exit_code);
+  arbiter::plan::RegisterCalibrateCommand(app, &exit_code);  // simulate calibrate
   arbiter::server::RegisterServerCommand(app, &exit_code);
   arbiter::server::RegisterAdminCommand(app, &exit_code);
   arbiter::agent::RegisterAgentCommand(app, &exit_code);

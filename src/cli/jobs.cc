@@ -1,5 +1,6 @@
 // The job commands: jobs, show, why, logs, cancel, suspend, resume, retry, wait, events.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -334,6 +335,41 @@ int Show(const ContextPtr& ctx, const std::string& ref) {
 
 // --- why ---------------------------------------------------------------------------------------
 
+namespace {
+
+// "P50 in 50m (TIME)" or "P50 after the horizon".
+std::string Quantile(const json& es, const char* name) {
+  const std::string key = fmt::format("{}_s", name);
+  if (!es.value(key, json()).is_number()) return fmt::format("{} after the horizon", name);
+  return fmt::format("{} in {} ({})", name, ShortDuration(es[key].get<int64_t>()), Str(es, name));
+}
+
+// The expected start of `why` in one line: "  expected start: p50 in 50m (...), p90 in 1h20m
+// (...); 32 samples, run times from the user's history".
+std::string ExpectedStartLine(const json& es) {
+  const std::string source = Str(es, "run_time_source");
+  std::string from;
+  if (source == "user") {
+    from = "run times from each user's history";
+  } else if (source == "queue" || source == "cluster") {
+    from = fmt::format("run times from the {}'s history", source);
+  } else if (source == "walltime") {
+    from = "run times from walltimes";
+  } else {
+    from = "no run-time history or walltimes";
+  }
+  std::string line = fmt::format("  expected start: {}, {}; {} samples, {}", Quantile(es, "p50"),
+                                 Quantile(es, "p90"), es.value("samples", 0), from);
+  if (es.value("bounded", false)) {
+    std::vector<std::string> bounds;
+    for (const json& b : es.value("bounds", json::array())) bounds.push_back(b.get<std::string>());
+    line += fmt::format(" (bounded: {})", fmt::join(bounds, ", "));
+  }
+  return line;
+}
+
+}  // namespace
+
 int Why(const ContextPtr& ctx, const std::string& ref) {
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
@@ -364,6 +400,8 @@ int Why(const ContextPtr& ctx, const std::string& ref) {
                          ago && *ago < 0 ? fmt::format(" (in {})", ShortDuration(-*ago)) : "");
   }
   std::printf("%s\n", where.c_str());
+  const json& es = r->value("expected_start", json());
+  if (es.is_object()) std::printf("%s\n", ExpectedStartLine(es).c_str());
   return kExitOk;
 }
 

@@ -84,6 +84,7 @@ ControlPlane::ControlPlane(store::Store* store, NowFn now)
       serving_(store),
       gateway_token_(fmt::format("arbgw_{}", NewSecretHex())),
       webhooks_(std::make_unique<Webhooks>(store, now_, &metrics_)) {
+  estimates_ = std::make_unique<StartEstimates>(store, StartEstimates::Options{});
   webhooks_->SetTenantCheck([this](const std::string& tenant) {
     std::lock_guard<std::mutex> lock(mu_);
     return std::any_of(config_.tenants.begin(), config_.tenants.end(),

@@ -68,6 +68,7 @@
 #include "server/service_routes.h"
 #include "server/service_table.h"
 #include "server/serving_stats.h"
+#include "server/start_estimates.h"
 #include "server/token_registry.h"
 #include "server/webhooks.h"
 #include "store/store.h"
@@ -208,6 +209,8 @@ class ControlPlane : public node::ExecutionBackend {
   Result<std::string> ListJobs(const Principal& p, JobFilter f);
   Result<nlohmann::json> JobAction(const Principal& p, uint64_t id, std::string_view action);
   Result<nlohmann::json> JobEvents(const Principal& p, uint64_t id);
+  // Why a job waits: its verdict and, for a pending job the last cycle considered, its expected
+  // start (start_estimates.h: computed without mu_, or taken from a cache of a few seconds).
   Result<nlohmann::json> WhyPending(const Principal& p, uint64_t id);
 
   // Tenants, queues, users, tokens, priority classes, nodes.
@@ -500,6 +503,9 @@ class ControlPlane : public node::ExecutionBackend {
   Stats stats() const;
 
  private:
+  // What an expected start of pending job `id` needs from the last cycle's input (the owners of
+  // its jobs); false when there is no snapshot or the job was not in its queue. Requires mu_.
+  bool PrepareEstimateLocked(uint64_t id, EstimateRequest* r) const;
   // ImagePullAuth with mu_ held.
   std::optional<std::string> ImagePullAuthLocked(const std::string& tenant,
                                                  const std::string& image) const;
@@ -759,6 +765,10 @@ class ControlPlane : public node::ExecutionBackend {
 
   std::shared_ptr<Compiled> compiled_;  // shared: a cycle keeps the one it started with
   bool dirty_ = true;
+  // The last cycle's input (the scheduler thread publishes it; guarded by mu_) and the expected
+  // starts computed from it (its own locks: leaves; a computation never runs under mu_).
+  std::shared_ptr<const CycleSnapshot> last_cycle_;
+  std::unique_ptr<StartEstimates> estimates_;
   // By node: images the queue heads reserved there need and it lacks (guarded by mu_).
   std::map<std::string, std::vector<ImagePull>> pre_pulls_;
 

@@ -915,25 +915,80 @@ Result<json> ControlPlane::JobEvents(const Principal& p, uint64_t id) {
 
 Result<json> ControlPlane::WhyPending(const Principal& p, uint64_t id) {
   if (p.role == Role::kNode) return Forbidden("nodes may not read jobs");
-  std::lock_guard<std::mutex> lock(mu_);
-  const JobEntry* found = FindJobLocked(id);
-  if (found == nullptr || !CanReadTenantLocked(p, found->spec.tenant)) {
-    return NotFoundError(fmt::format("job {} not found", id));
+  const TimeMs now = now_();
+  json out;
+  bool estimate = false;
+  std::optional<TimeMs> reservation_start;
+  std::optional<plan::StartEstimate> cached;
+  EstimateRequest request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const JobEntry* found = FindJobLocked(id);
+    if (found == nullptr || !CanReadTenantLocked(p, found->spec.tenant)) {
+      return NotFoundError(fmt::format("job {} not found", id));
+    }
+    const JobEntry& j = *found;
+    out = {{"id", id}, {"state", std::string(JobStateName(j.state))}};
+    if (j.state != JobState::kPending) {
+      out["message"] = fmt::format("job {} is {}: {}", id, JobStateName(j.state), j.reason);
+    } else if (!j.verdict) {
+      out["message"] = "waiting for the next scheduling cycle";
+    } else {
+      out["code"] = std::string(core::VerdictCodeName(j.verdict->code));
+      out["message"] = j.verdict->message;
+      out["position"] = j.verdict->position;
+      out["estimated_start"] =
+          j.verdict->estimated_start ? TimeJson(*j.verdict->estimated_start) : json(nullptr);
+      // The backfill reservation's start (exact when the jobs ahead have walltimes).
+      const core::VerdictCode c = j.verdict->code;
+      if (c == core::VerdictCode::kNoFeasibleNode ||
+          c == core::VerdictCode::kWaitingForReservation ||
+          c == core::VerdictCode::kLowerPriority) {
+        reservation_start = j.verdict->estimated_start;
+      }
+      estimate = true;
+      cached = estimates_->Cached(id, now);
+      if (!cached && !PrepareEstimateLocked(id, &request)) estimate = false;
+    }
   }
-  const JobEntry& j = *found;
-  json out = {{"id", id}, {"state", std::string(JobStateName(j.state))}};
-  if (j.state != JobState::kPending) {
-    out["message"] = fmt::format("job {} is {}: {}", id, JobStateName(j.state), j.reason);
-  } else if (!j.verdict) {
-    out["message"] = "waiting for the next scheduling cycle";
-  } else {
-    out["code"] = std::string(core::VerdictCodeName(j.verdict->code));
-    out["message"] = j.verdict->message;
-    out["position"] = j.verdict->position;
-    out["estimated_start"] =
-        j.verdict->estimated_start ? TimeJson(*j.verdict->estimated_start) : json(nullptr);
-  }
+  if (out.contains("code")) out["expected_start"] = nullptr;
+  if (!estimate) return out;
+  // The replay runs without mu_ (start_estimates.h).
+  const plan::StartEstimate e = cached ? *cached : estimates_->Compute(request, now);
+  if (e.found) out["expected_start"] = StartEstimates::ToJson(e, now, reservation_start);
   return out;
+}
+
+bool ControlPlane::PrepareEstimateLocked(uint64_t id, EstimateRequest* r) const {
+  if (last_cycle_ == nullptr) return false;
+  const CycleSnapshot& s = *last_cycle_;
+  const std::vector<size_t> chosen =
+      plan::SelectPending(s.pending, JobId(id), estimates_->options().max_pending);
+  if (std::none_of(chosen.begin(), chosen.end(),
+                   [&](size_t i) { return s.pending[i].id.value() == id; })) {
+    return false;  // held back from the last cycle (dependencies, an array's throttle) or newer
+  }
+  r->job = id;
+  r->snapshot = last_cycle_;
+  auto owner = [&](JobId job) {
+    auto it = jobs_.all.find(job.value());
+    if (it == jobs_.all.end()) return plan::JobOwner{};
+    const JobSpec& spec = it->second.spec;
+    return plan::JobOwner{spec.tenant + "/" + spec.user, spec.queue};
+  };
+  r->running_owners.reserve(s.running.size());
+  for (const core::RunningJob& rj : s.running) r->running_owners.push_back(owner(rj.id));
+  for (size_t i : chosen) {
+    const core::PendingJob& pj = s.pending[i];
+    r->pending.push_back(pj);
+    r->pending_owners.push_back(owner(pj.id));
+    auto it = jobs_.all.find(pj.id.value());
+    const PriorityClass* pc = it != jobs_.all.end() ? it->second.priority_class : nullptr;
+    r->pending_min_runtime.push_back(pc != nullptr ? SecondsToMs(pc->min_runtime_seconds)
+                                                   : SecondsToMs(300));
+  }
+  r->pending_left_out = s.pending.size() - chosen.size();
+  return true;
 }
 
 }  // namespace arbiter::server

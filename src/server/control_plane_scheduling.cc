@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "api/agent_codec.h"
 #include "api/job_codec.h"
@@ -264,6 +265,9 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
 
   std::shared_future<Status> done;
   size_t admitted = 0;
+  // The cycle's input, published for the expected starts (start_estimates.h): its vectors are
+  // moved, not copied; the one it replaces is freed after the lock.
+  std::shared_ptr<const CycleSnapshot> replaced;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.cycles;
@@ -273,6 +277,15 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     if (compiled != compiled_) return size_t{0};  // configuration changed meanwhile: next cycle
     store::WriteBatch b;
     ApplyCycleLocked(in, result, pending_ids, pending_entries, &b);
+    auto snapshot = std::make_shared<CycleSnapshot>();
+    snapshot->cluster = std::shared_ptr<const core::Cluster>(compiled, &compiled->cluster);
+    snapshot->tree = std::shared_ptr<const core::QuotaTree>(compiled, &compiled->tree);
+    snapshot->profile = std::shared_ptr<const core::Profile>(compiled, compiled->profile.get());
+    snapshot->running = std::move(running);
+    snapshot->pending = std::move(pending);
+    snapshot->constraints = std::move(constraints);
+    snapshot->now = now;
+    replaced = std::exchange(last_cycle_, std::move(snapshot));
     admitted = result.admissions.size();
     stats_.admissions += admitted;
     if (!b.empty()) done = store_->WriteAsync(std::move(b));

@@ -162,6 +162,11 @@ namespace {
 
 enum class JobState : uint8_t { kFuture, kPending, kRunning, kEnded, kDropped };
 
+// When job j arrives: its submit time, or the workload's start if that is later.
+TimeMs ArrivalOf(const ReplayWorkload& w, size_t j) {
+  return std::max(w.jobs[j].pending.submit_time, w.start);
+}
+
 // What happens to one job as the replay goes.
 struct JobRun {
   JobState state = JobState::kFuture;
@@ -237,14 +242,12 @@ class Replayer {
         queue_wait_alloc_int_(w.queues.size(), 0),
         queue_preempted_(w.queues.size(), 0),
         capacity_(w.cluster->capacity()[core::kDimGpu]),
-        series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
-                o.max_series_points),
-        arrival_series_(w.jobs.empty() ? 0 : w.jobs.front().pending.submit_time, capacity_,
-                        o.max_series_points,
-                        w.jobs.empty() ? 0 : w.jobs.back().pending.submit_time) {
+        series_(w.jobs.empty() ? 0 : ArrivalOf(w, 0), capacity_, o.max_series_points),
+        arrival_series_(w.jobs.empty() ? 0 : ArrivalOf(w, 0), capacity_, o.max_series_points,
+                        w.jobs.empty() ? 0 : ArrivalOf(w, w.jobs.size() - 1)) {
     if (!w.jobs.empty()) {
-      first_submit_ = w.jobs.front().pending.submit_time;
-      last_submit_ = w.jobs.back().pending.submit_time;
+      first_submit_ = ArrivalOf(w, 0);
+      last_submit_ = ArrivalOf(w, w.jobs.size() - 1);
     }
     for (const core::QuotaNode& n : w.tree->nodes()) decay_ = decay_ || n.half_life_seconds > 0;
     if (decay_) {
@@ -283,6 +286,7 @@ class Replayer {
   void ServiceOutcomes(ReplayReport* rep) const;
   void Integrate(TimeMs t);
   void Arrive(uint32_t j, TimeMs t);
+  void Seat(uint32_t j, TimeMs t);
   bool Valid(const Event& e) const;
   void Apply(const Event& e);
   void Cycle(TimeMs t);
@@ -331,6 +335,7 @@ class Replayer {
   TimeMs now_ = 0;
   TimeMs last_ = 0;  // integrated up to here
   bool time_limit_reached_ = false;
+  bool stop_ = false;  // ReplayOptions::on_start asked to end the replay
   std::unordered_map<std::string, std::string> never_fits_;
   std::vector<core::Verdict> last_verdicts_;
   // Decayed fair-share usage, maintained when some queue has a half-life.
@@ -456,6 +461,7 @@ std::string Replayer::NeverFits(const core::PendingJob& p, TimeMs t) {
   in.cluster = w_.cluster;
   in.tree = w_.tree;
   in.pending = &alone;
+  in.constraints = w_.constraints.empty() ? nullptr : &w_.constraints;
   in.distribution = profile_.needs_distribution() ? &w_.typical : nullptr;
   in.preemption.enabled = false;
   in.now = t;
@@ -475,6 +481,10 @@ std::string Replayer::NeverFits(const core::PendingJob& p, TimeMs t) {
 void Replayer::Arrive(uint32_t j, TimeMs t) {
   const ReplayJob& job = w_.jobs[j];
   JobRun& s = runs_[j];
+  if (job.running) {
+    Seat(j, t);
+    return;
+  }
   s.reason = job.dropped_reason.empty() ? NeverFits(job.pending, t) : job.dropped_reason;
   if (!s.reason.empty()) {
     s.state = JobState::kDropped;
@@ -483,6 +493,30 @@ void Replayer::Arrive(uint32_t j, TimeMs t) {
     return;
   }
   AddPending(j, t);
+}
+
+// A job already running when it arrives takes its placement as given, without a cycle.
+void Replayer::Seat(uint32_t j, TimeMs t) {
+  const ReplayJob& job = w_.jobs[j];
+  JobRun& s = runs_[j];
+  core::RunningJob rj = *job.running;
+  rj.id = job.pending.id;
+  running_pos_[j] = static_cast<int64_t>(running_.size());
+  s.state = JobState::kRunning;
+  s.started = true;
+  s.start = rj.start_time;
+  ++s.gen;
+  s.alloc_milli = 0;
+  for (const core::TaskPlacement& p : rj.tasks) {
+    for (const core::GpuShare& g : p.gpus) s.alloc_milli += g.milli;
+  }
+  alloc_ += s.alloc_milli;
+  queue_alloc_[job.queue] += s.alloc_milli;
+  running_.push_back(std::move(rj));
+  const DurationMs walltime = job.pending.walltime;
+  s.timed_out = walltime > 0 && walltime < job.duration;
+  Push(std::max(t, s.start + (s.timed_out ? walltime : job.duration)), EventKind::kEnd, j);
+  if (o_.on_start && o_.on_start(job.pending.id, t)) stop_ = true;
 }
 
 bool Replayer::Valid(const Event& e) const {
@@ -578,6 +612,7 @@ void Replayer::Cycle(TimeMs t) {
   in.tree = w_.tree;
   in.running = &running_;
   in.pending = &pending_;
+  in.constraints = w_.constraints.empty() ? nullptr : &w_.constraints;
   in.nominations = &nominations_;
   in.usage_history = decay_ ? &history_ : nullptr;
   in.distribution = profile_.needs_distribution() ? &w_.typical : nullptr;
@@ -586,6 +621,7 @@ void Replayer::Cycle(TimeMs t) {
   in.now = t;
   in.seed = o_.seed;
   EstimateEnds(t);
+  if (o_.before_cycle) o_.before_cycle(t, running_, pending_);
   core::CycleResult r = core::RunCycle(in, profile_);
   ++cycles_;
   const size_t before = running_.size();
@@ -643,6 +679,7 @@ void Replayer::StartAdmitted(size_t from, TimeMs t) {
     const DurationMs walltime = job.pending.walltime;
     s.timed_out = walltime > 0 && walltime < job.duration;
     Push(t + (s.timed_out ? walltime : job.duration), EventKind::kEnd, j);
+    if (o_.on_start && o_.on_start(job.pending.id, t)) stop_ = true;
   }
 }
 
@@ -820,7 +857,7 @@ void Replayer::SetReady(uint32_t j, bool ready) {
 
 ReplayReport Replayer::Run(std::string_view policy) {
   const size_t n = w_.jobs.size();
-  now_ = n > 0 ? w_.jobs.front().pending.submit_time : 0;
+  now_ = n > 0 ? ArrivalOf(w_, 0) : 0;
   last_ = now_;
   history_time_ = now_;
   StartServices(now_);
@@ -828,7 +865,7 @@ ReplayReport Replayer::Run(std::string_view policy) {
   while (true) {
     while (!events_.empty() && !Valid(events_.top())) events_.pop();
     TimeMs t = std::min(tick, service_tick_);
-    if (next_arrival_ < n) t = std::min(t, w_.jobs[next_arrival_].pending.submit_time);
+    if (next_arrival_ < n) t = std::min(t, ArrivalOf(w_, next_arrival_));
     if (!events_.empty()) t = std::min(t, events_.top().time);
     if (t == kNever) break;
     if (o_.time_limit > 0 && t > o_.time_limit) {
@@ -841,7 +878,7 @@ ReplayReport Replayer::Run(std::string_view policy) {
     now_ = t;
     AdvanceServices(t);
     bool changed = false;
-    for (; next_arrival_ < n && w_.jobs[next_arrival_].pending.submit_time == t; ++next_arrival_) {
+    for (; next_arrival_ < n && ArrivalOf(w_, next_arrival_) == t; ++next_arrival_) {
       Arrive(static_cast<uint32_t>(next_arrival_), t);
       changed = true;
     }
@@ -856,6 +893,7 @@ ReplayReport Replayer::Run(std::string_view policy) {
     const bool periodic = tick == t;
     if (!changed && !periodic) continue;
     if (!pending_.empty()) Cycle(t);
+    if (stop_) break;
     tick = NextTick(t);
     // Jobs wait, nothing runs, nothing is to come and the last cycle decided nothing: they can
     // never start.
@@ -1024,7 +1062,7 @@ ReplayReport Replayer::Report(std::string_view policy) const {
   rep.policy = std::string(policy);
   rep.seed = o_.seed;
   rep.jobs = static_cast<int64_t>(w_.jobs.size());
-  rep.start = w_.jobs.empty() ? 0 : w_.jobs.front().pending.submit_time;
+  rep.start = w_.jobs.empty() ? 0 : ArrivalOf(w_, 0);
   rep.end = now_;
   rep.makespan_seconds = Seconds(rep.end - rep.start);
   rep.time_limit_reached = time_limit_reached_;

@@ -37,6 +37,7 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -79,6 +80,11 @@ struct ReplayJob {
   DurationMs grace_period = 0;
   uint32_t queue = 0;          // index into ReplayWorkload::queues
   std::string dropped_reason;  // non-empty: dropped at arrival without a cycle
+  // Set: the job already runs when it arrives (a replay that starts from a live state). It is
+  // seated as given (placement, start time, which may be before its arrival; its id is
+  // pending.id) without a cycle, and ends at running->start_time + duration, or + its walltime if
+  // that is shorter (no earlier than its arrival).
+  std::optional<core::RunningJob> running;
 };
 
 struct ReplayQueue {
@@ -93,13 +99,19 @@ struct ReplayQueue {
 struct ReplayWorkload {
   const core::Cluster* cluster = nullptr;
   const core::QuotaTree* tree = nullptr;
-  std::vector<ReplayJob> jobs;      // in order of submit time, then of the file
+  // Jobs submitted before `start` arrive at `start` (keeping their submit time, hence their place
+  // in their queue's order): a replay of a live state starts at its `now`. A job arrives at
+  // max(submit time, start).
+  TimeMs start = 0;
+  std::vector<ReplayJob> jobs;      // in order of arrival, then of the file
   std::vector<ReplayQueue> queues;  // the leaf queues the jobs use, in order of first use
   // The trace's typical tasks (one sample per task, the 95% most frequent shapes), which fgd
   // measures fragmentation against.
   core::TaskDistribution typical;
   // Online services (CompileServices, sim/replay_services.h); their queues are in `queues`.
   std::vector<ReplayService> services;
+  // The jobs' node constraints (PendingJob::constraints indexes them; [0] unused); empty: none.
+  std::vector<core::Constraints> constraints;
 };
 
 // Compiles a trace. Errors name the trace's file, line and column: an unknown priority class, a
@@ -161,6 +173,14 @@ struct ReplayOptions {
   int32_t static_replicas = -1;
   // Fill ReplayReport::job_results (one per workload job).
   bool job_results = false;
+  // Called at every start of a job (an admission, or a seated running job) with its id and the
+  // time; returning true ends the replay after that time's cycle (as at a time limit, without
+  // time_limit_reached).
+  std::function<bool(JobId, TimeMs)> on_start;
+  // Called before every cycle with its time and the running and pending jobs it is given.
+  std::function<void(TimeMs, const std::vector<core::RunningJob>&,
+                     const std::vector<core::PendingJob>&)>
+      before_cycle;
 };
 
 // The GPU allocation over time, in equal steps from the first submit: point i is the

@@ -384,6 +384,38 @@ std::string ReplayCommandLine(const ReplayCommandOptions& o) {
   return cmd;
 }
 
+Result<LoadedReplay> LoadReplay(const ReplayCommandOptions& o) {
+  if (o.pods_path.empty() == o.trace_path.empty()) {
+    return InvalidArgument("trace", "give one of --trace TRACE.csv and --pods PODS.csv");
+  }
+  if (o.policies.empty()) return InvalidArgument("policy", "give at least one --policy");
+  auto config = LoadConfig(o.config_path);
+  if (!config.ok()) return config.status();
+  auto cluster = BuildCluster(o, *config);
+  if (!cluster.ok()) return cluster.status();
+  auto profiles = BuildProfiles(o.policies);
+  if (!profiles.ok()) return profiles.status();
+  auto trace = LoadReplayTrace(o);
+  if (!trace.ok()) return trace.status();
+  const std::vector<PriorityClass> classes =
+      config->priority_classes.empty() ? DefaultPriorityClasses() : config->priority_classes;
+  std::vector<QueueSpec> specs;
+  for (const api::TenantConfig& t : config->tenants) {
+    specs.insert(specs.end(), t.queues.begin(), t.queues.end());
+  }
+  if (specs.empty()) specs = DefaultQueueTree(*trace, *cluster);
+  auto tree = core::QuotaTree::Build(specs, cluster->models());
+  if (!tree.ok()) return tree.status();
+  LoadedReplay out;
+  out.cluster = std::make_unique<core::Cluster>(std::move(*cluster));
+  out.tree = std::make_unique<core::QuotaTree>(std::move(*tree));
+  auto workload = CompileReplay(*trace, *out.cluster, *out.tree, classes);
+  if (!workload.ok()) return workload.status();
+  out.workload = std::move(*workload);
+  out.profiles = std::move(*profiles);
+  return out;
+}
+
 namespace {
 
 Result<RuntimeEstimates> ParseRuntimeEstimates(std::string_view s) {

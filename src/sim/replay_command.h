@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -81,5 +82,15 @@ std::string FormatReplaySpread(const nlohmann::json& spread);
 
 // Runs the command; returns the process exit code (0, or 2 on bad input).
 int RunReplayCommand(const ReplayCommandOptions& options);
+
+// A trace loaded and compiled as `simulate replay` does, without services: the cluster and the
+// queue tree (the workload points into them) and the profiles of options.policies.
+struct LoadedReplay {
+  std::unique_ptr<core::Cluster> cluster;
+  std::unique_ptr<core::QuotaTree> tree;
+  ReplayWorkload workload;
+  std::vector<core::Profile> profiles;
+};
+Result<LoadedReplay> LoadReplay(const ReplayCommandOptions& options);
 
 }  // namespace arbiter::sim

@@ -547,6 +547,57 @@ TEST_F(AgentTest, CliLogsThroughTheAgent) {
   EXPECT_EQ(Get(later)["state"], "succeeded");
 }
 
+// The expected start of a job waiting behind a running one: with no run-time history yet, the
+// running job's walltime (600 s) says when it ends, so every replay starts the waiting job then,
+// as the backfill reservation does; `arbiter why` prints it; another tenant cannot see it (404).
+TEST_F(AgentTest, WhyShowsTheExpectedStartBehindARunningJob) {
+  StartAgent("node-a");  // 4 fake GPUs
+  const uint64_t running = Submit(
+      {{"command", {"sleep", "120"}}, {"walltime_seconds", 600}, {"resources", {{"gpus", 4}}}});
+  WaitFor(running, "running");
+  const uint64_t waiting = Submit({{"command", {"true"}}, {"resources", {{"gpus", 4}}}});
+  const std::string path = fmt::format("/api/v1/jobs/{}/why", waiting);
+  json why;
+  for (int i = 0; i < 200; ++i) {  // bounded: until a cycle has seen the waiting job
+    why = Parse(admin_->Get(path));
+    if (why.value("expected_start", json()).is_object()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(why.value("expected_start", json()).is_object()) << why.dump();
+  const json& es = why["expected_start"];
+  EXPECT_EQ(why["code"], "NoFeasibleNode") << why.dump();
+  EXPECT_EQ(es["run_time_source"], "walltime") << es.dump();
+  EXPECT_EQ(es["samples"], 32);
+  EXPECT_EQ(es["started_in_samples"], 32);
+  EXPECT_EQ(es["bounded"], false);
+  ASSERT_TRUE(es["p50_s"].is_number()) << es.dump();
+  EXPECT_GT(es["p50_s"].get<int64_t>(), 500) << es.dump();
+  EXPECT_LE(es["p50_s"].get<int64_t>(), 600) << es.dump();
+  EXPECT_EQ(es["p50"], es["p90"]);
+  EXPECT_TRUE(es["reservation_start"].is_string()) << es.dump();
+  // The same figures in a line of `arbiter why`.
+  CliOptions cli;
+  TempDir home;
+  cli.env = {{"HOME", home.path()},
+             {"ARBITER_SERVER", fmt::format("http://127.0.0.1:{}", server_.port())},
+             {"ARBITER_TOKEN", server_.admin_token()}};
+  const CliResult text = RunCli({"why", std::to_string(waiting)}, cli);
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("expected start: p50 in "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("32 samples, run times from walltimes"), std::string::npos) << text.out;
+  // Another tenant sees neither the job nor its estimate.
+  auto t = admin_->Post("/api/v1/tokens", json{{"user", "eve"}}.dump(), "application/json");
+  auto eve = server_.Client(Parse(t)["token"]);
+  auto r = eve->Get(path);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_EQ(r->body.find("expected_start"), std::string::npos);
+  for (uint64_t id : {waiting, running}) {
+    admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
+  }
+  WaitFor(running, "cancelled");
+}
+
 // A node token names its node: made without one it is refused (the field named), and it
 // registers no other node.
 TEST_F(AgentTest, NodeTokensRegisterOnlyTheirOwnNode) {

@@ -41,6 +41,39 @@ function urlFilters(): Record<string, string> {
   return out;
 }
 
+// "in 1h 20m": seconds from now, for the expected start.
+function fmtIn(seconds: number): string {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  if (h > 0) return `${h}h ${m}m`;
+  return m > 0 ? `${m}m` : `${seconds}s`;
+}
+
+const kRunTimeSources: Record<string, string> = {
+  user: "each user's history of completed runs",
+  queue: "the queues' history of completed runs",
+  cluster: "the cluster's history of completed runs",
+  walltime: "walltimes",
+  none: "nothing known: no history, no walltimes",
+};
+
+// The Monte Carlo estimate of `why` (docs/console.md): P50 and P90, and what they rest on.
+function ExpectedStart(props: { es: Json }) {
+  const es = props.es;
+  const part = (name: string, share: string) =>
+    es[name]
+      ? `by ${fmtTime(es[name])} (in ${fmtIn(es[`${name}_s`])}) in ${share}`
+      : `not within the horizon in ${share}`;
+  return (
+    <p data-expected-start={es.run_time_source}>
+      Expected start: {part("p50", "half the replays")}, {part("p90", "nine in ten")}; {es.samples} replays of the
+      queue with run times from {kRunTimeSources[es.run_time_source] ?? es.run_time_source}
+      {es.reservation_start ? `; the backfill reservation starts ${fmtTime(es.reservation_start)}` : ""}
+      {es.bounded ? ` (bounded: ${(es.bounds ?? []).join(", ")})` : ""}.
+    </p>
+  );
+}
+
 export function Jobs(props: { session: Session }) {
   const [filters, setFilters] = useState(urlFilters);
   const [draft, setDraft] = useState(filters);
@@ -362,6 +395,7 @@ export function JobPage(props: { id: string; session: Session }) {
             {why.position ? `; position ${why.position} in its queue` : ""}
             {why.estimated_start ? `; expected start ${fmtTime(why.estimated_start)}` : "; no expected start yet"}
           </p>
+          {why.expected_start && <ExpectedStart es={why.expected_start} />}
         </section>
       )}
       <section aria-labelledby="spec">

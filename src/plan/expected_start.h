@@ -1,0 +1,136 @@
+// The expected start of a pending job: a Monte Carlo replay of the current state through the
+// production scheduling cycle (sim::RunReplay, which drives core::RunCycle in virtual time), with
+// the run times nobody knows yet drawn from history.
+//
+// Each draw:
+//   1. Every running job gets a remaining run time. A job being stopped (preempted, cancelled)
+//      ends within its grace period. Otherwise, with elapsed = now - its start, a completed run
+//      time s > elapsed is drawn uniformly from its samples (the run times that outlasted what it
+//      has run already) and remaining = s - elapsed; when no sample is that long, the job has
+//      outlived its history (which is biased short: the long runs are still running) and the
+//      remaining time is the residual life of a Pareto tail of index 1 with scale
+//      max(elapsed, the samples' mean): as long again at the median, 9 x at P90. A walltime (its
+//      own, else its queue's default) caps it: remaining <= walltime - elapsed (at least 1 s).
+//   2. Every pending job replayed gets a run time drawn uniformly from its samples, capped by its
+//      walltime.
+//   3. The replay starts at `now` with the running jobs seated where they run and the pending jobs
+//      in queue order (their own submit times and priorities); it ends when the target starts, or
+//      at now + horizon (the target has not started in this draw).
+// The samples of a job: its user's completed run times when there are at least min_samples of
+// them, else its queue's, else the cluster's; else its walltime (every draw the same); else none
+// (it runs past the horizon). Which source served each job is counted.
+//
+// P50 and P90 are nearest-rank percentiles over the draws, a draw where the target never started
+// counting as later than any other; a percentile that falls on such a draw is absent ("after the
+// horizon").
+//
+// Bounds: at most max_pending pending jobs are replayed (the first in the order priority (high
+// first), then submit time, then id, with the target always among them); the replay stops at the
+// horizon. The estimate says when either bound applied.
+//
+// Pure: no I/O, threads or clock; the draws come from a Rng seeded with options.seed, so equal
+// inputs and seed give equal estimates. Thread safety: only reads its arguments.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ids.h"
+#include "core/cluster.h"
+#include "core/placement/framework.h"
+#include "core/quota/quota_tree.h"
+#include "core/types.h"
+
+namespace arbiter::plan {
+
+enum class RunTimeSource { kUser, kQueue, kCluster, kWalltime, kNone };
+inline constexpr size_t kRunTimeSources = 5;
+// "user", "queue", "cluster", "walltime", "none".
+std::string_view RunTimeSourceName(RunTimeSource s);
+
+// Completed run times (ms) by user and by queue, and over the whole cluster, each list sorted
+// ascending (SortRunTimes). The keys are the driver's (the server's user key is "tenant/user").
+struct RunTimeHistory {
+  std::map<std::string, std::vector<DurationMs>> by_user;
+  std::map<std::string, std::vector<DurationMs>> by_queue;
+  std::vector<DurationMs> cluster;
+  size_t min_samples = 5;  // a user or queue with fewer falls back to the next source
+};
+
+// Sorts every list of `h` ascending, as EstimateStart requires.
+void SortRunTimes(RunTimeHistory* h);
+
+// Who a job of the state belongs to, for its run-time samples.
+struct JobOwner {
+  std::string user;   // a key of RunTimeHistory::by_user
+  std::string queue;  // a key of RunTimeHistory::by_queue
+};
+
+// The state to replay: as a scheduling cycle's input (core/cycle/cycle.h). Pointers must outlive
+// the call; `running_owners` and `pending_owners` are parallel to `running` and `pending`.
+struct StartEstimateInput {
+  const core::Cluster* cluster = nullptr;
+  const core::QuotaTree* tree = nullptr;
+  const core::Profile* profile = nullptr;
+  const std::vector<core::RunningJob>* running = nullptr;
+  const std::vector<core::PendingJob>* pending = nullptr;
+  const std::vector<core::Constraints>* constraints = nullptr;  // may be null
+  std::vector<JobOwner> running_owners;
+  std::vector<JobOwner> pending_owners;
+  // Minimum runtime of each pending job once it starts (its priority class's), parallel to
+  // `pending`; empty: 5 minutes each.
+  std::vector<DurationMs> pending_min_runtime;
+  TimeMs now = 0;
+  uint64_t cycle_seed = 0;  // the seed of the driver's cycles (CycleInput::seed)
+  JobId target;             // a job of `pending`
+  // Pending jobs the driver left out before (having called SelectPending itself), counted in the
+  // estimate's bound.
+  size_t pending_left_out = 0;
+};
+
+struct StartEstimateOptions {
+  int32_t samples = 32;                          // draws, >= 1
+  size_t max_pending = 1000;                     // pending jobs replayed, >= 1
+  DurationMs horizon = SecondsToMs(14 * 86400);  // virtual time each draw may run
+  DurationMs cycle_interval = SecondsToMs(30);   // between cycles while jobs wait
+  uint64_t seed = 1;
+};
+
+struct StartEstimate {
+  bool found = false;  // the target is in `pending`; else nothing else is set
+  int32_t samples = 0;
+  int32_t started = 0;        // draws in which the target started within the horizon
+  std::optional<TimeMs> p50;  // absent: after the horizon
+  std::optional<TimeMs> p90;
+  std::vector<TimeMs> starts;  // each draw's start, ascending (draws that started only)
+  // The source that gave run times to the most jobs (ties: the more specific), and the count of
+  // jobs per source (RunTimeSource order).
+  RunTimeSource source = RunTimeSource::kNone;
+  std::array<int64_t, kRunTimeSources> sources{};
+  // Bounds: pending jobs left out (beyond max_pending) and draws that reached the horizon.
+  size_t pending_total = 0;
+  size_t pending_replayed = 0;
+  int32_t horizon_reached = 0;
+  bool bounded() const { return pending_replayed < pending_total || horizon_reached > 0; }
+  // A line a person can read when bounded (else empty): "replayed the first 1000 of 4200 pending
+  // jobs; 3 of 32 draws reached the 14-day horizon".
+  std::string bound_note;
+};
+
+// The indices of the pending jobs a draw replays: the first max_pending in queue order (priority
+// high first, submit time, id), with the target's replacing the last when it is beyond them; in
+// that order.
+std::vector<size_t> SelectPending(const std::vector<core::PendingJob>& pending, JobId target,
+                                  size_t max_pending);
+
+// The estimate (see the file comment). ARBITER_CHECKs that the pointers are set and the owners
+// parallel to the jobs.
+StartEstimate EstimateStart(const StartEstimateInput& in, const RunTimeHistory& history,
+                            const StartEstimateOptions& options);
+
+}  // namespace arbiter::plan

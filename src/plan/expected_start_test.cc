@@ -1,0 +1,238 @@
+// The expected start on states where the answer is known, worked out in the comments.
+#include "plan/expected_start.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "plan/start_calibration.h"
+#include "sim/replay.h"
+#include "testing/builders.h"
+
+namespace arbiter::plan {
+namespace {
+
+using testing::ClusterBuilder;
+using ::testing::HasSubstr;
+using testing::JobBuilder;
+using testing::TreeBuilder;
+
+constexpr TimeMs kNow = SecondsToMs(1'000'000);
+
+std::vector<DurationMs> Times(std::initializer_list<int64_t> seconds) {
+  std::vector<DurationMs> v;
+  for (int64_t s : seconds) v.push_back(SecondsToMs(s));
+  return v;
+}
+
+// One node of 8 GPUs, one queue "q" of tenant "t"; jobs take all 8 GPUs.
+class Estimate : public ::testing::Test {
+ protected:
+  Estimate()
+      : world_(ClusterBuilder().Node("n1").Gpus(8, "A100"),
+               TreeBuilder().Tenant("t").Queue("q", "t").DefaultWalltime(0)),
+        profile_(testing::NamedProfile("default")) {
+    world_.now = kNow;
+  }
+
+  // A running job of `user` on all 8 GPUs, started `elapsed_s` ago.
+  void Running(uint64_t id, const std::string& user, int64_t elapsed_s, int64_t walltime_s = 0) {
+    core::RunningJob r =
+        testing::MakeRunning(id, world_.Queue("q"), world_.Model("A100"), testing::WholeGpus(8),
+                             {{world_.Node("n1"), {0, 1, 2, 3, 4, 5, 6, 7}}});
+    r.start_time = kNow - SecondsToMs(elapsed_s);
+    r.walltime = SecondsToMs(walltime_s);
+    world_.running.push_back(r);
+    running_owners_.push_back({user, "q"});
+  }
+
+  void Pending(uint64_t id, const std::string& user, TimeMs submit) {
+    world_.Add(JobBuilder(id).Queue(world_.Queue("q")).Gpus(8).SubmitTime(submit));
+    pending_owners_.push_back({user, "q"});
+  }
+
+  StartEstimate Run(uint64_t target, StartEstimateOptions o = {}) {
+    SortRunTimes(&history_);
+    StartEstimateInput in;
+    in.cluster = &world_.cluster;
+    in.tree = &world_.tree;
+    in.profile = &profile_;
+    in.running = &world_.running;
+    in.pending = &world_.pending;
+    in.constraints = &world_.constraints;
+    in.running_owners = running_owners_;
+    in.pending_owners = pending_owners_;
+    in.now = kNow;
+    in.target = JobId(target);
+    return EstimateStart(in, history_, o);
+  }
+
+  testing::World world_;
+  core::Profile profile_;
+  std::vector<JobOwner> running_owners_;
+  std::vector<JobOwner> pending_owners_;
+  RunTimeHistory history_;
+};
+
+// The running job has run 600 s and every run of its user took 3,600 s: it ends in 3,000 s in
+// every draw, and the pending job, which needs its GPUs, starts then.
+TEST_F(Estimate, OneRunningJobWithAKnownRunTime) {
+  history_.by_user["t/alice"] = Times({3600, 3600, 3600, 3600, 3600});
+  Running(1, "t/alice", 600);
+  Pending(2, "t/bob", kNow - 100);
+  const StartEstimate e = Run(2);
+  ASSERT_TRUE(e.found);
+  EXPECT_EQ(e.samples, 32);
+  EXPECT_EQ(e.started, 32);
+  ASSERT_TRUE(e.p50 && e.p90);
+  EXPECT_EQ(*e.p50, kNow + SecondsToMs(3000));
+  EXPECT_EQ(*e.p90, kNow + SecondsToMs(3000));
+  EXPECT_EQ(e.source, RunTimeSource::kUser);
+  EXPECT_FALSE(e.bounded());
+  EXPECT_EQ(e.bound_note, "");
+}
+
+// A job ahead of the target in the queue runs first: the running job ends in 1,000 s, the job
+// ahead then runs its user's 3,600 s, so the target starts after 4,600 s.
+TEST_F(Estimate, WaitsForTheJobsAheadInTheQueue) {
+  history_.by_user["t/alice"] = Times({1600, 1600, 1600, 1600, 1600});
+  history_.by_user["t/carol"] = Times({3600, 3600, 3600, 3600, 3600});
+  Running(1, "t/alice", 600);
+  Pending(2, "t/carol", kNow - 200);
+  Pending(3, "t/bob", kNow - 100);
+  const StartEstimate e = Run(3);
+  ASSERT_TRUE(e.p50 && e.p90);
+  EXPECT_EQ(*e.p50, kNow + SecondsToMs(4600));
+  EXPECT_EQ(*e.p90, kNow + SecondsToMs(4600));
+}
+
+// Too few runs of the user (2 < 5): the queue's runs (1,800 s) give 1,200 s left.
+TEST_F(Estimate, FallsBackToTheQueue) {
+  history_.by_user["t/alice"] = Times({100, 100});
+  history_.by_queue["q"] = Times({1800, 1800, 1800, 1800, 1800});
+  Running(1, "t/alice", 600);
+  Pending(2, "t/bob", kNow - 100);
+  const StartEstimate e = Run(2);
+  ASSERT_TRUE(e.p50);
+  EXPECT_EQ(*e.p50, kNow + SecondsToMs(1200));
+  EXPECT_EQ(e.source, RunTimeSource::kQueue);
+}
+
+// No history: the running job's walltime (2 h, 600 s run) says when it ends at the latest.
+TEST_F(Estimate, FallsBackToTheWalltime) {
+  Running(1, "t/alice", 600, 7200);
+  Pending(2, "t/bob", kNow - 100);
+  const StartEstimate e = Run(2);
+  ASSERT_TRUE(e.p50 && e.p90);
+  EXPECT_EQ(*e.p50, kNow + SecondsToMs(6600));
+  EXPECT_EQ(*e.p90, kNow + SecondsToMs(6600));
+  EXPECT_EQ(e.source, RunTimeSource::kWalltime);
+}
+
+// Nothing known: the running job runs past the horizon, and so does the wait.
+TEST_F(Estimate, NothingKnownIsAfterTheHorizon) {
+  Running(1, "t/alice", 600);
+  Pending(2, "t/bob", kNow - 100);
+  StartEstimateOptions o;
+  o.samples = 4;
+  o.horizon = SecondsToMs(86400);
+  const StartEstimate e = Run(2, o);
+  EXPECT_TRUE(e.found);
+  EXPECT_FALSE(e.p50.has_value());
+  EXPECT_FALSE(e.p90.has_value());
+  EXPECT_EQ(e.horizon_reached, 4);
+  EXPECT_EQ(e.source, RunTimeSource::kNone);
+  EXPECT_THAT(e.bound_note, HasSubstr("4 of 4 draws reached the horizon of 24 h"));
+}
+
+// The running job has outlived every sample (7,200 s run, samples 1,000..3,000 s): its remaining
+// time follows a Pareto tail of scale 7,200 s (as long again at the median), so the draws spread
+// and P90 is later than P50.
+TEST_F(Estimate, OutlivedHistoryGetsAMemorylessTail) {
+  history_.by_user["t/alice"] = Times({1000, 1500, 2000, 2500, 3000});
+  Running(1, "t/alice", 7200);
+  Pending(2, "t/bob", kNow - 100);
+  StartEstimateOptions o;
+  o.samples = 50;
+  const StartEstimate e = Run(2, o);
+  ASSERT_TRUE(e.p50 && e.p90);
+  EXPECT_GT(*e.p50, kNow);
+  EXPECT_GT(*e.p90, *e.p50);
+  // The median remaining time is 7,200 s; 50 draws put the P50 within a factor 3 of it.
+  EXPECT_GT(*e.p50 - kNow, SecondsToMs(2400));
+  EXPECT_LT(*e.p50 - kNow, SecondsToMs(21600));
+}
+
+TEST_F(Estimate, EqualSeedsGiveEqualEstimates) {
+  history_.by_user["t/alice"] = Times({1000, 1500, 2000, 2500, 3000, 9000});
+  Running(1, "t/alice", 1200);
+  Pending(2, "t/bob", kNow - 100);
+  const StartEstimate a = Run(2);
+  const StartEstimate b = Run(2);
+  EXPECT_EQ(a.starts, b.starts);
+  StartEstimateOptions o;
+  o.seed = 99;
+  EXPECT_NE(Run(2, o).starts, a.starts);
+}
+
+// The queue depth cap: two of three pending jobs are replayed, the target among them, and the
+// estimate says so.
+TEST_F(Estimate, QueueDepthCapIsReported) {
+  history_.by_user["t/alice"] = Times({3600, 3600, 3600, 3600, 3600});
+  Running(1, "t/alice", 600);
+  Pending(2, "t/bob", kNow - 300);
+  Pending(3, "t/bob", kNow - 200);
+  Pending(4, "t/bob", kNow - 100);
+  StartEstimateOptions o;
+  o.max_pending = 2;
+  const StartEstimate e = Run(4, o);
+  EXPECT_EQ(e.pending_replayed, 2u);
+  EXPECT_EQ(e.pending_total, 3u);
+  EXPECT_TRUE(e.bounded());
+  EXPECT_THAT(e.bound_note, HasSubstr("replayed the first 2 of 3 pending jobs"));
+  EXPECT_EQ(SelectPending(world_.pending, JobId(4), 2),
+            (std::vector<size_t>{0, 2}));  // job 2 first, then the target in place of job 3
+}
+
+TEST_F(Estimate, UnknownTargetIsNotFound) {
+  Running(1, "t/alice", 600);
+  Pending(2, "t/bob", kNow - 100);
+  EXPECT_FALSE(Run(7).found);
+}
+
+// Calibration on a trace where every run takes 100 s and jobs queue on one node: once the history
+// has runs, every estimate is exact, so every job starts at (not after) both estimates.
+TEST(Calibration, ExactRunTimesHitEveryEstimate) {
+  const core::Cluster cluster = ClusterBuilder().Node("n1").Gpus(8, "A100").Build();
+  const core::QuotaTree tree = TreeBuilder().Tenant("t").Queue("q", "t").Build(cluster.models());
+  sim::ReplayWorkload w;
+  w.cluster = &cluster;
+  w.tree = &tree;
+  w.queues.push_back({testing::QueueNamed(tree, "q"), "q", "t", 0});
+  for (int i = 0; i < 12; ++i) {
+    sim::ReplayJob j;
+    j.name = "j";
+    j.pending = JobBuilder(static_cast<uint64_t>(i + 1))
+                    .Queue(testing::QueueNamed(tree, "q"))
+                    .Gpus(8)
+                    .SubmitTime(SecondsToMs(10 * i))
+                    .Build();
+    j.duration = SecondsToMs(100);
+    w.jobs.push_back(j);
+  }
+  const core::Profile profile = testing::NamedProfile("default");
+  CalibrationOptions o;
+  o.estimate.samples = 4;
+  o.min_samples = 1;
+  o.replay.cycle_interval = SecondsToMs(10);
+  const CalibrationReport r = Calibrate(w, profile, o);
+  EXPECT_EQ(r.jobs, 12);
+  EXPECT_EQ(r.started_at_once, 1);  // the first job
+  EXPECT_EQ(r.estimated, 11);
+  EXPECT_EQ(r.scored, 11);
+  EXPECT_EQ(r.before_p50, 11);
+  EXPECT_EQ(r.before_p90, 11);
+  EXPECT_DOUBLE_EQ(r.p90_hit_pct, 100.0);
+}
+
+}  // namespace
+}  // namespace arbiter::plan
