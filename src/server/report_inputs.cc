@@ -42,7 +42,32 @@ std::vector<std::pair<int64_t, int64_t>> Merge(std::vector<std::pair<int64_t, in
   return out;
 }
 
-Status ReadUsage(store::Store& store, const Query& q, Inputs& in, bool budgets) {
+// The attribution columns a report grouped as `q` says needs besides the tenant: the group's,
+// and the job type when `with_type` (the wait report's second key); all of them when the
+// report's default grouping applies.
+uint32_t AttributionColumnsOf(const Query& q, bool with_type) {
+  if (!q.group_by) return store::kAllAttributionColumns;
+  uint32_t columns = with_type ? uint32_t{store::kAttributionJobType} : uint32_t{0};
+  switch (*q.group_by) {
+    case GroupBy::kTenant:
+      break;
+    case GroupBy::kType:
+      columns |= store::kAttributionJobType;
+      break;
+    case GroupBy::kQueue:
+      columns |= store::kAttributionQueue;
+      break;
+    case GroupBy::kUser:
+      columns |= store::kAttributionUser;
+      break;
+    case GroupBy::kGpuModel:
+      columns |= store::kAttributionGpuModel;
+      break;
+  }
+  return columns;
+}
+
+Status ReadUsage(store::Store& store, const Query& q, Inputs& in, bool budgets, uint32_t columns) {
   std::set<std::pair<int64_t, int64_t>> rollups;     // whole hours, read from usage_rollups
   std::vector<std::pair<int64_t, int64_t>> partial;  // partial hours, read from the records
   auto add = [&](int64_t a, int64_t b) {
@@ -62,7 +87,7 @@ Status ReadUsage(store::Store& store, const Query& q, Inputs& in, bool budgets) 
       add(BudgetPeriod(b.period, in.now_ms).first, in.now_ms);
   }
   for (const auto& [a, b] : rollups) {
-    auto rows = store.UsageRollup(a, b);
+    auto rows = store.UsageRollup(a, b, columns);
     if (!rows.ok()) return rows.status();
     in.usage_rollups.insert(in.usage_rollups.end(), rows->begin(), rows->end());
   }
@@ -77,47 +102,29 @@ Status ReadUsage(store::Store& store, const Query& q, Inputs& in, bool budgets) 
   return Status::Ok();
 }
 
-// The attribution columns the wait report and the forecast need for a grouping: the group's and
-// the job type (the wait report's second key); all of them when the report's default applies.
-uint32_t WaitColumnsOf(const Query& q) {
-  if (!q.group_by) return store::kWaitAllColumns;
-  uint32_t columns = store::kWaitJobType;
-  switch (*q.group_by) {
-    case GroupBy::kTenant:
-    case GroupBy::kType:
-      break;
-    case GroupBy::kQueue:
-      columns |= store::kWaitQueue;
-      break;
-    case GroupBy::kUser:
-      columns |= store::kWaitUser;
-      break;
-    case GroupBy::kGpuModel:
-      columns |= store::kWaitGpuModel;
-      break;
-  }
-  return columns;
-}
-
 }  // namespace
 
 Status ReadReportRecords(store::Store& store, std::string_view name, const Query& q, Inputs& in) {
   in.aggregated = true;
   if (name == "usage" || name == "fairness") {
-    return ReadUsage(store, q, in, /*budgets=*/name == "usage");
+    // Fairness weighs every attribution; usage sums by its grouping alone.
+    return ReadUsage(store, q, in, /*budgets=*/name == "usage",
+                     name == "usage" ? AttributionColumnsOf(q, /*with_type=*/false)
+                                     : store::kAllAttributionColumns);
   }
   if (name == "forecast") {
     // Each whole day's usage (rollups), and the waits that overlap the days.
     const Query days = ForecastDays(q);
     if (days.to_ms <= days.from_ms) return Status::Ok();
-    ARBITER_RETURN_IF_ERROR(ReadUsage(store, days, in, /*budgets=*/false));
-    auto waits = store.WaitFacts(days.from_ms, days.to_ms, WaitColumnsOf(q));
+    const uint32_t columns = AttributionColumnsOf(q, /*with_type=*/false);
+    ARBITER_RETURN_IF_ERROR(ReadUsage(store, days, in, /*budgets=*/false, columns));
+    auto waits = store.WaitFacts(days.from_ms, days.to_ms, columns);
     if (!waits.ok()) return waits.status();
     in.waits = std::move(waits).value();
     return Status::Ok();
   }
   if (name == "wait") {
-    auto waits = store.WaitFacts(q.from_ms, q.to_ms, WaitColumnsOf(q));
+    auto waits = store.WaitFacts(q.from_ms, q.to_ms, AttributionColumnsOf(q, /*with_type=*/true));
     if (!waits.ok()) return waits.status();
     in.waits = std::move(waits).value();
     return Status::Ok();

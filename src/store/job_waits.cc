@@ -41,11 +41,36 @@ std::string JobWaitsSql(uint32_t columns, std::string_view from, std::string_vie
   auto column = [&](uint32_t bit, std::string_view name) {
     return (columns & bit) != 0 ? std::string(name) : "''";
   };
-  return "SELECT at_ms, since_ms, gpu_milli, kind, tenant, " + column(kWaitQueue, "queue") + ", " +
-         column(kWaitUser, "\"user\"") + ", " + column(kWaitJobType, "job_type") + ", " +
-         column(kWaitGpuModel, "gpu_model") +
+  return "SELECT at_ms, since_ms, gpu_milli, kind, tenant, " + column(kAttributionQueue, "queue") +
+         ", " + column(kAttributionUser, "\"user\"") + ", " +
+         column(kAttributionJobType, "job_type") + ", " +
+         column(kAttributionGpuModel, "gpu_model") +
          " FROM job_facts WHERE kind IN ('admitted', 'unqueued') AND at_ms >= " +
          std::string(from) + " AND since_ms < " + std::string(to) + " ORDER BY at_ms, seq";
+}
+
+std::string RollupSumSql(uint32_t columns, int ranges, std::string (*param)(int),
+                         std::string_view int_cast) {
+  std::string select = "SELECT tenant";
+  std::string group = "tenant";
+  for (const auto& [bit, name] : {std::pair<uint32_t, const char*>{kAttributionQueue, "queue"},
+                                  {kAttributionUser, "\"user\""},
+                                  {kAttributionJobType, "job_type"},
+                                  {kAttributionGpuModel, "gpu_model"}}) {
+    if ((columns & bit) != 0) {
+      select += std::string(", ") + name;
+      group += std::string(", ") + name;
+    } else {
+      select += ", ''";
+    }
+  }
+  std::string where;
+  for (int i = 0; i < ranges; ++i) {
+    where += (i > 0 ? " OR " : "") + std::string("(span_ms = ") + param(3 * i + 1) +
+             " AND at_ms >= " + param(3 * i + 2) + " AND at_ms < " + param(3 * i + 3) + ")";
+  }
+  return select + ", sum(gpu_milli_ms)" + std::string(int_cast) +
+         ", sum(cost_micro) FROM usage_rollups WHERE " + where + " GROUP BY " + group;
 }
 
 JobWaits WaitsOfFacts(const std::vector<JobFactRecord>& facts) {

@@ -57,10 +57,17 @@ class JobWaitsBuilder {
 };
 
 // Store::WaitFacts's statement, for both dialects: the columns ReadJobWait reads (those left
-// out of `columns`, WaitColumns, as empty strings), the condition of the covering index
+// out of `columns`, AttributionColumns, as empty strings), the condition of the covering index
 // job_facts_waits (migration 0012) that the query repeats for the planner to use it, bounds as
 // `from` and `to` (the dialect's first and second parameters: "?1", "$1").
 std::string JobWaitsSql(uint32_t columns, std::string_view from, std::string_view to);
+
+// The sum of the usage rollups of up to `ranges` ranges (span_ms, from, to: parameters 1-3,
+// 4-6, ... in the dialect's form: `param(n)` gives "?n" or "$n"), per tenant and the kept
+// `columns` (the others as empty strings), in the columns ReadRollupSum reads; `int_cast`
+// follows the GPU time's sum (PostgreSQL: "::bigint", its sum of bigints being numeric).
+std::string RollupSumSql(uint32_t columns, int ranges, std::string (*param)(int),
+                         std::string_view int_cast = "");
 
 // One row of JobWaitsSql's (a store's Row type, as row_readers.h), its names interned in `b`.
 template <typename Row>

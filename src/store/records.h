@@ -337,15 +337,16 @@ struct JobWaits {
   std::vector<JobWait> waits;
 };
 
-// Which attribution columns a read of the waits fills besides the tenant (always read): a report
-// grouped by queue needs neither users nor models, and fewer distinct attributions make a read of
-// millions of waits cheaper. The columns left out are empty strings.
-enum WaitColumns : uint32_t {
-  kWaitQueue = 1,
-  kWaitUser = 2,
-  kWaitJobType = 4,
-  kWaitGpuModel = 8,
-  kWaitAllColumns = 15,
+// Which attribution columns a read of the waits (Store::WaitFacts) or of the usage rollups
+// (Store::UsageRollup) keeps besides the tenant (always kept): a report grouped by queue needs
+// neither users nor models, and fewer distinct attributions make a read of millions of rows
+// cheaper (the rollups are summed per distinct kept columns). The columns left out are empty.
+enum AttributionColumns : uint32_t {
+  kAttributionQueue = 1,
+  kAttributionUser = 2,
+  kAttributionJobType = 4,
+  kAttributionGpuModel = 8,
+  kAllAttributionColumns = 15,
 };
 
 // The operations a WriteBatch holds. A Put* op is the record itself (insert or replace by key); a

@@ -87,7 +87,7 @@ inline void UsageRollupsEqualTheRecords(Store& store) {
     periods.emplace_back(b, b + static_cast<int64_t>(1 + rng() % 900) * kRollupHourMs);
   }
   for (const auto& [a, b] : periods) {
-    auto got = store.UsageRollup(a, b);
+    auto got = store.UsageRollup(a, b, kAllAttributionColumns);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     const auto want = ExpectedRollup(records, a, b);
     ASSERT_EQ(got->size(), want.size()) << "period " << a << ".." << b;
@@ -100,8 +100,27 @@ inline void UsageRollupsEqualTheRecords(Store& store) {
       EXPECT_NEAR(r.cost_micro, w->second.second, 1e-3);
     }
   }
-  EXPECT_EQ(store.UsageRollup(kT0 + 1, kT0 + kRollupHourMs).status().field(), "from_ms");
-  EXPECT_EQ(store.UsageRollup(kT0, kT0 + 5).status().field(), "to_ms");
+  // Summed by the tenant and the queue alone: the same totals per (tenant, queue), the other
+  // columns empty.
+  for (const auto& [a, b] : periods) {
+    auto by_queue = store.UsageRollup(a, b, kAttributionQueue);
+    ASSERT_TRUE(by_queue.ok()) << by_queue.status().ToString();
+    std::map<std::pair<std::string, std::string>, int64_t> want;
+    for (const auto& [key, sums] : ExpectedRollup(records, a, b)) {
+      want[{std::get<0>(key), std::get<1>(key)}] += sums.first;
+    }
+    ASSERT_EQ(by_queue->size(), want.size()) << "period " << a << ".." << b;
+    for (const UsageRollupRecord& r : *by_queue) {
+      EXPECT_EQ(r.user, "");
+      EXPECT_EQ(r.job_type, "");
+      EXPECT_EQ(r.gpu_model, "");
+      EXPECT_EQ(r.gpu_milli_ms, (want[{r.tenant, r.queue}])) << "period " << a << ".." << b;
+    }
+  }
+  EXPECT_EQ(
+      store.UsageRollup(kT0 + 1, kT0 + kRollupHourMs, kAllAttributionColumns).status().field(),
+      "from_ms");
+  EXPECT_EQ(store.UsageRollup(kT0, kT0 + 5, kAllAttributionColumns).status().field(), "to_ms");
 }
 
 inline JobFactRecord Fact(uint64_t job, int64_t at, const char* kind, int64_t since) {
@@ -143,14 +162,14 @@ inline void JobFactsAndPruneHistory(Store& store) {
                                          "H100", 220, 8000 * 30, "preempted by job 9 (priority)"}));
 
   // The waits alone, compact: job 1's wait [10, 100) and job 2's [150, 300), both overlapping.
-  auto waits = store.WaitFacts(100, 250, kWaitAllColumns);
+  auto waits = store.WaitFacts(100, 250, kAllAttributionColumns);
   ASSERT_TRUE(waits.ok()) << waits.status().ToString();
   ASSERT_EQ(waits->attributions.size(), 1u);
   EXPECT_EQ(waits->attributions[0], (WaitAttribution{"t", "t-q", "u", "training", "H100"}));
   EXPECT_EQ(waits->waits, (std::vector<JobWait>{{100, 10, 0, 0, true}, {300, 150, 0, 0, false}}));
   // Bounds as JobFacts's: a wait that ends before from, or begins at to, is not read.
-  EXPECT_TRUE(store.WaitFacts(101, 1'000, kWaitAllColumns).value().waits.size() == 1u);
-  EXPECT_TRUE(store.WaitFacts(0, 10, kWaitAllColumns).value().waits.empty());
+  EXPECT_TRUE(store.WaitFacts(101, 1'000, kAllAttributionColumns).value().waits.size() == 1u);
+  EXPECT_TRUE(store.WaitFacts(0, 10, kAllAttributionColumns).value().waits.empty());
   {
     // Attributions are interned: one per distinct five names, in order of first use.
     WriteBatch more;
@@ -161,13 +180,13 @@ inline void JobFactsAndPruneHistory(Store& store) {
     more.AppendJobFact(Fact(7, 410, "admitted", 395));
     ASSERT_TRUE(store.Write(std::move(more)).ok());
     // Only the columns asked for (and the tenant): fewer distinct attributions.
-    auto by_type = store.WaitFacts(350, 1'000, kWaitJobType);
+    auto by_type = store.WaitFacts(350, 1'000, kAttributionJobType);
     ASSERT_TRUE(by_type.ok()) << by_type.status().ToString();
     ASSERT_EQ(by_type->attributions.size(), 1u);
     EXPECT_EQ(by_type->attributions[0], (WaitAttribution{"t", "", "", "training", ""}));
     EXPECT_EQ(by_type->waits,
               (std::vector<JobWait>{{400, 390, 4000, 0, true}, {410, 395, 0, 0, true}}));
-    auto later = store.WaitFacts(350, 1'000, kWaitAllColumns);
+    auto later = store.WaitFacts(350, 1'000, kAllAttributionColumns);
     ASSERT_TRUE(later.ok());
     ASSERT_EQ(later->attributions.size(), 2u);
     EXPECT_EQ(later->attributions[0].queue, "t-q2");
@@ -187,7 +206,7 @@ inline void JobFactsAndPruneHistory(Store& store) {
   ASSERT_TRUE(usage.ok());
   ASSERT_EQ(usage->size(), 3u);  // ending at 100, 200, 300
 
-  auto rollup_before = store.UsageRollup(0, kRollupHourMs);
+  auto rollup_before = store.UsageRollup(0, kRollupHourMs, kAllAttributionColumns);
   ASSERT_TRUE(rollup_before.ok());
   WriteBatch prune;
   prune.PruneHistory({400, 2, 2});  // up to the seqs archived: events 1-2, usage 1-2
@@ -201,7 +220,8 @@ inline void JobFactsAndPruneHistory(Store& store) {
   ASSERT_EQ(left_usage->size(), 4u);
   EXPECT_EQ(left_usage->front().seq, 3u);
   // The aggregates stay.
-  EXPECT_EQ(store.UsageRollup(0, kRollupHourMs).value(), rollup_before.value());
+  EXPECT_EQ(store.UsageRollup(0, kRollupHourMs, kAllAttributionColumns).value(),
+            rollup_before.value());
   EXPECT_EQ(store.JobFacts(0, 1'000).value().size(), 7u);
 }
 

@@ -112,13 +112,16 @@ class Store {
   // the period and the hourly rows for the rest, so a year costs about what a day does. Both bounds
   // must be whole hours (InvalidArgument naming "from_ms" or "to_ms" otherwise). Exact: the sums
   // equal those of the usage records, each counted for its part inside the period.
-  virtual Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms) = 0;
+  // `columns` (AttributionColumns): the columns summed by, besides the tenant; the others are
+  // empty in the rows (and the rows are per distinct kept columns).
+  virtual Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms,
+                                                             uint32_t columns) = 0;
   // The job facts with at_ms >= from_ms and since_ms < to_ms (every wait that overlaps the period
   // and every other fact inside it, plus facts after it that began in it), in (at_ms, seq) order.
   virtual Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms) = 0;
   // The waits among the same facts (kinds "admitted" and "unqueued": at_ms >= from_ms and
   // since_ms < to_ms), compactly, in (at_ms, seq) order: what the wait report and the forecast
-  // read. Attributions hold the tenant and the `columns` (WaitColumns) asked for, the others
+  // read. Attributions hold the tenant and the `columns` (AttributionColumns) asked for, the others
   // empty. Served from a covering index of the waits alone (migration 0012).
   virtual Result<JobWaits> WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns) = 0;
   // Retention: at most `limit` job events with at_ms < before_ms and seq > after_seq, in seq order.

@@ -379,16 +379,6 @@ Status Reader::PrepareAll() {
       {"deliveries_of_hook",
        SelectSql("webhook_deliveries", kWebhookDeliveryCols,
                  "WHERE webhook_id = $1 ORDER BY created_at_ms DESC, id DESC LIMIT $2")},
-      // Up to five ranges of rollup rows (store/usage_rollup.h), summed in one snapshot.
-      {"usage_rollup",
-       "SELECT tenant, queue, \"user\", job_type, gpu_model, sum(gpu_milli_ms)::bigint, "
-       "sum(cost_micro) FROM usage_rollups WHERE "
-       "(span_ms = $1 AND at_ms >= $2 AND at_ms < $3) OR "
-       "(span_ms = $4 AND at_ms >= $5 AND at_ms < $6) OR "
-       "(span_ms = $7 AND at_ms >= $8 AND at_ms < $9) OR "
-       "(span_ms = $10 AND at_ms >= $11 AND at_ms < $12) OR "
-       "(span_ms = $13 AND at_ms >= $14 AND at_ms < $15) "
-       "GROUP BY tenant, queue, \"user\", job_type, gpu_model"},
       {"job_facts", SelectSql("job_facts", kJobFactCols,
                               "WHERE at_ms >= $1 AND since_ms < $2 ORDER BY at_ms, seq")},
       {"events_before",
@@ -719,7 +709,8 @@ class PostgresStore final : public Store {
                                   ReadUsage);
     });
   }
-  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms) override {
+  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms,
+                                                     uint32_t columns) override {
     if (from_ms % kRollupHourMs != 0) {
       return InvalidArgument("from_ms", "store: usage rollup: must be a whole hour");
     }
@@ -731,7 +722,12 @@ class PostgresStore final : public Store {
     Params p;
     for (const RollupRange& r : ranges) p.Int(r.span_ms).Int(r.from_ms).Int(r.to_ms);
     auto parts = Read([&](Reader& r) {
-      return r.Query<UsageRollupRecord>("usage_rollup", p, "store: usage rollup", ReadRollupSum);
+      // Up to five ranges of rollup rows (store/usage_rollup.h), summed in one snapshot.
+      return r.QueryText<UsageRollupRecord>(
+          RollupSumSql(
+              columns & kAllAttributionColumns, 5, [](int n) { return "$" + std::to_string(n); },
+              "::bigint"),
+          p, "store: usage rollup", ReadRollupSum);
     });
     if (!parts.ok()) return parts.status();
     return MergeRollupParts(std::move(parts).value(), from_ms, to_ms);
@@ -743,7 +739,7 @@ class PostgresStore final : public Store {
     });
   }
   Result<JobWaits> WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns) override {
-    columns &= kWaitAllColumns;
+    columns &= kAllAttributionColumns;
     return Read([&](Reader& r) -> Result<JobWaits> {
       JobWaitsBuilder b;
       auto waits = r.QueryText<JobWait>(JobWaitsSql(columns, "$1", "$2"),

@@ -971,7 +971,7 @@ TEST_F(PostgresStoreTest, MigrationTenBackfillsTheAggregatesFromTheHistory) {
   auto store = MustOpen();
   ASSERT_NE(store, nullptr);
   const int64_t a = checks::kT0 + 7 * kRollupHourMs, b = checks::kT0 + 3 * kRollupDayMs;
-  auto got = store->UsageRollup(a, b);
+  auto got = store->UsageRollup(a, b, kAllAttributionColumns);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const auto want = checks::ExpectedRollup(records, a, b);
   ASSERT_EQ(got->size(), want.size());

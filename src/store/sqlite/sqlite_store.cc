@@ -448,7 +448,8 @@ class Reader {
   Result<std::vector<ServingStatRecord>> ServingStats(int64_t from_ms, int64_t to_ms);
   Result<std::vector<WebhookDeliveryRecord>> WebhookDeliveries(const std::string& webhook_id,
                                                                size_t limit);
-  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms);
+  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms,
+                                                     uint32_t columns);
   Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms);
   Result<JobWaits> WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns);
   Result<std::vector<JobEventRecord>> EventsBefore(int64_t before_ms, uint64_t after_seq,
@@ -467,8 +468,11 @@ class Reader {
   Statement max_job_id_, max_event_seq_, events_of_job_, events_since_, usage_, audit_;
   Statement cluster_samples_, gpu_samples_, services_, serving_stats_;
   Statement webhooks_, pending_deliveries_, deliveries_of_hook_;
-  Statement rollup_sum_, facts_, events_before_, usage_before_;
-  std::array<Statement, kWaitAllColumns + 1> waits_;  // by WaitColumns, prepared when first used
+  Statement facts_, events_before_, usage_before_;
+  // By AttributionColumns, prepared when first used.
+  std::array<Statement, kAllAttributionColumns + 1> rollup_sum_;
+  std::array<Statement, kAllAttributionColumns + 1>
+      waits_;  // by AttributionColumns, prepared when first used
   Statement job_by_id_, job_by_key_, live_jobs_, latest_finished_;
 };
 
@@ -529,10 +533,6 @@ Status Reader::PrepareAll() {
       {&deliveries_of_hook_,
        SelectSql("webhook_deliveries", kWebhookDeliveryCols,
                  "WHERE webhook_id = ?1 ORDER BY created_at_ms DESC, id DESC LIMIT ?2")},
-      {&rollup_sum_,
-       "SELECT tenant, queue, user, job_type, gpu_model, sum(gpu_milli_ms), sum(cost_micro) "
-       "FROM usage_rollups WHERE span_ms = ?1 AND at_ms >= ?2 AND at_ms < ?3 "
-       "GROUP BY tenant, queue, user, job_type, gpu_model"},
       {&facts_, SelectSql("job_facts", kJobFactCols,
                           "WHERE at_ms >= ?1 AND since_ms < ?2 ORDER BY at_ms, seq")},
       {&events_before_,
@@ -660,7 +660,14 @@ Result<std::vector<UsageRecord>> Reader::Usage(int64_t from_ms, int64_t to_ms) {
   return out;
 }
 
-Result<std::vector<UsageRollupRecord>> Reader::UsageRollup(int64_t from_ms, int64_t to_ms) {
+Result<std::vector<UsageRollupRecord>> Reader::UsageRollup(int64_t from_ms, int64_t to_ms,
+                                                           uint32_t columns) {
+  columns &= kAllAttributionColumns;
+  if (rollup_sum_[columns] == nullptr) {
+    ARBITER_RETURN_IF_ERROR(
+        PrepareInto(*conn_, rollup_sum_[columns],
+                    RollupSumSql(columns, 1, [](int n) { return "?" + std::to_string(n); })));
+  }
   if (from_ms % kRollupHourMs != 0) {
     return InvalidArgument("from_ms", "store: usage rollup: must be a whole hour");
   }
@@ -672,8 +679,8 @@ Result<std::vector<UsageRollupRecord>> Reader::UsageRollup(int64_t from_ms, int6
   std::vector<UsageRollupRecord> parts;
   Status st;
   for (const RollupRange& r : RollupRanges(from_ms, to_ms)) {
-    st = conn_->Query(rollup_sum_.get(), "store: usage rollup", parts, ReadRollupSum, r.span_ms,
-                      r.from_ms, r.to_ms);
+    st = conn_->Query(rollup_sum_[columns].get(), "store: usage rollup", parts, ReadRollupSum,
+                      r.span_ms, r.from_ms, r.to_ms);
     if (!st.ok()) break;
   }
   Status end = conn_->Run(st.ok() ? commit_.get() : rollback_.get(), "store: usage rollup: end");
@@ -690,7 +697,7 @@ Result<std::vector<JobFactRecord>> Reader::JobFacts(int64_t from_ms, int64_t to_
 }
 
 Result<JobWaits> Reader::WaitFacts(int64_t from_ms, int64_t to_ms, uint32_t columns) {
-  columns &= kWaitAllColumns;
+  columns &= kAllAttributionColumns;
   if (waits_[columns] == nullptr) {
     ARBITER_RETURN_IF_ERROR(PrepareInto(*conn_, waits_[columns], JobWaitsSql(columns, "?1", "?2")));
   }
@@ -950,8 +957,9 @@ class SqliteStore final : public Store {
   Result<std::vector<JobEventRecord>> JobEvents(uint64_t job_id) override;
   Result<std::vector<JobEventRecord>> EventsSince(uint64_t after_seq, size_t limit) override;
   Result<std::vector<UsageRecord>> Usage(int64_t from_ms, int64_t to_ms) override;
-  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms) override {
-    return Read([&](Reader& r) { return r.UsageRollup(from_ms, to_ms); });
+  Result<std::vector<UsageRollupRecord>> UsageRollup(int64_t from_ms, int64_t to_ms,
+                                                     uint32_t columns) override {
+    return Read([&](Reader& r) { return r.UsageRollup(from_ms, to_ms, columns); });
   }
   Result<std::vector<JobFactRecord>> JobFacts(int64_t from_ms, int64_t to_ms) override {
     return Read([&](Reader& r) { return r.JobFacts(from_ms, to_ms); });

@@ -725,7 +725,7 @@ TEST(SqliteStore, MigrationTenBackfillsTheAggregatesFromTheHistory) {
   for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{
            {checks::kT0, checks::kT0 + 5 * kRollupDayMs},
            {checks::kT0 + 7 * kRollupHourMs, checks::kT0 + 30 * kRollupHourMs}}) {
-    auto got = store->UsageRollup(a, b);
+    auto got = store->UsageRollup(a, b, kAllAttributionColumns);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     const auto want = checks::ExpectedRollup(records, a, b);
     ASSERT_EQ(got->size(), want.size());
