@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/errors.h"
+#include "common/duration.h"
 #include "common/time.h"
 #include "plan/whatif.h"
 #include "server/control_plane_helpers.h"
@@ -24,40 +25,14 @@ constexpr int64_t kMaxPeriodMs = 366LL * 86'400'000;
 // The most changes one request tries (each is a replay, and so is all of them together).
 constexpr size_t kMaxChanges = 16;
 
-// "90s", "30m", "12h", "7d", "2w" (a positive whole number and a unit).
+// "90s", "30m", "12h", "7d", "2w" (a whole number, 0 included, and a unit).
 Result<int64_t> ParseDuration(const json& v, const char* field) {
   const Status bad = InvalidArgument(
       field, fmt::format("must be a duration such as 90s, 30m, 12h, 7d or 2w, got {}", v.dump()));
   if (!v.is_string()) return bad;
-  const std::string s = v.get<std::string>();
-  if (s.size() < 2 || s.size() > 12) return bad;
-  int64_t n = 0;
-  for (size_t i = 0; i + 1 < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return bad;
-    n = n * 10 + (s[i] - '0');
-  }
-  int64_t unit = 0;
-  switch (s.back()) {
-    case 's':
-      unit = 1000;
-      break;
-    case 'm':
-      unit = 60'000;
-      break;
-    case 'h':
-      unit = 3'600'000;
-      break;
-    case 'd':
-      unit = 86'400'000;
-      break;
-    case 'w':
-      unit = 7 * 86'400'000LL;
-      break;
-    default:
-      return bad;
-  }
-  if (n < 0 || n > 100'000) return bad;
-  return n * unit;
+  const auto ms = ParseDurationUnitsMs(v.get<std::string>());
+  if (!ms) return bad;
+  return *ms;
 }
 
 Status CheckKeys(const json& body, const std::set<std::string>& allowed, const std::string& where) {

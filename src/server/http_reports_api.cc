@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "api/errors.h"
+#include "common/duration.h"
 #include "common/time.h"
 #include "model/service.h"
 #include "server/http_api.h"
@@ -21,34 +22,9 @@ namespace {
 Result<int64_t> ParseDurationMs(const std::string& s, const char* field) {
   const Status bad = InvalidArgument(
       field, fmt::format("must be a duration such as 90s, 30m, 12h, 7d or 2w, got '{}'", s));
-  if (s.size() < 2 || s.size() > 12) return bad;
-  int64_t n = 0;
-  for (size_t i = 0; i + 1 < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return bad;
-    n = n * 10 + (s[i] - '0');
-  }
-  int64_t unit = 0;
-  switch (s.back()) {
-    case 's':
-      unit = 1000;
-      break;
-    case 'm':
-      unit = 60'000;
-      break;
-    case 'h':
-      unit = 3'600'000;
-      break;
-    case 'd':
-      unit = 86'400'000;
-      break;
-    case 'w':
-      unit = 7 * 86'400'000LL;
-      break;
-    default:
-      return bad;
-  }
-  if (n <= 0 || n > 100'000) return bad;
-  return n * unit;
+  const auto ms = ParseDurationUnitsMs(s);
+  if (!ms || *ms <= 0) return bad;
+  return *ms;
 }
 
 // RFC 3339 or a date (common/time.h).
