@@ -35,6 +35,16 @@ Result<int64_t> ParseDuration(const json& v, const char* field) {
   return *ms;
 }
 
+// The body's cycle_interval_ms (10 ms to an hour), or 0 when it has none.
+Result<int64_t> ParseCycleInterval(const json& body) {
+  if (!body.contains("cycle_interval_ms")) return int64_t{0};
+  const json& c = body["cycle_interval_ms"];
+  if (!c.is_number_integer() || c.get<int64_t>() < 10 || c.get<int64_t>() > 3'600'000) {
+    return InvalidArgument("cycle_interval_ms", "must be a whole number from 10 to 3600000");
+  }
+  return c.get<int64_t>();
+}
+
 Status CheckKeys(const json& body, const std::set<std::string>& allowed, const std::string& where) {
   for (const auto& [key, value] : body.items()) {
     if (allowed.count(key) == 0) {
@@ -169,17 +179,12 @@ void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
                                                                            kMaxChanges)));
           }
           plan::History h;
+          auto cycle_interval = ParseCycleInterval(*body);
+          if (!cycle_interval.ok()) return SendError(res, cycle_interval.status());
           if (Status st = cp_->PlanHistory(p, since, until, &h); !st.ok()) {
             return SendError(res, st);
           }
-          if (body->contains("cycle_interval_ms")) {
-            const json& c = (*body)["cycle_interval_ms"];
-            if (!c.is_number_integer() || c.get<int64_t>() < 10 || c.get<int64_t>() > 3'600'000) {
-              return SendError(res, InvalidArgument("cycle_interval_ms",
-                                                    "must be a whole number from 10 to 3600000"));
-            }
-            h.cycle_interval_ms = c.get<int64_t>();
-          }
+          if (*cycle_interval > 0) h.cycle_interval_ms = *cycle_interval;
           if (body->contains("capacity")) {
             if (!changes.empty()) {
               return SendError(res, InvalidArgument("capacity",
@@ -201,51 +206,45 @@ void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
           }
           SendJson(res, 200, plan::PlanReportJson(*r));
         });
-  route(
-      "POST", "/api/v1/plan/capacity", "/api/v1/plan/capacity",
-      "The fewest nodes of a GPU model that bring every queue's replayed p90 wait within a "
-      "target (admins): since (30d), until, model, target_wait_p90, max_nodes, gpus_per_node",
-      [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
-        if (p.role != Role::kAdmin) {
-          return SendError(res, Forbidden("only admins may replay the cluster's history"));
-        }
-        auto body = ParseJsonBody(req);
-        if (!body.ok()) return SendError(res, body.status());
-        if (!body->is_object()) {
-          return SendError(res, InvalidArgument("", "the body must be a JSON object"));
-        }
-        const std::set<std::string> keys = {"since",
-                                            "until",
-                                            "model",
-                                            "target_wait_p90",
-                                            "max_nodes",
-                                            "gpus_per_node",
-                                            "cycle_interval_ms"};
-        if (Status st = CheckKeys(*body, keys, ""); !st.ok()) return SendError(res, st);
-        int64_t since = 0, until = 0;
-        if (Status st = ParsePeriod(*body, cp_->Now(), &since, &until); !st.ok()) {
-          return SendError(res, st);
-        }
-        json c = *body;
-        for (const char* k : {"since", "until", "cycle_interval_ms"}) c.erase(k);
-        auto q = ParseCapacity(c, "");
-        if (!q.ok()) return SendError(res, q.status());
-        plan::History h;
-        if (Status st = cp_->PlanHistory(p, since, until, &h); !st.ok()) {
-          return SendError(res, st);
-        }
-        if (body->contains("cycle_interval_ms")) {
-          const json& ci = (*body)["cycle_interval_ms"];
-          if (!ci.is_number_integer() || ci.get<int64_t>() < 10 || ci.get<int64_t>() > 3'600'000) {
-            return SendError(res, InvalidArgument("cycle_interval_ms",
-                                                  "must be a whole number from 10 to 3600000"));
+  route("POST", "/api/v1/plan/capacity", "/api/v1/plan/capacity",
+        "The fewest nodes of a GPU model that bring every queue's replayed p90 wait within a "
+        "target (admins): since (30d), until, model, target_wait_p90, max_nodes, gpus_per_node",
+        [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
+          if (p.role != Role::kAdmin) {
+            return SendError(res, Forbidden("only admins may replay the cluster's history"));
           }
-          h.cycle_interval_ms = ci.get<int64_t>();
-        }
-        auto a = plan::FindCapacity(h, *q);
-        if (!a.ok()) return SendError(res, a.status());
-        SendJson(res, 200, plan::CapacityAnswerJson(*a, *q));
-      });
+          auto body = ParseJsonBody(req);
+          if (!body.ok()) return SendError(res, body.status());
+          if (!body->is_object()) {
+            return SendError(res, InvalidArgument("", "the body must be a JSON object"));
+          }
+          const std::set<std::string> keys = {"since",
+                                              "until",
+                                              "model",
+                                              "target_wait_p90",
+                                              "max_nodes",
+                                              "gpus_per_node",
+                                              "cycle_interval_ms"};
+          if (Status st = CheckKeys(*body, keys, ""); !st.ok()) return SendError(res, st);
+          int64_t since = 0, until = 0;
+          if (Status st = ParsePeriod(*body, cp_->Now(), &since, &until); !st.ok()) {
+            return SendError(res, st);
+          }
+          json c = *body;
+          for (const char* k : {"since", "until", "cycle_interval_ms"}) c.erase(k);
+          auto q = ParseCapacity(c, "");
+          if (!q.ok()) return SendError(res, q.status());
+          plan::History h;
+          auto cycle_interval = ParseCycleInterval(*body);
+          if (!cycle_interval.ok()) return SendError(res, cycle_interval.status());
+          if (Status st = cp_->PlanHistory(p, since, until, &h); !st.ok()) {
+            return SendError(res, st);
+          }
+          if (*cycle_interval > 0) h.cycle_interval_ms = *cycle_interval;
+          auto a = plan::FindCapacity(h, *q);
+          if (!a.ok()) return SendError(res, a.status());
+          SendJson(res, 200, plan::CapacityAnswerJson(*a, *q));
+        });
 }
 
 }  // namespace arbiter::server
