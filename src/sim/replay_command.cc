@@ -656,6 +656,20 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
   }
   std::vector<ReplayReport> reports;
   nlohmann::json results = nlohmann::json::array();
+  // The report as JSON (--json FILE, or - for stdout instead of the table), and the table.
+  auto emit = [&](const nlohmann::json& report, const std::function<std::string()>& table) {
+    if (o.json_path == "-") {
+      std::printf("%s\n", report.dump(1).c_str());
+      return 0;
+    }
+    if (!o.json_path.empty()) {
+      const Status st = WriteTextFile(o.json_path, report.dump(1) + "\n", "report");
+      if (!st.ok()) return fail(st);
+    }
+    const std::string text = table();
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  };
   if (!o.seeds.empty()) {
     auto seeds = ParseSeeds(o.seeds);
     if (!seeds.ok()) return fail(seeds.status());
@@ -666,18 +680,8 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
       if (!st.ok()) return fail(st);
     }
     const nlohmann::json spread = ReplaySeedSpread(reports, *seeds);
-    const nlohmann::json report{{"results", results}, {"spread", spread}};
-    if (o.json_path == "-") {
-      std::printf("%s\n", report.dump(1).c_str());
-      return 0;
-    }
-    if (!o.json_path.empty()) {
-      const Status st = WriteTextFile(o.json_path, report.dump(1) + "\n", "report");
-      if (!st.ok()) return fail(st);
-    }
-    const std::string table = FormatReplaySpread(spread);
-    std::fwrite(table.data(), 1, table.size(), stdout);
-    return 0;
+    return emit(nlohmann::json{{"results", results}, {"spread", spread}},
+                [&] { return FormatReplaySpread(spread); });
   }
   const Status once = ReplayOnce(o, &reports, &results);
   if (!once.ok()) return fail(once);
@@ -691,17 +695,7 @@ int RunReplayCommand(const ReplayCommandOptions& o) {
   }
   const nlohmann::json report =
       results.size() == 1 ? results[0] : nlohmann::json{{"results", results}};
-  if (o.json_path == "-") {
-    std::printf("%s\n", report.dump(1).c_str());
-    return 0;
-  }
-  if (!o.json_path.empty()) {
-    const Status st = WriteTextFile(o.json_path, report.dump(1) + "\n", "report");
-    if (!st.ok()) return fail(st);
-  }
-  const std::string table = FormatReplayTable(reports);
-  std::fwrite(table.data(), 1, table.size(), stdout);
-  return 0;
+  return emit(report, [&] { return FormatReplayTable(reports); });
 }
 
 }  // namespace arbiter::sim
