@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -36,10 +37,23 @@ Status AppendArchiveDays(const std::string& dir, std::string_view prefix,
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Unavailable(fmt::format("{}: cannot create {}: {}", what, dir, ec.message()));
+  // The archives hold every tenant's records (on a node: every job's output): the archiving
+  // process's alone, whatever its umask, as the folders they come from.
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) return Unavailable(fmt::format("{}: cannot restrict {}: {}", what, dir, ec.message()));
   for (const auto& [day, lines] : days) {
     const std::string path = fmt::format("{}/{}{}.jsonl.gz", dir, prefix, day);
-    gzFile f = gzopen(path.c_str(), "ab");
-    if (f == nullptr) return Unavailable(fmt::format("{}: cannot open {}", what, path));
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0 || ::fchmod(fd, 0600) != 0) {
+      if (fd >= 0) ::close(fd);
+      return Unavailable(fmt::format("{}: cannot open {}", what, path));
+    }
+    gzFile f = gzdopen(fd, "ab");  // owns fd from here
+    if (f == nullptr) {
+      ::close(fd);
+      return Unavailable(fmt::format("{}: cannot open {}", what, path));
+    }
     // gzwrite takes an unsigned length: large texts go in parts.
     size_t done = 0;
     bool ok = true;

@@ -91,6 +91,11 @@ TEST(OutputRetention, ArchivesOldIdleJobsThenRemovesTheirFolders) {
   EXPECT_TRUE(fs::exists(w + "/jobs/7/task-0.log"));
   EXPECT_TRUE(fs::exists(w + "/jobs/executor.heartbeat"));
 
+  // The archive holds every job's output: the executor's alone.
+  EXPECT_EQ(fs::status(w + "/archive").permissions(), fs::perms::owner_all);
+  EXPECT_EQ(fs::status(w + "/archive/output-" + ArchiveDay(old) + ".jsonl.gz").permissions(),
+            fs::perms::owner_read | fs::perms::owner_write);
+
   // Both jobs the sweep read (5 and 7) are archived under the day of their newest file: 7 stays
   // on disk too, and the next sweep archives it again (a line per copy).
   const std::vector<json> lines =
