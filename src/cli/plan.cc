@@ -21,7 +21,8 @@ struct PlanFlags {
   std::string since = "30d", until;
   std::vector<std::string> add_nodes, remove_nodes, quota, policies;
   int64_t cycle_interval_ms = 0;
-  bool json = false, html = false;
+  int64_t stop_latency_ms = -1;  // -1: as measured on the period's preemptions
+  bool json = false, html = false, jobs = false;
   // capacity
   std::string model, target;
   int32_t max_nodes = 0, gpus_per_node = 0;
@@ -31,6 +32,7 @@ json PeriodBody(const PlanFlags& f) {
   json body = {{"since", f.since}};
   if (!f.until.empty()) body["until"] = f.until;
   if (f.cycle_interval_ms > 0) body["cycle_interval_ms"] = f.cycle_interval_ms;
+  if (f.stop_latency_ms >= 0) body["stop_latency_ms"] = f.stop_latency_ms;
   return body;
 }
 
@@ -88,6 +90,11 @@ void PrintReplay(const json& r) {
       "%s\n\n",
       static_cast<long long>(r.value("jobs", 0)), static_cast<long long>(r.value("carried_in", 0)),
       static_cast<long long>(r.value("skipped", 0)), r.value("policy", "").c_str());
+  const auto samples = r.value("stop_latency_samples", int64_t{0});
+  std::printf("each preemption stops %.3f s after its grace period (%s)\n\n",
+              static_cast<double>(r.value("stop_latency_ms", int64_t{0})) / 1000.0,
+              samples > 0 ? fmt::format("the median of {} recorded stops", samples).c_str()
+                          : "given, or no stop recorded");
   std::printf("wait p50 / p90 / p99 by queue\n");
   PrintGroups(r, "queues", "queue", "QUEUE");
   std::printf("\nwait p50 / p90 / p99 by job type\n");
@@ -123,6 +130,7 @@ int Replay(const ContextPtr& ctx, const PlanFlags& f) {
   if (!f.quota.empty()) body["quota"] = f.quota;
   if (!f.policies.empty()) body["policy"] = f.policies;
   if (f.html) body["format"] = "html";
+  if (f.jobs) body["jobs"] = true;
   auto c = ctx->Resolve();
   if (!c.ok()) return Fail(c.status(), kExitUsage);
   ApiClient api(*c);
@@ -198,6 +206,10 @@ void AddPeriodFlags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--until", f->until, "End of the period: RFC 3339 time or date (default: now)");
   cmd->add_option("--cycle-interval-ms", f->cycle_interval_ms,
                   "The replay's periodic cycle (default 1000)");
+  cmd->add_option("--stop-latency-ms", f->stop_latency_ms,
+                  "Time a preempted job takes to stop after its grace period (default: the "
+                  "median the period's preemptions took)")
+      ->check(CLI::Range(int64_t{0}, int64_t{3600000}));
 }
 
 }  // namespace
@@ -222,6 +234,10 @@ void RegisterPlanCommands(CLI::App& app, const ContextPtr& ctx) {
   replay->add_option("--policy", rf->policies, "Replay under another placement policy");
   auto* as_json = replay->add_flag("--json", rf->json, "Print the report as JSON");
   replay->add_flag("--html", rf->html, "Print a self-contained HTML report")->excludes(as_json);
+  replay
+      ->add_flag("--jobs", rf->jobs,
+                 "With --json: each job's wait and preemptions, recorded and in each replay")
+      ->needs(as_json);
   AddClientFlags(replay, ctx);
   SetExamples(replay, {"arbiter plan replay --since 30d",
                        "arbiter plan replay --since 7d --add-nodes 4xH100-80G --json",

@@ -150,6 +150,10 @@ struct RunningJob {
 struct Nomination {
   JobId preemptor;
   std::vector<JobId> victims;
+  // Where the preemption planned it (PreemptionDecision::tasks) and on which model; empty: not
+  // known (it is placed wherever it fits).
+  std::vector<TaskPlacement> tasks;
+  GpuModelId model = kNoModel;
 };
 
 enum class BudgetPolicy { kBlock, kBestEffort };

@@ -139,6 +139,14 @@ struct Built {
   std::vector<DurationMs> walltime;    // per workload job: the cap of its run time (0: none)
   std::vector<DurationMs> grace_only;  // > 0: a job being stopped, ends within this
   JobId target;
+  size_t base = 0;  // jobs of the state; drawn arrivals follow them in w.jobs
+  // The templates of the arrivals to come (RecentArrival), ready to replay.
+  struct Template {
+    sim::ReplayJob job;
+    Samples samples;
+    DurationMs walltime = 0;
+  };
+  std::vector<Template> arrivals;
 };
 
 DurationMs QueueDefaultWalltime(const core::QuotaTree& tree, QueueId q) {
@@ -173,8 +181,10 @@ Built Build(const StartEstimateInput& in, const RunTimeHistory& h,
     b.grace_only.push_back(0);
     w.jobs.push_back(std::move(job));
   };
+  std::unordered_map<uint64_t, JobId> renumbered;  // the driver's id -> the replay's
   for (size_t i = 0; i < in.running->size(); ++i) {
     const core::RunningJob& r = (*in.running)[i];
+    renumbered.emplace(r.id.value(), JobId(w.jobs.size() + 1));
     sim::ReplayJob job;
     job.name = fmt::format("running-{}", r.id.value());
     job.pending.queue = r.queue;
@@ -197,12 +207,49 @@ Built Build(const StartEstimateInput& in, const RunTimeHistory& h,
     job.min_runtime = in.pending_min_runtime.empty() ? SecondsToMs(300) : in.pending_min_runtime[i];
     job.grace_period = p.grace_period;
     const bool target = p.id == in.target;
+    renumbered.emplace(p.id.value(), JobId(w.jobs.size() + 1));
     const DurationMs cap = p.walltime > 0 ? p.walltime : QueueDefaultWalltime(*in.tree, p.queue);
     add(std::move(job), in.pending_owners[i], 0, cap);
     if (target) b.target = w.jobs.back().pending.id;
   }
-  // The typical tasks, as a cycle derives them from its pending jobs (fgd's distribution).
-  if (in.profile->needs_distribution()) {
+  b.base = w.jobs.size();
+  if (in.recent != nullptr && in.arrival_window > 0) {
+    for (const RecentArrival& r : *in.recent) {
+      Built::Template t;
+      t.job.name = "arrival";
+      t.job.pending = r.job;
+      t.job.pending.constraints =
+          in.constraints != nullptr && r.job.constraints < in.constraints->size()
+              ? r.job.constraints
+              : 0;
+      t.job.min_runtime = r.min_runtime;
+      t.job.grace_period = r.job.grace_period;
+      t.job.queue = queue_of(r.job.queue);
+      t.walltime =
+          r.job.walltime > 0 ? r.job.walltime : QueueDefaultWalltime(*in.tree, r.job.queue);
+      t.samples = SamplesOf(r.owner, h, t.walltime);
+      b.arrivals.push_back(std::move(t));
+    }
+  }
+  // The preemptors replayed that wait for their victims, with the victims that still run.
+  if (in.nominations != nullptr) {
+    for (const core::Nomination& n : *in.nominations) {
+      auto p = renumbered.find(n.preemptor.value());
+      if (p == renumbered.end()) continue;
+      core::Nomination m{p->second, {}, n.tasks, n.model};
+      for (JobId v : n.victims) {
+        if (auto it = renumbered.find(v.value()); it != renumbered.end()) {
+          m.victims.push_back(it->second);
+        }
+      }
+      w.nominations.push_back(std::move(m));
+    }
+  }
+  if (in.usage_history != nullptr) w.usage_history = *in.usage_history;
+  // The typical tasks: the driver's, else as a cycle derives them from its pending jobs.
+  if (in.distribution != nullptr) {
+    w.typical = *in.distribution;
+  } else if (in.profile->needs_distribution()) {
     std::vector<core::TaskClass> tasks;
     for (size_t i : chosen) {
       const core::PendingJob& p = (*in.pending)[i];
@@ -219,6 +266,41 @@ Built Build(const StartEstimateInput& in, const RunTimeHistory& h,
   return b;
 }
 
+// The span of arrivals a draw replays first (EstimateStart lengthens it as needed).
+constexpr DurationMs kFirstArrivalSpan = SecondsToMs(3600);
+
+// One draw's future arrivals (EstimateStart, step 3) in [now, now + until), appended to b.w.jobs
+// after the state's.
+void DrawArrivals(Rng& rng, const StartEstimateInput& in, Built& b, DurationMs cycle_interval,
+                  DurationMs until, DurationMs never, size_t max_arrivals, StartEstimate* e) {
+  b.w.jobs.resize(b.base);
+  if (b.arrivals.empty()) return;
+  // Poisson arrivals at the recent rate: exponential gaps of mean window / n.
+  const double mean_gap =
+      static_cast<double>(in.arrival_window) / static_cast<double>(b.arrivals.size());
+  std::optional<DurationMs> cut;
+  double at = 0;  // ms after now
+  for (;;) {
+    at += -std::log(1.0 - rng.UniformDouble()) * mean_gap;
+    if (at >= static_cast<double>(until)) break;
+    if (b.w.jobs.size() - b.base >= max_arrivals) {
+      cut = static_cast<DurationMs>(at);
+      break;
+    }
+    // Rounded up to the cycle grid from now (arrivals share cycles), and after now.
+    const auto off = std::max<DurationMs>(static_cast<DurationMs>(at), 1);
+    const Built::Template& tpl = b.arrivals[rng.Uniform(b.arrivals.size())];
+    sim::ReplayJob job = tpl.job;
+    job.pending.id = JobId(b.w.jobs.size() + 1);
+    job.pending.submit_time = in.now + (off + cycle_interval - 1) / cycle_interval * cycle_interval;
+    job.duration = DrawRemaining(rng, tpl.samples, 0, tpl.walltime, never);
+    b.w.jobs.push_back(std::move(job));
+  }
+  e->arrivals_per_draw =
+      std::max(e->arrivals_per_draw, static_cast<int64_t>(b.w.jobs.size() - b.base));
+  if (cut) e->arrivals_for = cut;
+}
+
 std::string BoundNote(const StartEstimate& e, DurationMs horizon) {
   std::vector<std::string> parts;
   if (e.pending_replayed < e.pending_total) {
@@ -228,6 +310,11 @@ std::string BoundNote(const StartEstimate& e, DurationMs horizon) {
   if (e.horizon_reached > 0) {
     parts.push_back(fmt::format("{} of {} draws reached the horizon of {} h", e.horizon_reached,
                                 e.samples, horizon / 3'600'000));
+  }
+  if (e.arrivals_for) {
+    parts.push_back(fmt::format("arrivals modelled for the first {:.1f} h only ({} per draw)",
+                                static_cast<double>(*e.arrivals_for) / 3'600'000.0,
+                                e.arrivals_per_draw));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
@@ -272,7 +359,8 @@ StartEstimate EstimateStart(const StartEstimateInput& in, const RunTimeHistory& 
   ro.max_series_points = 2;
   const int32_t draws = std::max(o.samples, 1);
   for (int32_t d = 0; d < draws; ++d) {
-    for (size_t j = 0; j < b.w.jobs.size(); ++j) {
+    b.w.jobs.resize(b.base);  // the previous draw's arrivals go
+    for (size_t j = 0; j < b.base; ++j) {
       sim::ReplayJob& job = b.w.jobs[j];
       DurationMs remaining = b.grace_only[j] > 0 ? b.grace_only[j]
                                                  : DrawRemaining(rng, b.samples[j], b.elapsed[j],
@@ -280,13 +368,26 @@ StartEstimate EstimateStart(const StartEstimateInput& in, const RunTimeHistory& 
       // A seated job ends at start_time + duration; a pending one runs `duration` once started.
       job.duration = b.elapsed[j] + remaining;
     }
+    // Arrivals are drawn for a first span, and the replay limited to it; only when the target has
+    // not started by then is the span lengthened (x 4, up to the horizon) and the draw replayed
+    // with the same arrivals and more after them (their own generator, reseeded alike), so that
+    // a target that starts soon costs no more than the arrivals before it.
+    const uint64_t arrivals_seed = rng.Next();
+    DurationMs span = b.arrivals.empty() ? horizon : std::min(horizon, kFirstArrivalSpan);
     std::optional<TimeMs> start;
     ro.on_start = [&](JobId id, TimeMs t) {
       if (id != b.target) return false;
       start = t;
       return true;
     };
-    (void)sim::RunReplay(b.w, *in.profile, "estimate", ro);
+    for (;;) {
+      Rng arrivals_rng(arrivals_seed);
+      DrawArrivals(arrivals_rng, in, b, ro.cycle_interval, span, never, o.max_arrivals, &e);
+      ro.time_limit = in.now + span;
+      (void)sim::RunReplay(b.w, *in.profile, "estimate", ro);
+      if (start || span >= horizon || e.arrivals_for) break;
+      span = std::min(horizon, span * 4);
+    }
     if (start) {
       e.starts.push_back(*start);
     } else {

@@ -13,7 +13,15 @@
 //      own, else its queue's default) caps it: remaining <= walltime - elapsed (at least 1 s).
 //   2. Every pending job replayed gets a run time drawn uniformly from its samples, capped by its
 //      walltime.
-//   3. The replay starts at `now` with the running jobs seated where they run and the pending jobs
+//   3. Jobs keep arriving, at the rate of the last `arrival_window`: a Poisson process of rate
+//      (jobs submitted in the window) / window, each arrival a job drawn uniformly (with
+//      replacement) from those recent submissions, at its time rounded up to the cycle interval
+//      (arrivals share cycles), with a run time drawn as in 2. At most max_arrivals per draw.
+//      Jobs that arrive later may start first (a higher priority, a queue further below its fair
+//      share): without them the estimate is an early bound, the start if nothing else arrived.
+//      A draw replays the arrivals of its first hour and, only while its target has not started,
+//      a span four times as long (the same arrivals and more), up to the horizon.
+//   4. The replay starts at `now` with the running jobs seated where they run and the pending jobs
 //      in queue order (their own submit times and priorities); it ends when the target starts, or
 //      at now + horizon (the target has not started in this draw).
 // The samples of a job: its user's completed run times when there are at least min_samples of
@@ -71,6 +79,13 @@ struct JobOwner {
   std::string queue;  // a key of RunTimeHistory::by_queue
 };
 
+// A job submitted in the window before `now`: a template of the arrivals to come.
+struct RecentArrival {
+  core::PendingJob job;  // as submitted (its submit_time in [now - window, now]); id unused
+  JobOwner owner;
+  DurationMs min_runtime = SecondsToMs(300);
+};
+
 // The state to replay: as a scheduling cycle's input (core/cycle/cycle.h). Pointers must outlive
 // the call; `running_owners` and `pending_owners` are parallel to `running` and `pending`.
 struct StartEstimateInput {
@@ -80,6 +95,18 @@ struct StartEstimateInput {
   const std::vector<core::RunningJob>* running = nullptr;
   const std::vector<core::PendingJob>* pending = nullptr;
   const std::vector<core::Constraints>* constraints = nullptr;  // may be null
+  // The cycle's preemptors waiting for their victims (CycleInput::nominations): the replay holds
+  // their capacity as the driver does. May be null: none.
+  const std::vector<core::Nomination>* nominations = nullptr;
+  // The cycle's decayed usage per tree node (CycleInput::usage_history); may be null: none.
+  const std::vector<core::QuotaVec>* usage_history = nullptr;
+  // The typical tasks the driver's cycles score against (CycleInput::distribution); null: derived
+  // from the pending jobs replayed, as a cycle given none does.
+  const core::TaskDistribution* distribution = nullptr;
+  // The jobs submitted in the last `arrival_window` (any state now): future arrivals are drawn
+  // from them (see EstimateStart). Null or empty, or a window of 0: nothing more arrives.
+  const std::vector<RecentArrival>* recent = nullptr;
+  DurationMs arrival_window = 0;
   std::vector<JobOwner> running_owners;
   std::vector<JobOwner> pending_owners;
   // Minimum runtime of each pending job once it starts (its priority class's), parallel to
@@ -99,6 +126,7 @@ struct StartEstimateOptions {
   DurationMs horizon = SecondsToMs(14 * 86400);  // virtual time each draw may run
   DurationMs cycle_interval = SecondsToMs(30);   // between cycles while jobs wait
   uint64_t seed = 1;
+  size_t max_arrivals = 5000;  // future arrivals drawn per draw, at most
 };
 
 struct StartEstimate {
@@ -116,7 +144,14 @@ struct StartEstimate {
   size_t pending_total = 0;
   size_t pending_replayed = 0;
   int32_t horizon_reached = 0;
-  bool bounded() const { return pending_replayed < pending_total || horizon_reached > 0; }
+  // Future arrivals: the most a draw replayed (0: none modelled; a draw whose target starts early
+  // replays only those of its first hour or so), and, when max_arrivals cut a draw's arrivals
+  // off, how long after now.
+  int64_t arrivals_per_draw = 0;
+  std::optional<DurationMs> arrivals_for;
+  bool bounded() const {
+    return pending_replayed < pending_total || horizon_reached > 0 || arrivals_for.has_value();
+  }
   // A line a person can read when bounded (else empty): "replayed the first 1000 of 4200 pending
   // jobs; 3 of 32 draws reached the 14-day horizon".
   std::string bound_note;

@@ -50,7 +50,8 @@ class Estimate : public ::testing::Test {
     pending_owners_.push_back({user, "q"});
   }
 
-  StartEstimate Run(uint64_t target, StartEstimateOptions o = {}) {
+  StartEstimate Run(uint64_t target, StartEstimateOptions o = {},
+                    const std::vector<RecentArrival>* recent = nullptr, DurationMs window = 0) {
     SortRunTimes(&history_);
     StartEstimateInput in;
     in.cluster = &world_.cluster;
@@ -63,6 +64,8 @@ class Estimate : public ::testing::Test {
     in.pending_owners = pending_owners_;
     in.now = kNow;
     in.target = JobId(target);
+    in.recent = recent;
+    in.arrival_window = window;
     return EstimateStart(in, history_, o);
   }
 
@@ -103,6 +106,48 @@ TEST_F(Estimate, WaitsForTheJobsAheadInTheQueue) {
   ASSERT_TRUE(e.p50 && e.p90);
   EXPECT_EQ(*e.p50, kNow + SecondsToMs(4600));
   EXPECT_EQ(*e.p90, kNow + SecondsToMs(4600));
+}
+
+// Jobs keep arriving: over the last 10,000 s, two jobs of a higher priority were submitted
+// (each runs carol's 3,600 s). Without them the target starts when the running job ends (in
+// 3,000 s); with them drawn as future arrivals (Poisson, one per 5,000 s on average), those that
+// arrive before then go first, so the estimate is later in some draws and never earlier.
+TEST_F(Estimate, LaterArrivalsOfAHigherPriorityGoFirst) {
+  history_.by_user["t/alice"] = Times({3600, 3600, 3600, 3600, 3600});
+  history_.by_user["t/carol"] = Times({3600, 3600, 3600, 3600, 3600});
+  Running(1, "t/alice", 600);
+  world_.running.back().preemptible = false;
+  Pending(2, "t/bob", kNow - 100);
+  std::vector<RecentArrival> recent;
+  for (uint64_t i = 0; i < 2; ++i) {
+    RecentArrival a;
+    a.job = JobBuilder(100 + i)
+                .Queue(world_.Queue("q"))
+                .Gpus(8)
+                .Priority(1000)
+                .SubmitTime(kNow - SecondsToMs(4000 * static_cast<int64_t>(i + 1)))
+                .Build();
+    a.owner = {"t/carol", "q"};
+    recent.push_back(a);
+  }
+  StartEstimateOptions o;
+  o.samples = 64;
+  const StartEstimate alone = Run(2, o);
+  const StartEstimate with = Run(2, o, &recent, SecondsToMs(10000));
+  ASSERT_TRUE(alone.p50 && alone.p90);
+  EXPECT_EQ(*alone.p90, kNow + SecondsToMs(3000));
+  EXPECT_EQ(alone.arrivals_per_draw, 0);
+  ASSERT_GE(with.starts.size(), 60u);  // a few draws may queue arrivals past the horizon
+  // About 1 - e^(-3000/5000) = 45% of the draws have an arrival before 3,000 s: it runs first.
+  const auto later = std::count_if(with.starts.begin(), with.starts.end(),
+                                   [](TimeMs t) { return t > kNow + SecondsToMs(3000); });
+  EXPECT_GE(later, 15);
+  EXPECT_LE(later, 50);
+  EXPECT_GE(with.starts.front(), kNow + SecondsToMs(3000));
+  ASSERT_TRUE(with.p90);
+  EXPECT_GE(*with.p90, kNow + SecondsToMs(6600));  // after one arrival's 3,600 s at least
+  EXPECT_GT(with.arrivals_per_draw, 0);
+  EXPECT_FALSE(with.arrivals_for);  // 14 days of arrivals at this rate stay far below the cap
 }
 
 // Too few runs of the user (2 < 5): the queue's runs (1,800 s) give 1,200 s left.
@@ -224,6 +269,7 @@ TEST(Calibration, ExactRunTimesHitEveryEstimate) {
   o.estimate.samples = 4;
   o.min_samples = 1;
   o.replay.cycle_interval = SecondsToMs(10);
+  o.arrival_window = 0;  // nothing arrives in the estimates: the trace's later jobs queue behind
   const CalibrationReport r = Calibrate(w, profile, o);
   EXPECT_EQ(r.jobs, 12);
   EXPECT_EQ(r.started_at_once, 1);  // the first job

@@ -24,6 +24,9 @@ struct CalibrateFlags {
   int32_t every = 1;
   int32_t max_jobs = 200;
   size_t min_samples = 5;
+  bool no_cycle_state = false;
+  bool known_run_times = false;
+  int64_t arrival_window_seconds = 3600;
   std::string json_path;
 };
 
@@ -36,6 +39,9 @@ nlohmann::json ReportJson(const CalibrationReport& r, const CalibrateFlags& f, d
           {"seed", f.replay.seed},
           {"samples", f.samples},
           {"max_pending", f.max_pending},
+          {"cycle_state", !f.no_cycle_state},
+          {"known_run_times", f.known_run_times},
+          {"arrival_window_seconds", f.arrival_window_seconds},
           {"horizon_hours", f.horizon_hours},
           {"jobs", r.jobs},
           {"started_at_once", r.started_at_once},
@@ -75,6 +81,9 @@ int Run(const CalibrateFlags& f) {
   o.every = f.every;
   o.max_jobs = f.max_jobs;
   o.min_samples = f.min_samples;
+  o.carry_cycle_state = !f.no_cycle_state;
+  o.known_run_times = f.known_run_times;
+  o.arrival_window = SecondsToMs(f.arrival_window_seconds);
   std::fprintf(stderr, "calibrate: %zu nodes, %zu jobs; estimating at most %d waiting jobs\n",
                loaded->cluster->num_nodes(), loaded->workload.jobs.size(), f.max_jobs);
   const auto t0 = std::chrono::steady_clock::now();
@@ -168,6 +177,16 @@ void RegisterCalibrateCommand(CLI::App& app, int* exit_code) {
                   "Completed runs a user or queue needs before its own history is used")
       ->check(CLI::Range(size_t{1}, size_t{100000}))
       ->capture_default_str();
+  cal->add_option("--arrival-window", f.arrival_window_seconds,
+                  "Seconds of recent arrivals future arrivals are drawn from (0: none arrive)")
+      ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400))
+      ->capture_default_str();
+  cal->add_flag("--known-run-times", f.known_run_times,
+                "Diagnostic: the run-time history holds every job's run time from the start (the "
+                "distribution known in advance, not each job's)");
+  cal->add_flag("--no-cycle-state", f.no_cycle_state,
+                "Estimate from the running and pending jobs alone, without the cycle's "
+                "nominations, decayed usage and typical tasks (for comparison)");
   cal->add_option("--json", f.json_path, "Write the figures as JSON to this file ('-': stdout)");
   cal->callback([exit_code] { *exit_code = Run(f); });
 }

@@ -7,6 +7,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/cycle/cycle.h"
+
 namespace arbiter::plan {
 
 namespace {
@@ -48,10 +50,7 @@ class Calibrator {
       OnStart(id, t);
       return false;
     };
-    ro.before_cycle = [this](TimeMs t, const std::vector<core::RunningJob>& running,
-                             const std::vector<core::PendingJob>& pending) {
-      BeforeCycle(t, running, pending);
-    };
+    ro.before_cycle = [this](const core::CycleInput& in) { BeforeCycle(in); };
     (void)sim::RunReplay(w_, profile_, "calibrate", ro);
     return Report();
   }
@@ -74,12 +73,26 @@ class Calibrator {
     ends_.emplace(t + run, j, t);
   }
 
-  void BeforeCycle(TimeMs t, const std::vector<core::RunningJob>& running,
-                   const std::vector<core::PendingJob>& pending) {
+  void BeforeCycle(const core::CycleInput& cycle) {
+    const TimeMs t = cycle.now;
+    const std::vector<core::RunningJob>& running = *cycle.running;
+    const std::vector<core::PendingJob>& pending = *cycle.pending;
     // A job pending again after a start was preempted: that run does not complete.
     for (const core::PendingJob& p : pending) {
       const size_t j = p.id.value() - 1;
       if (j < start_.size()) start_[j] = -1;
+    }
+    // A diagnostic: every job's run time in the history from the start (the distribution known
+    // in advance, not which job runs how long).
+    if (o_.known_run_times && !seeded_) {
+      seeded_ = true;
+      for (size_t j = 0; j < w_.jobs.size(); ++j) {
+        const sim::ReplayJob& job = w_.jobs[j];
+        const sim::ReplayQueue& q = w_.queues[job.queue];
+        InsertSorted(&history_.by_user[q.tenant], job.duration);
+        InsertSorted(&history_.by_queue[q.name], job.duration);
+        InsertSorted(&history_.cluster, job.duration);
+      }
     }
     // Runs completed by now join the history.
     while (!ends_.empty() && std::get<0>(ends_.top()) <= t) {
@@ -110,6 +123,30 @@ class Calibrator {
     in.running = &running;
     in.pending = &pending;
     in.constraints = w_.constraints.empty() ? nullptr : &w_.constraints;
+    // The jobs that arrived in the last window (their arrival: max(submit, the trace's start)).
+    recent_.clear();
+    if (o_.arrival_window > 0 && !w_.jobs.empty()) {
+      const TimeMs first = std::max(w_.jobs.front().pending.submit_time, w_.start);
+      const DurationMs window = std::min<DurationMs>(o_.arrival_window, t - first);
+      for (size_t j = 0; window > 0 && j < w_.jobs.size(); ++j) {
+        const TimeMs at = std::max(w_.jobs[j].pending.submit_time, w_.start);
+        if (at > t) break;
+        if (at < t - window) continue;
+        RecentArrival r;
+        r.job = w_.jobs[j].pending;
+        r.job.submit_time = at;
+        r.owner = OwnerOf(JobId(j + 1));
+        r.min_runtime = w_.jobs[j].min_runtime;
+        recent_.push_back(std::move(r));
+      }
+      in.recent = &recent_;
+      in.arrival_window = window;
+    }
+    if (o_.carry_cycle_state) {
+      in.nominations = cycle.nominations;
+      in.usage_history = cycle.usage_history;
+      in.distribution = cycle.distribution;
+    }
     in.now = t;
     in.cycle_seed = o_.replay.seed;
     for (const core::RunningJob& r : running) in.running_owners.push_back(OwnerOf(r.id));
@@ -189,6 +226,8 @@ class Calibrator {
   std::vector<TimeMs> first_start_;  // -1: never started
   std::vector<Estimate> estimate_;
   std::vector<size_t> estimated_;
+  std::vector<RecentArrival> recent_;  // the current estimates' (BeforeCycle)
+  bool seeded_ = false;                // known_run_times applied
   // (end, job, start) of runs in progress, earliest end first.
   std::priority_queue<std::tuple<TimeMs, size_t, TimeMs>,
                       std::vector<std::tuple<TimeMs, size_t, TimeMs>>, std::greater<>>

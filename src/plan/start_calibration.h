@@ -29,6 +29,16 @@ struct CalibrationOptions {
   int32_t every = 1;          // estimate one waiting job in `every` (by hash), >= 1
   int32_t max_jobs = 200;     // estimates at most
   size_t min_samples = 5;     // RunTimeHistory::min_samples
+  // Give each estimate the cycle's nominations, decayed usage and typical tasks, as the server
+  // does (false: the running and pending jobs alone, for comparison).
+  bool carry_cycle_state = true;
+  // The estimates draw future arrivals from the jobs that arrived this long before (0: none;
+  // StartEstimateInput::arrival_window, at most the time since the first arrival).
+  DurationMs arrival_window = SecondsToMs(3600);
+  // A diagnostic: the run-time history holds every job's run time from the start (what the
+  // estimates would be with the run-time distribution known, unbiased by the long runs still
+  // running).
+  bool known_run_times = false;
 };
 
 struct CalibrationReport {

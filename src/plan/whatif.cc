@@ -323,6 +323,7 @@ void GroupFiguresOf(const History& h, const std::vector<JobFigure>& figs, Outcom
   std::vector<double> all;
   for (const JobFigure& f : figs) {
     const RecordedJob& j = *f.job;
+    out->jobs.push_back({j.id, f.wait_seconds, f.started, f.preemptions});
     GroupFigures& q = queues[j.queue];
     GroupFigures& t = types[static_cast<int>(j.type)];
     for (GroupFigures* g : {&q, &t}) {
@@ -457,6 +458,7 @@ Result<Outcome> ReplayOutcome(const History& h, const std::vector<Item>& items, 
   sim::ReplayOptions o;
   o.cycle_interval = std::max<int64_t>(h.cycle_interval_ms, 1);
   o.time_limit = h.until_ms - h.since_ms;
+  o.stop_latency = std::max<int64_t>(h.stop_latency_ms, 0);
   o.job_results = true;
   o.max_series_points = 200;
   sim::ReplayReport r = sim::RunReplay(*w, *profile, s.policy, o);
@@ -650,6 +652,8 @@ Result<PlanReport> ReplayHistory(const History& h, const std::vector<Variant>& v
     if (!s.ok()) return s.status();
     setups.push_back(std::move(*s));
   }
+  rep.stop_latency_ms = std::max<int64_t>(h.stop_latency_ms, 0);
+  rep.stop_latency_samples = h.stop_latency_samples;
   rep.recorded = RecordedOutcome(h, *items);
   rep.replays.emplace_back();
   auto base =
@@ -847,19 +851,42 @@ json GroupsJson(const PlanReport& r, const std::vector<GroupFigures> Outcome::*g
 
 }  // namespace
 
-nlohmann::json PlanReportJson(const PlanReport& r) {
+nlohmann::json PlanReportJson(const PlanReport& r, bool with_jobs) {
   json runs = json::array({OutcomeJson(r.recorded), OutcomeJson(r.baseline)});
   for (const Outcome& v : r.variants) runs.push_back(OutcomeJson(v));
-  return {{"since_ms", r.since_ms},
-          {"until_ms", r.until_ms},
-          {"policy", r.policy},
-          {"jobs", r.jobs},
-          {"carried_in", r.carried_in},
-          {"skipped", r.skipped},
-          {"skipped_reasons", r.skipped_reasons},
-          {"runs", std::move(runs)},
-          {"queues", GroupsJson(r, &Outcome::queues, "queue", true)},
-          {"types", GroupsJson(r, &Outcome::types, "type", false)}};
+  json out = {{"since_ms", r.since_ms},
+              {"until_ms", r.until_ms},
+              {"policy", r.policy},
+              {"stop_latency_ms", r.stop_latency_ms},
+              {"stop_latency_samples", r.stop_latency_samples},
+              {"jobs", r.jobs},
+              {"carried_in", r.carried_in},
+              {"skipped", r.skipped},
+              {"skipped_reasons", r.skipped_reasons},
+              {"runs", std::move(runs)},
+              {"queues", GroupsJson(r, &Outcome::queues, "queue", true)},
+              {"types", GroupsJson(r, &Outcome::types, "type", false)}};
+  if (with_jobs) {
+    // Each outcome lists the same counted jobs in the same order (RecordedOutcome and
+    // ReplayOutcome walk the same items).
+    std::vector<const Outcome*> all = {&r.recorded, &r.baseline};
+    for (const Outcome& v : r.variants) all.push_back(&v);
+    json jobs = json::array();
+    for (size_t i = 0; i < r.recorded.jobs.size(); ++i) {
+      json runs_of_job = json::array();
+      for (const Outcome* o : all) {
+        if (i >= o->jobs.size() || o->jobs[i].id != r.recorded.jobs[i].id) continue;
+        const JobOutcome& jo = o->jobs[i];
+        runs_of_job.push_back({{"label", o->label},
+                               {"wait_s", Round(jo.wait_seconds, 3)},
+                               {"started", jo.started},
+                               {"preemptions", jo.preemptions}});
+      }
+      jobs.push_back({{"id", r.recorded.jobs[i].id}, {"runs", std::move(runs_of_job)}});
+    }
+    out["per_job"] = std::move(jobs);
+  }
+  return out;
 }
 
 std::string PlanHtml(const PlanReport& r, const std::string& command) {

@@ -80,6 +80,12 @@ struct History {
   std::vector<TenantBudget> budgets;
   std::string policy = "default";  // the placement profile the cluster runs
   int64_t cycle_interval_ms = 1000;
+  // How long a preempted job took to stop beyond its grace period: from the decision to its
+  // release, less its class's grace period; the median over the period's preemptions (0 when
+  // there were none). The replay adds it to every preemption (sim::ReplayOptions::stop_latency),
+  // since the preemptor waits for it.
+  int64_t stop_latency_ms = 0;
+  int64_t stop_latency_samples = 0;  // the preemptions it was measured on (0: given, or none)
   std::vector<RecordedJob> jobs;
 };
 
@@ -143,6 +149,14 @@ struct BudgetUse {
 };
 
 // One side: what happened, the baseline replay, or a variant.
+// One counted job's figures in an outcome.
+struct JobOutcome {
+  uint64_t id = 0;
+  double wait_seconds = 0;
+  bool started = false;
+  int32_t preemptions = 0;
+};
+
 struct Outcome {
   std::string label;  // "recorded", "baseline", or the variant's label
   std::string note;   // why a variant could not be replayed ("" when it was)
@@ -157,6 +171,7 @@ struct Outcome {
   int64_t preemptions = 0;
   std::vector<BudgetUse> budgets;  // tenants with a budget
   int64_t cycles = 0;              // replays only
+  std::vector<JobOutcome> jobs;    // every counted job, in order of arrival
 };
 
 struct PlanReport {
@@ -166,6 +181,8 @@ struct PlanReport {
   int64_t skipped = 0;     // jobs not replayed (their queue is gone)
   std::vector<std::string> skipped_reasons;  // "N x reason"
   std::string policy;
+  int64_t stop_latency_ms = 0;  // History::stop_latency_ms, as replayed
+  int64_t stop_latency_samples = 0;
   Outcome recorded;
   Outcome baseline;
   std::vector<Outcome> variants;
@@ -220,7 +237,9 @@ Result<CapacityAnswer> FindCapacity(const History& h, const CapacityQuery& q);
 // `replayed` (the baseline) and `variants` (one per variant, with its `label`), each with
 // wait_p50_s, wait_p90_s, wait_p99_s, wait_max_s, jobs, started, waiting_at_end, preemptions
 // (and gpu_hours for queues); `runs` has each side's totals.
-nlohmann::json PlanReportJson(const PlanReport& r);
+// with_jobs: also "per_job", each counted job's wait and preemptions recorded and in each replay
+// (which jobs the replay decided differently).
+nlohmann::json PlanReportJson(const PlanReport& r, bool with_jobs = false);
 // A self-contained HTML page: the simulator's replay report (sim/replay_html.h) of the baseline
 // and the variants, side by side; `command` is shown under the title.
 std::string PlanHtml(const PlanReport& r, const std::string& command);

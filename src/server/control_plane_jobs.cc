@@ -988,6 +988,41 @@ bool ControlPlane::PrepareEstimateLocked(uint64_t id, EstimateRequest* r) const 
                                                    : SecondsToMs(300));
   }
   r->pending_left_out = s.pending.size() - chosen.size();
+  // The batch jobs submitted in the last arrival window: the templates of the arrivals to come.
+  const DurationMs window = estimates_->options().arrival_window;
+  if (window > 0) {
+    std::vector<const JobEntry*> recent;
+    for (const auto& [job_id, j] : jobs_.all) {
+      if (j.spec.service || j.spec.submit_time > s.now) continue;
+      if (j.spec.submit_time >= s.now - window) recent.push_back(&j);
+    }
+    const size_t keep = std::min(recent.size(), estimates_->options().max_recent);
+    const bool truncated = keep < recent.size();
+    std::partial_sort(recent.begin(), recent.begin() + static_cast<std::ptrdiff_t>(keep),
+                      recent.end(), [](const JobEntry* a, const JobEntry* b) {
+                        return a->spec.submit_time > b->spec.submit_time;
+                      });
+    recent.resize(keep);
+    std::vector<core::Constraints> constraints(1);
+    for (const JobEntry* j : recent) {
+      QueueId q;
+      if (!s.tree->Find(j->spec.queue, &q)) continue;
+      plan::RecentArrival a;
+      a.job = PendingJobOf(*j, q, *s.cluster, &constraints);
+      a.job.constraints = 0;  // node constraints are not carried into future demand
+      a.job.not_before = 0;
+      a.owner = plan::JobOwner{j->spec.tenant + "/" + j->spec.user, j->spec.queue};
+      const PriorityClass* pc = j->priority_class;
+      a.min_runtime = pc != nullptr ? SecondsToMs(pc->min_runtime_seconds) : SecondsToMs(300);
+      r->recent.push_back(std::move(a));
+    }
+    // The rate is over the whole window (a younger installation had no submissions before), or,
+    // with more than max_recent, over the time the latest of them took.
+    r->arrival_window = window;
+    if (truncated && !recent.empty()) {
+      r->arrival_window = std::max<DurationMs>(s.now - recent.back()->spec.submit_time, 1000);
+    }
+  }
   return true;
 }
 

@@ -140,7 +140,33 @@ Status ControlPlane::PlanHistory(const Principal& p, int64_t since_ms, int64_t u
   auto facts = store_->JobFacts(since_ms, until_ms);
   if (!facts.ok()) return facts.status();
   std::map<uint64_t, std::pair<int64_t, int64_t>> admitted;  // job -> (wait sum, last admission)
+  // How long preempted jobs took to stop: from the decision (the "preempted" fact) to their
+  // release (the start of the wait that follows it), beyond their class's grace period (which a
+  // job may use in full: the replay stops it at its end).
+  std::map<std::string, int64_t> grace_of_class;
+  for (const PriorityClass& c : out->classes) {
+    grace_of_class[c.name] = SecondsToMs(c.grace_period_seconds);
+  }
+  std::map<uint64_t, int64_t> grace_of_job;
+  for (const plan::RecordedJob& j : out->jobs) {
+    auto g = grace_of_class.find(j.priority_class);
+    grace_of_job[j.id] = g == grace_of_class.end() ? 0 : g->second;
+  }
+  std::map<uint64_t, int64_t> stopping;  // job -> its preemption's decision
+  std::vector<int64_t> stops;
   for (const store::JobFactRecord& f : *facts) {
+    if (f.kind == "preempted") {
+      stopping[f.job_id] = f.at_ms;
+      continue;
+    }
+    if (f.kind != "admitted" && f.kind != "unqueued") continue;
+    if (auto s = stopping.find(f.job_id); s != stopping.end()) {
+      auto g = grace_of_job.find(f.job_id);
+      const int64_t grace = g == grace_of_job.end() ? 0 : g->second;
+      if (f.since_ms >= s->second)
+        stops.push_back(std::max<int64_t>(f.since_ms - s->second - grace, 0));
+      stopping.erase(s);
+    }
     if (f.kind != "admitted" || f.at_ms >= until_ms) continue;
     auto& [wait, last] = admitted.try_emplace(f.job_id, 0, -1).first->second;
     wait += f.at_ms - f.since_ms;
@@ -151,6 +177,12 @@ Status ControlPlane::PlanHistory(const Principal& p, int64_t since_ms, int64_t u
     if (it == admitted.end() || j.submit_ms < since_ms || j.admitted_ms < 0) continue;
     j.recorded_wait_ms = it->second.first;
     j.admitted_ms = it->second.second;
+  }
+  if (!stops.empty()) {
+    std::nth_element(stops.begin(), stops.begin() + static_cast<ptrdiff_t>(stops.size() / 2),
+                     stops.end());
+    out->stop_latency_ms = stops[stops.size() / 2];
+    out->stop_latency_samples = static_cast<int64_t>(stops.size());
   }
   std::sort(out->jobs.begin(), out->jobs.end(),
             [](const plan::RecordedJob& a, const plan::RecordedJob& b) {

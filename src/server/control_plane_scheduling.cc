@@ -27,7 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-// The core's view of a pending job (its node constraints interned into `constraints`).
 // A spread group per service, by name (the group of a service's replicas: they prefer distinct
 // nodes and racks); interned per cycle, 0 for jobs of no service.
 struct SpreadGroups {
@@ -38,6 +37,8 @@ struct SpreadGroups {
         .first->second;
   }
 };
+
+}  // namespace
 
 core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster& cluster,
                               std::vector<core::Constraints>* constraints_out) {
@@ -69,6 +70,8 @@ core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster&
   if (!j.spec.container_image.empty()) p.image = cluster.FindImage(j.spec.container_image);
   return p;
 }
+
+namespace {
 
 // The core's view of a job holding capacity; false when a node of its placement is gone.
 bool RunningJobOf(const JobEntry& j, QueueId q, bool orphan, const core::Cluster& cluster,
@@ -284,6 +287,7 @@ Result<size_t> ControlPlane::RunSchedulingCycle() {
     snapshot->running = std::move(running);
     snapshot->pending = std::move(pending);
     snapshot->constraints = std::move(constraints);
+    snapshot->nominations = std::move(nominations);
     snapshot->now = now;
     replaced = std::exchange(last_cycle_, std::move(snapshot));
     admitted = result.admissions.size();
@@ -439,7 +443,7 @@ void ControlPlane::ApplyCycleLocked(const core::CycleInput& in, core::CycleResul
         }
       }
     }
-    nominations_.push_back({d.preemptor, d.victims});
+    nominations_.push_back({d.preemptor, d.victims, d.tasks, d.model});
   }
   for (JobId id : r.finished_nominations) {
     std::erase_if(nominations_, [&](const core::Nomination& n) { return n.preemptor == id; });

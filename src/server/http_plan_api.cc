@@ -35,14 +35,38 @@ Result<int64_t> ParseDuration(const json& v, const char* field) {
   return *ms;
 }
 
-// The body's cycle_interval_ms (10 ms to an hour), or 0 when it has none.
-Result<int64_t> ParseCycleInterval(const json& body) {
-  if (!body.contains("cycle_interval_ms")) return int64_t{0};
-  const json& c = body["cycle_interval_ms"];
-  if (!c.is_number_integer() || c.get<int64_t>() < 10 || c.get<int64_t>() > 3'600'000) {
-    return InvalidArgument("cycle_interval_ms", "must be a whole number from 10 to 3600000");
+// What the body may change in how the history replays; unset: as configured and measured.
+struct ReplayKnobs {
+  int64_t cycle_interval_ms = 0;  // 0: the server's
+  int64_t stop_latency_ms = -1;   // -1: as the period's preemptions took (History)
+};
+
+// The body's cycle_interval_ms (10 ms to an hour) and stop_latency_ms (0 to an hour).
+Result<ReplayKnobs> ParseKnobs(const json& body) {
+  ReplayKnobs k;
+  if (body.contains("cycle_interval_ms")) {
+    const json& c = body["cycle_interval_ms"];
+    if (!c.is_number_integer() || c.get<int64_t>() < 10 || c.get<int64_t>() > 3'600'000) {
+      return InvalidArgument("cycle_interval_ms", "must be a whole number from 10 to 3600000");
+    }
+    k.cycle_interval_ms = c.get<int64_t>();
   }
-  return c.get<int64_t>();
+  if (body.contains("stop_latency_ms")) {
+    const json& c = body["stop_latency_ms"];
+    if (!c.is_number_integer() || c.get<int64_t>() < 0 || c.get<int64_t>() > 3'600'000) {
+      return InvalidArgument("stop_latency_ms", "must be a whole number from 0 to 3600000");
+    }
+    k.stop_latency_ms = c.get<int64_t>();
+  }
+  return k;
+}
+
+void ApplyKnobs(const ReplayKnobs& k, plan::History* h) {
+  if (k.cycle_interval_ms > 0) h->cycle_interval_ms = k.cycle_interval_ms;
+  if (k.stop_latency_ms >= 0) {
+    h->stop_latency_ms = k.stop_latency_ms;
+    h->stop_latency_samples = 0;
+  }
 }
 
 Status CheckKeys(const json& body, const std::set<std::string>& allowed, const std::string& where) {
@@ -132,7 +156,9 @@ Result<plan::CapacityQuery> ParseCapacity(const json& c, const std::string& wher
 void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
   route("POST", "/api/v1/plan", "/api/v1/plan",
         "What-if on recorded history (admins): since (30d), until, add_nodes, remove_nodes, quota, "
-        "policy, cycle_interval_ms, format=json|html, or capacity {model, target_wait_p90, "
+        "policy, cycle_interval_ms, stop_latency_ms, jobs (per-job waits), format=json|html, or "
+        "capacity {model, "
+        "target_wait_p90, "
         "max_nodes, gpus_per_node}",
         [this](const Principal& p, const httplib::Request& req, httplib::Response& res) {
           if (p.role != Role::kAdmin) {
@@ -143,10 +169,17 @@ void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
           if (!body->is_object()) {
             return SendError(res, InvalidArgument("", "the body must be a JSON object"));
           }
-          const std::set<std::string> keys = {
-              "since",   "until",  "add_nodes",         "remove_nodes",
-              "quota",   "policy", "cycle_interval_ms", "format",
-              "capacity"};
+          const std::set<std::string> keys = {"since",
+                                              "until",
+                                              "add_nodes",
+                                              "remove_nodes",
+                                              "quota",
+                                              "policy",
+                                              "cycle_interval_ms",
+                                              "format",
+                                              "capacity",
+                                              "stop_latency_ms",
+                                              "jobs"};
           if (Status st = CheckKeys(*body, keys, ""); !st.ok()) return SendError(res, st);
           int64_t since = 0, until = 0;
           if (Status st = ParsePeriod(*body, cp_->Now(), &since, &until); !st.ok()) {
@@ -156,6 +189,10 @@ void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
           if (format != "json" && format != "html") {
             return SendError(res, InvalidArgument("format", "must be json or html"));
           }
+          if (body->contains("jobs") && !(*body)["jobs"].is_boolean()) {
+            return SendError(res, InvalidArgument("jobs", "must be true or false"));
+          }
+          const bool with_jobs = body->value("jobs", false);
           std::vector<plan::Change> changes;
           for (const char* key : {"add_nodes", "remove_nodes", "quota", "policy"}) {
             auto values = Strings(*body, key);
@@ -179,12 +216,12 @@ void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
                                                                            kMaxChanges)));
           }
           plan::History h;
-          auto cycle_interval = ParseCycleInterval(*body);
-          if (!cycle_interval.ok()) return SendError(res, cycle_interval.status());
+          auto knobs = ParseKnobs(*body);
+          if (!knobs.ok()) return SendError(res, knobs.status());
           if (Status st = cp_->PlanHistory(p, since, until, &h); !st.ok()) {
             return SendError(res, st);
           }
-          if (*cycle_interval > 0) h.cycle_interval_ms = *cycle_interval;
+          ApplyKnobs(*knobs, &h);
           if (body->contains("capacity")) {
             if (!changes.empty()) {
               return SendError(res, InvalidArgument("capacity",
@@ -204,7 +241,7 @@ void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
             res.set_content(plan::PlanHtml(*r, "arbiter plan replay"), "text/html; charset=utf-8");
             return;
           }
-          SendJson(res, 200, plan::PlanReportJson(*r));
+          SendJson(res, 200, plan::PlanReportJson(*r, with_jobs));
         });
   route("POST", "/api/v1/plan/capacity", "/api/v1/plan/capacity",
         "The fewest nodes of a GPU model that bring every queue's replayed p90 wait within a "
@@ -224,23 +261,25 @@ void HttpApi::RegisterPlanRoutes(const RouteFn& route) {
                                               "target_wait_p90",
                                               "max_nodes",
                                               "gpus_per_node",
-                                              "cycle_interval_ms"};
+                                              "cycle_interval_ms",
+                                              "stop_latency_ms"};
           if (Status st = CheckKeys(*body, keys, ""); !st.ok()) return SendError(res, st);
           int64_t since = 0, until = 0;
           if (Status st = ParsePeriod(*body, cp_->Now(), &since, &until); !st.ok()) {
             return SendError(res, st);
           }
           json c = *body;
-          for (const char* k : {"since", "until", "cycle_interval_ms"}) c.erase(k);
+          for (const char* k : {"since", "until", "cycle_interval_ms", "stop_latency_ms"})
+            c.erase(k);
           auto q = ParseCapacity(c, "");
           if (!q.ok()) return SendError(res, q.status());
           plan::History h;
-          auto cycle_interval = ParseCycleInterval(*body);
-          if (!cycle_interval.ok()) return SendError(res, cycle_interval.status());
+          auto knobs = ParseKnobs(*body);
+          if (!knobs.ok()) return SendError(res, knobs.status());
           if (Status st = cp_->PlanHistory(p, since, until, &h); !st.ok()) {
             return SendError(res, st);
           }
-          if (*cycle_interval > 0) h.cycle_interval_ms = *cycle_interval;
+          ApplyKnobs(*knobs, &h);
           auto a = plan::FindCapacity(h, *q);
           if (!a.ok()) return SendError(res, a.status());
           SendJson(res, 200, plan::CapacityAnswerJson(*a, *q));

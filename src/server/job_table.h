@@ -145,4 +145,9 @@ struct JobTable {
   }
 };
 
+// The core's view of a pending job (control_plane_scheduling.cc); its node constraints, if any,
+// are appended to `constraints_out` and indexed by PendingJob::constraints.
+core::PendingJob PendingJobOf(const JobEntry& j, QueueId q, const core::Cluster& cluster,
+                              std::vector<core::Constraints>* constraints_out);
+
 }  // namespace arbiter::server

@@ -87,10 +87,13 @@ plan::StartEstimate StartEstimates::Compute(const EstimateRequest& r, TimeMs now
   in.running = &s.running;
   in.pending = &r.pending;
   in.constraints = &s.constraints;
+  in.nominations = &s.nominations;
   in.running_owners = r.running_owners;
   in.pending_owners = r.pending_owners;
   in.pending_min_runtime = r.pending_min_runtime;
   in.pending_left_out = r.pending_left_out;
+  in.recent = &r.recent;
+  in.arrival_window = r.arrival_window;
   in.now = s.now;
   in.target = JobId(r.job);
   plan::StartEstimateOptions eo;
@@ -125,11 +128,13 @@ nlohmann::json StartEstimates::ToJson(const plan::StartEstimate& e, TimeMs now,
       {"run_time_source", std::string(plan::RunTimeSourceName(e.source))},
       {"reservation_start", at(reservation_start)},
       {"bounded", e.bounded()},
+      {"arrivals_modelled", e.arrivals_per_draw > 0},
   };
   // Only the job's own figures: the bounds are named, not the other jobs' counts.
   nlohmann::json bounds = nlohmann::json::array();
   if (e.pending_replayed < e.pending_total) bounds.push_back("queue_depth");
   if (e.horizon_reached > 0) bounds.push_back("horizon");
+  if (e.arrivals_for) bounds.push_back("arrivals");
   out["bounds"] = bounds;
   return out;
 }

@@ -44,6 +44,7 @@ struct CycleSnapshot {
   std::vector<core::RunningJob> running;
   std::vector<core::PendingJob> pending;
   std::vector<core::Constraints> constraints;
+  std::vector<core::Nomination> nominations;  // preemptors waiting for their victims
   TimeMs now = 0;
 };
 
@@ -57,6 +58,11 @@ struct EstimateRequest {
   std::vector<plan::JobOwner> pending_owners;
   std::vector<DurationMs> pending_min_runtime;
   size_t pending_left_out = 0;
+  // The batch jobs submitted in the last Options::arrival_window (any state now), the templates
+  // of the arrivals to come (plan::RecentArrival); the window their rate is over (shorter when
+  // only the latest max_recent were kept).
+  std::vector<plan::RecentArrival> recent;
+  DurationMs arrival_window = 0;
 };
 
 class StartEstimates {
@@ -70,6 +76,10 @@ class StartEstimates {
     size_t history_per_key = 200;
     size_t min_samples = 5;
     DurationMs cache_ttl = SecondsToMs(5);
+    // Future arrivals are drawn from the submissions of this last period (0: none arrive), at
+    // most max_recent of them (the latest).
+    DurationMs arrival_window = SecondsToMs(3600);
+    size_t max_recent = 2000;
   };
 
   StartEstimates(store::Store* store, Options o);

@@ -253,7 +253,10 @@ class Replayer {
     if (decay_) {
       history_.assign(w.tree->size(), core::QuotaVec{});
       usage_.assign(w.tree->size(), core::QuotaVec{});
+      if (w.usage_history.size() == w.tree->size()) history_ = w.usage_history;
+      history_time_ = w.start;
     }
+    nominations_ = w.nominations;
     // Services' reclaim deadlines: their queue lends its idle guarantee only within the shortest.
     for (const ReplayService& s : w.services) {
       if (s.reclaim_deadline_seconds <= 0 || s.queue >= w.queues.size()) continue;
@@ -621,7 +624,7 @@ void Replayer::Cycle(TimeMs t) {
   in.now = t;
   in.seed = o_.seed;
   EstimateEnds(t);
-  if (o_.before_cycle) o_.before_cycle(t, running_, pending_);
+  if (o_.before_cycle) o_.before_cycle(in);
   core::CycleResult r = core::RunCycle(in, profile_);
   ++cycles_;
   const size_t before = running_.size();
@@ -692,7 +695,7 @@ void Replayer::ApplyDecisions(const core::CycleResult& r, TimeMs t) {
   core::ApplyPreemptions(r, &running_);
   for (const core::PreemptionDecision& d : r.preemptions) {
     ++decisions_;
-    nominations_.push_back({d.preemptor, d.victims});
+    nominations_.push_back({d.preemptor, d.victims, d.tasks, d.model});
     JobRun& pre = runs_[d.preemptor.value() - 1];
     pre.preempted_queues = d.victim_queues;
     if (pre.service >= 0 && d.reason == core::PreemptionReason::kReclaim) {
@@ -707,7 +710,7 @@ void Replayer::ApplyDecisions(const core::CycleResult& r, TimeMs t) {
       ++by_reason_[static_cast<size_t>(d.reason)];
       ++queue_preempted_[Job(j).queue];
       const core::RunningJob& rj = running_[static_cast<size_t>(running_pos_[j])];
-      Push(t + rj.grace_period, EventKind::kStop, j);
+      Push(t + rj.grace_period + o_.stop_latency, EventKind::kStop, j);
     }
   }
 }

@@ -53,6 +53,10 @@
 #include "sim/replay_services.h"
 #include "sim/trace.h"
 
+namespace arbiter::core {
+struct CycleInput;  // core/cycle/cycle.h
+}  // namespace arbiter::core
+
 namespace arbiter::sim {
 
 // The priority classes a replay uses when no configuration gives them:
@@ -112,6 +116,12 @@ struct ReplayWorkload {
   std::vector<ReplayService> services;
   // The jobs' node constraints (PendingJob::constraints indexes them; [0] unused); empty: none.
   std::vector<core::Constraints> constraints;
+  // A live state's preemptors still waiting for their victims (ids of `jobs`): the first cycles
+  // hold their capacity as the driver's did. Empty: none.
+  std::vector<core::Nomination> nominations;
+  // A live state's decayed usage per tree node (core::CycleInput::usage_history) at `start`,
+  // indexed by QueueId; empty: none yet (or the tree decays nothing).
+  std::vector<core::QuotaVec> usage_history;
 };
 
 // Compiles a trace. Errors name the trace's file, line and column: an unknown priority class, a
@@ -160,6 +170,9 @@ struct ReplayOptions {
   bool preemption = true;
   bool skip_idle_cycles = true;
   RuntimeEstimates runtime_estimates = RuntimeEstimates::kNone;
+  // Added to every preempted job's grace period: how long a real stop takes after the decision
+  // (the node stopping the processes and reporting their exit) while its preemptor waits. >= 0.
+  DurationMs stop_latency = 0;
   // Called every `progress_every` cycles (and at the end) when set.
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_every = 100;
@@ -177,10 +190,8 @@ struct ReplayOptions {
   // time; returning true ends the replay after that time's cycle (as at a time limit, without
   // time_limit_reached).
   std::function<bool(JobId, TimeMs)> on_start;
-  // Called before every cycle with its time and the running and pending jobs it is given.
-  std::function<void(TimeMs, const std::vector<core::RunningJob>&,
-                     const std::vector<core::PendingJob>&)>
-      before_cycle;
+  // Called before every cycle with the input it is given (valid during the call only).
+  std::function<void(const core::CycleInput&)> before_cycle;
 };
 
 // The GPU allocation over time, in equal steps from the first submit: point i is the

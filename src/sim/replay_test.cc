@@ -262,6 +262,21 @@ TEST(Replay, BackfillsAShortJobAroundAReservation) {
   EXPECT_DOUBLE_EQ(r.makespan_seconds, 350);
 }
 
+// The same reclaim with a stop latency of 5 s: b2 stops 5 s after its grace period, at 375;
+// a's job waits for it and runs on [375,475); b2 restarts at 475 and ends at 1475.
+TEST(Replay, StopLatencyDelaysTheVictimsStopAndThePreemptor) {
+  Scenario s({Job(0, 1000, 8, 1, "b"), Job(10, 1000, 8, 1, "b"), Job(100, 100, 8, 1, "a")}, 2,
+             {{"a", 8}, {"b", 8}});
+  ReplayOptions o;
+  o.stop_latency = SecondsToMs(5);
+  const ReplayReport r = s.Run("binpack", o);
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_DOUBLE_EQ(r.makespan_seconds, 1475);
+  ASSERT_EQ(r.queues.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.queues[1].wait.max, 275);  // a: 100 -> 375
+  EXPECT_NEAR(r.gpu_hours_lost_to_preemption, 8 * 365 / kGpuSecondsPerHour, 1e-12);
+}
+
 TEST(Replay, ReclaimPreemptsTheBorrowerWithTheLeastLostWorkOnceItMayBePreempted) {
   // Queues a and b are guaranteed 8 GPUs each. b's b1 (t=0) and b2 (t=10) borrow the whole
   // cluster for 1000 s. a's job (t=100) is within a's guarantee, so it may reclaim, but b's jobs

@@ -99,6 +99,30 @@ TEST_F(PlanTest, ReplayReproducesTheHistoryAndNodesCutTheWaits) {
   EXPECT_EQ(q["variants"][0]["wait_max_s"].get<double>(), 0) << q.dump();
   ASSERT_EQ(r["runs"].size(), 3u);
   EXPECT_EQ(r["runs"][2]["gpus"], 32);
+  // No job was preempted: no stop was measured, and none is added to the replay's preemptions.
+  EXPECT_EQ(r["stop_latency_ms"], 0);
+  EXPECT_EQ(r["stop_latency_samples"], 0);
+
+  // Per job: each of the four, recorded and in each replay, in the order they arrived.
+  const json pj =
+      Post("/api/v1/plan", {{"since", "1h"}, {"add_nodes", {"3xA100-80G"}}, {"jobs", true}});
+  EXPECT_EQ(pj["jobs"], 4);
+  ASSERT_EQ(pj["per_job"].size(), 4u) << pj.dump();
+  double last_recorded = -1;
+  for (const json& j : pj["per_job"]) {
+    ASSERT_EQ(j["runs"].size(), 3u) << j.dump();
+    EXPECT_EQ(j["runs"][0]["label"], "recorded");
+    EXPECT_EQ(j["runs"][1]["label"], "baseline");
+    EXPECT_EQ(j["runs"][2]["wait_s"].get<double>(), 0) << j.dump();  // 3 more nodes: no wait
+    const double rec = j["runs"][0]["wait_s"].get<double>();
+    EXPECT_NEAR(j["runs"][1]["wait_s"].get<double>(), rec, 0.25) << j.dump();
+    EXPECT_GE(rec, last_recorded) << pj["per_job"].dump();  // they took turns
+    last_recorded = rec;
+  }
+  // A stop latency given replaces the measured one.
+  const json given = Post("/api/v1/plan", {{"since", "1h"}, {"stop_latency_ms", 250}});
+  EXPECT_EQ(given["stop_latency_ms"], 250);
+  EXPECT_FALSE(given.contains("per_job"));
 
   // Capacity: every job at once needs 3 more nodes; within 1.5 s (the third and fourth may wait
   // one run) one more node is enough.
@@ -150,6 +174,9 @@ TEST_F(PlanTest, BadInputNamesTheField) {
       {{{"since", "1h"}, {"colour", "red"}}, "colour"},
       {{{"since", "400d"}}, "since"},
       {{{"since", "1h"}, {"capacity", {{"model", "A100-80G"}}}}, "capacity.target_wait_p90"},
+      {{{"since", "1h"}, {"stop_latency_ms", -1}}, "stop_latency_ms"},
+      {{{"since", "1h"}, {"stop_latency_ms", "1s"}}, "stop_latency_ms"},
+      {{{"since", "1h"}, {"jobs", "yes"}}, "jobs"},
   };
   for (const auto& [body, field] : cases) {
     const json e = Post("/api/v1/plan", body, 400);

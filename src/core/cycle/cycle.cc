@@ -329,15 +329,45 @@ class CycleRunner {
     std::stable_sort(noms.begin(), noms.end(), [&](const Nomination* a, const Nomination* b) {
       return prio(a) > prio(b) || (prio(a) == prio(b) && a->preemptor < b->preemptor);
     });
-    for (const Nomination* n : noms) PlaceOneNominated(*n);
+    // First every preemptor takes the placement its preemption planned (its victims' capacity
+    // and the free capacity beside it), so that none lands on what another was promised; then
+    // those whose plan no longer fits are placed wherever they fit.
+    std::vector<const Nomination*> unplanned;
+    for (const Nomination* n : noms) {
+      if (!PlaceOneNominated(*n, /*planned_only=*/true)) unplanned.push_back(n);
+    }
+    for (const Nomination* n : unplanned) PlaceOneNominated(*n, /*planned_only=*/false);
   }
 
-  void PlaceOneNominated(const Nomination& n) {
+  // Allocates `tasks` on the snapshot as they are, when their nodes are schedulable and every
+  // GPU share, CPU and memory they name is free; false otherwise (what was allocated stays, for
+  // the caller's transaction to roll back).
+  bool HoldPlanned(const std::vector<TaskPlacement>& tasks) {
+    for (const TaskPlacement& t : tasks) {
+      if (!snap_.schedulable_nodes().Contains(t.node.value()) ||
+          snap_.free_cpu(t.node) < t.cpu_milli || snap_.free_memory(t.node) < t.memory_mib) {
+        return false;
+      }
+      for (const GpuShare& g : t.gpus) {
+        if (!snap_.gpu_usable(g.slot) || snap_.gpu_free_milli(g.slot) < g.milli ||
+            snap_.gpu_free_memory(g.slot) < g.memory_mib) {
+          return false;
+        }
+      }
+      snap_.Allocate(t);
+    }
+    return true;
+  }
+
+  // planned_only: only on the placement its preemption planned; returns false when that does not
+  // fit (nothing is decided; the caller tries again without planned_only). Otherwise true.
+  bool PlaceOneNominated(const Nomination& n, bool planned_only) {
     auto it = pending_index_.find(n.preemptor.value());
     if (it == pending_index_.end() || handled_[it->second]) {
       result_.finished_nominations.push_back(n.preemptor);
-      return;
+      return true;
     }
+    if (planned_only && n.tasks.empty()) return false;
     const uint32_t idx = it->second;
     const PendingJob j = Effective(idx);
     Snapshot::Txn txn(snap_);
@@ -354,13 +384,19 @@ class CycleRunner {
       snap_.RefundQuota(victim.queue, RunningQuota(victim));
     }
     for (GpuModelId m : ModelsOf(j)) {
+      if (planned_only && m != n.model) continue;
       const QuotaVec r = JobQuotaRequest(j.resources, j.tasks, m);
       if (!snap_.quota().Check(j.queue, r, j.grace_period).ok()) continue;
       Admission a;
-      const TaskRequest req = RequestOf(j, m);
-      if (!PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, nullptr,
-                     frag_cache_.get())) {
-        continue;
+      if (planned_only) {
+        if (!HoldPlanned(n.tasks)) return false;  // the transaction rolls back
+        a.tasks = n.tasks;
+      } else {
+        const TaskRequest req = RequestOf(j, m);
+        if (!PlaceGang(snap_, profile_, dist_, req, j.tasks, j.distinct_nodes, &a.tasks, nullptr,
+                       frag_cache_.get())) {
+          continue;
+        }
       }
       handled_[idx] = true;
       if (still_running == 0) {
@@ -386,9 +422,11 @@ class CycleRunner {
         auto vi = running_index_.find(v.value());
         if (vi != running_index_.end()) released_[vi->second] = true;
       }
-      return;
+      return true;
     }
+    if (planned_only) return false;
     result_.finished_nominations.push_back(n.preemptor);  // no longer fits there: queue normally
+    return true;
   }
 
   // The task request of `j` on model `m`, with its spread group's counts.
@@ -546,7 +584,7 @@ class CycleRunner {
                             ConstraintsOf(j)};
       PreemptionPlan plan;
       if (preemptor_.TryPreempt(snap_, profile_, dist_, req, taken_, &plan)) {
-        RecordPreemption(j, position, plan);
+        RecordPreemption(j, position, t.model, plan);
         return true;
       }
       preempt_failures_[key] = CachedFailure{snap_.release_version(), epoch_, t.code, {}};
@@ -554,11 +592,14 @@ class CycleRunner {
     return false;
   }
 
-  void RecordPreemption(const PendingJob& j, int32_t position, const PreemptionPlan& plan) {
+  void RecordPreemption(const PendingJob& j, int32_t position, GpuModelId model,
+                        const PreemptionPlan& plan) {
     PreemptionDecision d;
     d.preemptor = j.id;
     d.queue = j.queue;
     d.reason = plan.reason;
+    d.tasks = plan.tasks;
+    d.model = model;
     for (uint32_t v : plan.victims) {
       taken_[v] = true;
       released_[v] = true;

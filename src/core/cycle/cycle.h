@@ -82,6 +82,10 @@ struct PreemptionDecision {
   std::vector<JobId> victims;
   std::vector<QueueId> victim_queues;
   DurationMs grace_period = 0;  // the longest of the victims'
+  // Where the preemptor goes once they are gone, on which model: the driver keeps it in the
+  // Nomination, and later cycles hold that very placement while it fits.
+  std::vector<TaskPlacement> tasks;
+  GpuModelId model = kNoModel;
 };
 
 // Capacity held for a queue's first job that does not fit now (EASY backfill).

@@ -708,7 +708,7 @@ void RunCycles(RandomWorld& w, std::vector<PendingJob> pending, Rng& rng, const 
                         nominations.end());
     }
     for (const PreemptionDecision& p : r.preemptions)
-      nominations.push_back({p.preemptor, p.victims});
+      nominations.push_back({p.preemptor, p.victims, p.tasks, p.model});
     const QuotaState usage = QuotaOf(w, running);
     for (uint32_t q = 0; q < w.tree.size(); ++q) {
       history[q] = DecayUsage(history[q], usage.usage(QueueId(q)), SecondsToMs(120), 3600,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/budget/budget.h"
@@ -99,7 +100,7 @@ struct World {
     }
     ApplyPreemptions(r, &running);
     for (const PreemptionDecision& d : r.preemptions) {
-      nominations.push_back({d.preemptor, d.victims});
+      nominations.push_back({d.preemptor, d.victims, d.tasks, d.model});
     }
     return r;
   }
@@ -291,6 +292,90 @@ TEST(PreemptionScenario, FreedCapacityIsHeldForThePreemptor) {
   ASSERT_EQ(r3.admissions.size(), 1u);
   EXPECT_EQ(r3.admissions[0].job, high);
   EXPECT_NE(w.VerdictOf(r3, other), nullptr);
+}
+
+// Two preemptors wait for their victims. Each keeps the placement its preemption planned: the
+// one placed first (the higher priority) does not take the free GPUs the other was promised
+// beside its victim, which would leave that one short when its victim stops and make it preempt
+// again.
+TEST(PreemptionScenario, EachPreemptorKeepsThePlacementItsPreemptionPlanned) {
+  auto scenario = [](bool planned) {
+    World w(2, {{"train", 16, 0}});
+    // A running job of `gpus` GPUs on `node` from GPU `first`, started an hour ago.
+    auto place = [&](int node, int first, int gpus, int32_t priority, bool preemptible) {
+      RunningJob r;
+      r.id = JobId(w.next_id++);
+      r.queue = w.q.at("train");
+      r.priority = priority;
+      r.preemptible = preemptible;
+      r.model = GpuModelId(0);
+      r.resources.gpus = gpus;
+      r.resources.cpu_milli = 1000;
+      r.resources.memory_mib = 1024;
+      TaskPlacement t;
+      t.node = NodeId(static_cast<uint32_t>(node));
+      for (int g = first; g < first + gpus; ++g) {
+        t.gpus.push_back({static_cast<uint16_t>(g), 1000, 0});  // the node's GPU g
+      }
+      t.cpu_milli = 1000;
+      t.memory_mib = 1024;
+      r.tasks = {t};
+      r.start_time = w.now - 60 * kMinute;
+      w.running.push_back(r);
+      return r;
+    };
+    // n0: 2 GPUs a job that stays, 2 GPUs victim vb, 4 free. n1: 2 GPUs a job that stays, 4
+    // GPUs victim va, 2 free.
+    place(0, 0, 2, 2000, false);
+    RunningJob vb = place(0, 2, 2, 0, true);
+    place(1, 0, 2, 2000, false);
+    RunningJob va = place(1, 2, 4, 0, true);
+    for (RunningJob& r : w.running) r.terminating = r.id == va.id || r.id == vb.id;
+    // a (priority 1000) needs 4 GPUs: planned on va's. b (priority 500) needs 6: planned on
+    // vb's 2 and the 4 free beside them.
+    const JobId a = w.Submit("train", 4, 1000).id;
+    const JobId b = w.Submit("train", 6, 500).id;
+    TaskPlacement pa = va.tasks[0];
+    TaskPlacement pb = vb.tasks[0];
+    for (uint16_t g = 4; g < 8; ++g) pb.gpus.push_back({g, 1000, 0});
+    w.nominations.push_back({a,
+                             {va.id},
+                             planned ? std::vector{pa} : std::vector<TaskPlacement>{},
+                             planned ? GpuModelId(0) : kNoModel});
+    w.nominations.push_back({b,
+                             {vb.id},
+                             planned ? std::vector{pb} : std::vector<TaskPlacement>{},
+                             planned ? GpuModelId(0) : kNoModel});
+    return std::make_tuple(std::move(w), a, b, pa, pb);
+  };
+
+  auto [w, a, b, pa, pb] = scenario(true);
+  CycleResult r = w.Cycle();
+  EXPECT_TRUE(r.admissions.empty());
+  EXPECT_TRUE(r.preemptions.empty());
+  EXPECT_TRUE(r.finished_nominations.empty());
+  for (JobId id : {a, b}) {
+    ASSERT_NE(w.VerdictOf(r, id), nullptr);
+    EXPECT_EQ(w.VerdictOf(r, id)->code, VerdictCode::kWaitingForReservation);
+  }
+  // The victims stop: both start, each where it was promised.
+  EXPECT_EQ(w.StopTerminating(), 2);
+  r = w.Cycle();
+  int started = 0;
+  for (const Admission& adm : r.admissions) {
+    if (adm.job != a && adm.job != b) continue;  // a victim, queued again, may fit too
+    ++started;
+    EXPECT_EQ(adm.tasks, std::vector<TaskPlacement>{adm.job == a ? pa : pb});
+  }
+  EXPECT_EQ(started, 2);
+  EXPECT_TRUE(r.preemptions.empty());
+
+  // Placed wherever they fit instead (a driver that does not keep the plan), the first takes the
+  // free GPUs beside the second's victim (binpack prefers the fuller node), and the second's
+  // hold is lost.
+  auto [u, ua, ub, upa, upb] = scenario(false);
+  CycleResult ur = u.Cycle();
+  EXPECT_EQ(ur.finished_nominations, std::vector<JobId>{ub});
 }
 
 // A fair-sharing preemption loop converges: two queues that keep submitting, 1,000 cycles, and no
