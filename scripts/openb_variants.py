@@ -18,6 +18,14 @@ The variants in docs/simulator.md (8152 tasks each, from openb_pod_list_default.
   mix --cpu 0.20 --share 0.55 --multi 0.03 --spec 0.15 --seed 7
 (the other shares at their defaults, which are the input's: 13.3% CPU-only tasks, 43.6% of GPU
 tasks sharing, 1.1% multi-GPU).
+
+--cpu-only-share P builds a variant the way the published cpuNNN files were built (cpu050 is
+openb_pod_list_default.csv's GPU tasks, all of them, unchanged, and 375 of its 1,088 CPU-only tasks):
+every GPU task of the input is kept and CPU-only tasks are drawn from the input's until they are P
+of all tasks (without replacement while there are enough, then each once and the rest with
+replacement). --tasks, --cpu, --share, --multi and --spec do not apply.
+
+  scripts/openb_variants.py --pods openb_pod_list_default.csv --cpu-only-share 0.20 --out cpu200.csv
 """
 import argparse
 import csv
@@ -35,6 +43,8 @@ def main():
     ap.add_argument("--multi", type=float, default=0.011)
     ap.add_argument("--spec", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cpu-only-share", type=float,
+                    help="keep every GPU task; CPU-only tasks drawn until they are this share")
     a = ap.parse_args()
 
     with open(a.pods, newline="") as f:
@@ -52,6 +62,24 @@ def main():
         ap.error("--spec needs --spec-source with some gpu_spec values")
 
     rnd = random.Random(a.seed)
+    if a.cpu_only_share is not None:
+        if not 0 <= a.cpu_only_share < 1:
+            ap.error("--cpu-only-share must be in [0, 1)")
+        gpu = [r for r in rows if int(r["num_gpu"]) > 0]
+        want = round(len(gpu) * a.cpu_only_share / (1 - a.cpu_only_share))
+        if want and not cpu:
+            ap.error("--cpu-only-share needs CPU-only tasks in --pods")
+        if want <= len(cpu):
+            drawn = rnd.sample(cpu, want)
+        else:
+            drawn = list(cpu) + [rnd.choice(cpu) for _ in range(want - len(cpu))]
+        out = [dict(r) for r in gpu + drawn]
+        rnd.shuffle(out)
+        for i, r in enumerate(out):
+            r["name"] = f"variant-pod-{i:05d}"
+        write(a.out, header, out)
+        return
+
     out = []
     for i in range(a.tasks):
         if rnd.random() < a.cpu:
@@ -67,10 +95,14 @@ def main():
             r["gpu_spec"] = rnd.choice(specs) if rnd.random() < a.spec else ""
         r["name"] = f"variant-pod-{i:05d}"
         out.append(r)
-    with open(a.out, "w", newline="") as f:
+    write(a.out, header, out)
+
+
+def write(path, header, rows):
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=header)
         w.writeheader()
-        w.writerows(out)
+        w.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/rng.h"
 #include "core/cluster.h"
 #include "core/placement/framework.h"
 #include "sim/spread.h"
@@ -244,6 +245,7 @@ report::Report InflateHtmlReport(const InflateOptions& o, double cluster_gpus,
       fmt::format("arbiter simulate inflate --nodes {} --pods {}", o.nodes_path, o.pods_path);
   for (const std::string& p : o.policies) cmd += fmt::format(" --policy {}", p);
   cmd += fmt::format(" --seeds {} --target {}", o.seeds, o.target);
+  if (o.node_order != "shuffled") cmd += fmt::format(" --node-order {}", o.node_order);
   r.subtitle = cmd;
   const size_t seeds = results.empty() ? 0 : results[0]["seeds"].size();
   r.notes.push_back(fmt::format(
@@ -367,6 +369,10 @@ int RunInflateCommand(const InflateOptions& o) {
   if (!seeds.ok()) return fail(seeds.status());
   if (o.policies.empty()) return fail(InvalidArgument("policy", "give at least one --policy"));
   std::vector<core::Profile> profiles;
+  if (o.node_order != "shuffled" && o.node_order != "file") {
+    return fail(InvalidArgument(
+        "node-order", fmt::format("must be 'shuffled' or 'file', got '{}'", o.node_order)));
+  }
   auto trace_nodes = LoadOpenbNodes(o.nodes_path);
   if (!trace_nodes.ok()) return fail(trace_nodes.status());
   auto cluster = core::Cluster::Build(trace_nodes->models, trace_nodes->nodes);
@@ -383,6 +389,19 @@ int RunInflateCommand(const InflateOptions& o) {
   auto tasks = LoadOpenbPods(o.pods_path);
   if (!tasks.ok()) return fail(tasks.status());
   const Workload workload = CompileWorkload(*cluster, *tasks);
+  // One cluster per seed: the node list in file order, or shuffled with a generator of the seed's
+  // own (the models keep their ids, so the workload compiled above fits every one).
+  std::vector<core::Cluster> clusters;
+  for (uint64_t seed : *seeds) {
+    std::vector<Node> nodes = trace_nodes->nodes;
+    if (o.node_order == "shuffled") {
+      Rng rng(seed ^ 0x6e6f64652d6f7264ULL);  // "node-ord"
+      for (size_t i = nodes.size(); i > 1; --i) std::swap(nodes[i - 1], nodes[rng.Uniform(i)]);
+    }
+    auto c = core::Cluster::Build(trace_nodes->models, nodes);
+    if (!c.ok()) return fail(c.status());
+    clusters.push_back(std::move(*c));
+  }
   std::fprintf(
       stderr, "inflate: %zu nodes, %d GPUs, %zu tasks, %zu typical task classes, target %.0f%%\n",
       cluster->num_nodes(), static_cast<int>(cluster->capacity()[core::kDimGpu] / kMilliPerGpu),
@@ -391,8 +410,9 @@ int RunInflateCommand(const InflateOptions& o) {
   nlohmann::json results = nlohmann::json::array();
   for (size_t p = 0; p < profiles.size(); ++p) {
     std::vector<InflateRun> runs;
-    for (uint64_t seed : *seeds) {
-      auto run = RunInflate(*cluster, workload, profiles[p], seed, o.target);
+    for (size_t i = 0; i < seeds->size(); ++i) {
+      const uint64_t seed = (*seeds)[i];
+      auto run = RunInflate(clusters[i], workload, profiles[p], seed, o.target);
       if (!run.ok()) return fail(run.status());
       std::fprintf(stderr,
                    "inflate: %s seed %llu: %lld tasks, %lld placed, GPU allocation %.2f%% at "
@@ -404,6 +424,7 @@ int RunInflateCommand(const InflateOptions& o) {
     }
     results.push_back(
         InflateReport(o.policies[p], Stem(o.pods_path), Stem(o.nodes_path), o.target, runs));
+    results.back()["node_order"] = o.node_order;
   }
 
   if (!o.html_path.empty()) {

@@ -29,6 +29,11 @@ struct InflateOptions {
   std::vector<std::string> policies;
   std::string seeds = "42-51";
   double target = 1.3;
+  // Which node wins a tie of equal scores. "shuffled" (the default): a random order of the nodes,
+  // drawn per seed, as in the published experiment, whose simulator names every node with a
+  // random-permutation prefix and whose scheduler gives ties to the smallest name. "file": the
+  // order of the node list (the lower node id, as the server does).
+  std::string node_order = "shuffled";
   std::string json_path;  // empty: a table on stdout; "-": JSON on stdout
   std::string html_path;  // empty: no HTML report
 };

@@ -107,6 +107,67 @@ TEST(RunInflateCommand, WritesOneObjectPerPolicy) {
   EXPECT_TRUE(j["results"][0]["alloc_pct_at_130"].is_number());
 }
 
+nlohmann::json RunToJson(InflateOptions o, const std::string& tag) {
+  const auto out = std::filesystem::temp_directory_path() /
+                   ("arbiter_inflate_" + tag + "_" + std::to_string(::getpid()) + ".json");
+  o.json_path = out.string();
+  EXPECT_EQ(RunInflateCommand(o), 0);
+  std::ifstream in(out);
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  return j;
+}
+
+// Under FGD a CPU-only task changes no node's fragmentation while the node keeps enough CPU for
+// the typical GPU tasks, so it ties on every such node and the tie-break decides where it goes.
+// Here the first node of the file is GPU-dense and CPU-poor: in file order the CPU-only tasks
+// take its CPU and strand its GPUs; in a shuffled order they go to it on only some seeds.
+TEST(RunInflateCommand, NodeOrderDecidesTiesAndIsReported) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("arbiter_node_order_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream nodes(dir / "nodes.csv");
+    nodes << "sn,cpu_milli,memory_mib,gpu,model\n";
+    for (int i = 0; i < 4; ++i) nodes << "dense-" << i << ",24000,262144,8,G2\n";
+    for (int i = 0; i < 4; ++i) nodes << "roomy-" << i << ",96000,262144,2,T4\n";
+    std::ofstream pods(dir / "pods.csv");
+    pods << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+            "deletion_time,scheduled_time\n";
+    int k = 0;
+    // Per dense node 16 cores of CPU-only work, and GPU tasks of 2 cores per GPU.
+    for (int i = 0; i < 4; ++i) {
+      pods << "cpu-" << k++ << ",16000,1024,0,0,,BE,Running,0,10,0\n";
+    }
+    for (int i = 0; i < 40; ++i) {
+      pods << "gpu-" << k++ << ",2000,1024,1,1000,,LS,Running,0,10,0\n";
+    }
+  }
+  InflateOptions o;
+  o.nodes_path = (dir / "nodes.csv").string();
+  o.pods_path = (dir / "pods.csv").string();
+  o.policies = {"fgd"};
+  o.seeds = "1-8";
+  o.target = 1.0;
+  o.node_order = "file";
+  const nlohmann::json file = RunToJson(o, "file");
+  o.node_order = "shuffled";
+  const nlohmann::json shuffled = RunToJson(o, "shuffled");
+  const nlohmann::json again = RunToJson(o, "again");
+  std::filesystem::remove_all(dir);
+
+  EXPECT_EQ(file["node_order"], "file");
+  EXPECT_EQ(shuffled["node_order"], "shuffled");
+  // The same seeds give the same runs: the order is drawn from the seed.
+  ASSERT_EQ(shuffled["runs"].size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(shuffled["runs"][i]["placed"], again["runs"][i]["placed"]);
+    EXPECT_EQ(shuffled["runs"][i]["alloc_pct_end"], again["runs"][i]["alloc_pct_end"]);
+  }
+  // File order strands GPUs on every seed; a shuffled order allocates more on average.
+  EXPECT_GT(shuffled["alloc_pct_at_100"].get<double>(), file["alloc_pct_at_100"].get<double>());
+}
+
 TEST(RunInflateCommand, BadInputExitsWithTwo) {
   InflateOptions o;
   o.nodes_path = kFixtures + "/nodes.csv";
@@ -117,6 +178,9 @@ TEST(RunInflateCommand, BadInputExitsWithTwo) {
   o.seeds = "x";
   EXPECT_EQ(RunInflateCommand(o), 2);
   o.seeds = "1";
+  o.node_order = "sorted";
+  EXPECT_EQ(RunInflateCommand(o), 2);
+  o.node_order = "file";
   o.pods_path = kFixtures + "/missing.csv";
   EXPECT_EQ(RunInflateCommand(o), 2);
 }

@@ -31,6 +31,11 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   inf->add_option("--target", inflate.target, "Total GPU request as a share of the cluster's GPUs")
       ->check(CLI::Range(0.01, 100.0))
       ->capture_default_str();
+  inf->add_option("--node-order", inflate.node_order,
+                  "Which node wins equal scores: shuffled (a random node order per seed, as in "
+                  "the published experiment) or file (the node list's order)")
+      ->check(CLI::IsMember({"shuffled", "file"}))
+      ->capture_default_str();
   inf->add_option("--json", inflate.json_path,
                   "Write the report as JSON to this file ('-': stdout)");
   inf->add_option("--html", inflate.html_path,
