@@ -37,6 +37,38 @@ void SortRunTimes(RunTimeHistory* h) {
   std::sort(h->cluster.begin(), h->cluster.end());
 }
 
+RunTimeDistribution KaplanMeier(const std::vector<DurationMs>& events,
+                                std::vector<DurationMs> censored) {
+  RunTimeDistribution d;
+  std::sort(censored.begin(), censored.end());
+  d.mean = events.empty() ? 0.0
+                          : std::accumulate(events.begin(), events.end(), 0.0) /
+                                static_cast<double>(events.size());
+  d.longest = std::max(events.empty() ? 0 : events.back(), censored.empty() ? 0 : censored.back());
+  size_t at_risk = events.size() + censored.size();
+  double survival = 1.0;
+  size_t e = 0;
+  size_t c = 0;
+  while (e < events.size()) {
+    const DurationMs t = events[e];
+    // Runs censored before t left the risk set; a censored run at t is still at risk at t.
+    while (c < censored.size() && censored[c] < t) {
+      ++c;
+      --at_risk;
+    }
+    size_t deaths = 0;
+    while (e < events.size() && events[e] == t) {
+      ++e;
+      ++deaths;
+    }
+    survival *= 1.0 - static_cast<double>(deaths) / static_cast<double>(at_risk);
+    at_risk -= deaths;
+    d.times.push_back(t);
+    d.cdf.push_back(1.0 - survival);
+  }
+  return d;
+}
+
 std::vector<size_t> SelectPending(const std::vector<core::PendingJob>& pending, JobId target,
                                   size_t max_pending) {
   std::vector<size_t> order(pending.size());
@@ -67,37 +99,73 @@ namespace {
 // The samples a job's run times come from, and which source they are.
 struct Samples {
   RunTimeSource source = RunTimeSource::kNone;
-  const std::vector<DurationMs>* values = nullptr;  // kUser, kQueue, kCluster
-  double mean = 0;
+  const RunTimeDistribution* dist = nullptr;  // kUser, kQueue, kCluster
 };
 
-Samples SamplesOf(const JobOwner& owner, const RunTimeHistory& h, DurationMs walltime) {
-  Samples s;
-  auto pick = [&](const std::vector<DurationMs>* v, RunTimeSource src) {
-    s.source = src;
-    s.values = v;
-    s.mean = std::accumulate(v->begin(), v->end(), 0.0) / static_cast<double>(v->size());
-  };
-  const size_t min = std::max<size_t>(h.min_samples, 1);
-  auto u = h.by_user.find(owner.user);
-  auto q = h.by_queue.find(owner.queue);
-  if (u != h.by_user.end() && u->second.size() >= min) {
-    pick(&u->second, RunTimeSource::kUser);
-  } else if (q != h.by_queue.end() && q->second.size() >= min) {
-    pick(&q->second, RunTimeSource::kQueue);
-  } else if (!h.cluster.empty()) {
-    pick(&h.cluster, RunTimeSource::kCluster);
-  } else if (walltime > 0) {
-    s.source = RunTimeSource::kWalltime;
+// The distributions of one estimate, built on first use per source, with the elapsed times of the
+// running jobs as censored observations of their user, queue and cluster.
+class Distributions {
+ public:
+  Distributions(const RunTimeHistory& h, const StartEstimateInput& in) : h_(&h) {
+    for (size_t i = 0; i < in.running->size(); ++i) {
+      const core::RunningJob& r = (*in.running)[i];
+      if (r.terminating || r.start_time > in.now) continue;
+      const DurationMs elapsed = in.now - r.start_time;
+      censored_user_[in.running_owners[i].user].push_back(elapsed);
+      censored_queue_[in.running_owners[i].queue].push_back(elapsed);
+      censored_cluster_.push_back(elapsed);
+    }
   }
-  return s;
-}
+
+  Samples Of(const JobOwner& owner, DurationMs walltime) {
+    Samples s;
+    const size_t min = std::max<size_t>(h_->min_samples, 1);
+    auto u = h_->by_user.find(owner.user);
+    auto q = h_->by_queue.find(owner.queue);
+    if (u != h_->by_user.end() && u->second.size() >= min) {
+      s.source = RunTimeSource::kUser;
+      s.dist = &Get(users_, owner.user, u->second, censored_user_);
+    } else if (q != h_->by_queue.end() && q->second.size() >= min) {
+      s.source = RunTimeSource::kQueue;
+      s.dist = &Get(queues_, owner.queue, q->second, censored_queue_);
+    } else if (!h_->cluster.empty()) {
+      s.source = RunTimeSource::kCluster;
+      if (!cluster_) cluster_ = KaplanMeier(h_->cluster, censored_cluster_);
+      s.dist = &*cluster_;
+    } else if (walltime > 0) {
+      s.source = RunTimeSource::kWalltime;
+    }
+    return s;
+  }
+
+ private:
+  using Censored = std::unordered_map<std::string, std::vector<DurationMs>>;
+  const RunTimeDistribution& Get(std::unordered_map<std::string, RunTimeDistribution>& cache,
+                                 const std::string& key, const std::vector<DurationMs>& events,
+                                 const Censored& censored) {
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    auto c = censored.find(key);
+    return cache
+        .emplace(key,
+                 KaplanMeier(events, c == censored.end() ? std::vector<DurationMs>{} : c->second))
+        .first->second;
+  }
+
+  const RunTimeHistory* h_;
+  Censored censored_user_;
+  Censored censored_queue_;
+  std::vector<DurationMs> censored_cluster_;
+  std::unordered_map<std::string, RunTimeDistribution> users_;
+  std::unordered_map<std::string, RunTimeDistribution> queues_;
+  std::optional<RunTimeDistribution> cluster_;
+};
 
 // The remaining time of a job that has outlived every sample: scale x (1/u - 1), u uniform in
 // (0, 1], the residual life of a Pareto tail of index 1 (median: scale; P90: 9 x scale), with
-// scale = max(elapsed, the samples' mean). Run times are heavy-tailed and the completed runs a
-// history holds are biased short (the long ones are still running), so a job that has run longer
-// than all of them is expected to run about as long again; at least 1 s, at most `never`.
+// scale = max(elapsed, the samples' mean). Run times are heavy-tailed, so a job that has run
+// longer than every run seen is expected to run about as long again; at least 1 s, at most
+// `never`.
 DurationMs ParetoTail(Rng& rng, double scale, DurationMs never) {
   const double u = 1.0 - rng.UniformDouble();  // (0, 1]
   const double r = scale * (1.0 / u - 1.0);
@@ -106,17 +174,34 @@ DurationMs ParetoTail(Rng& rng, double scale, DurationMs never) {
 }
 
 // A draw of the remaining run time of a job that has run `elapsed` (0 for a pending job), capped
-// by its walltime (0: none). `never`: the run time when nothing is known.
+// by its walltime (0: none): T from the distribution conditioned on T > elapsed, minus elapsed.
+// `never`: the run time when nothing is known.
 DurationMs DrawRemaining(Rng& rng, const Samples& s, DurationMs elapsed, DurationMs walltime,
                          DurationMs never) {
   DurationMs remaining = never;
-  if (s.values != nullptr) {
-    // Uniform over the samples longer than elapsed: the values are sorted, so those are a suffix.
-    const std::vector<DurationMs>& v = *s.values;
-    const auto first = std::upper_bound(v.begin(), v.end(), elapsed);
-    const auto n = static_cast<uint64_t>(v.end() - first);
-    remaining = n > 0 ? first[static_cast<std::ptrdiff_t>(rng.Uniform(n))] - elapsed
-                      : ParetoTail(rng, std::max(static_cast<double>(elapsed), s.mean), never);
+  if (s.dist != nullptr) {
+    const RunTimeDistribution& d = *s.dist;
+    // P(T <= elapsed), and u uniform in (that, 1].
+    const auto first = std::upper_bound(d.times.begin(), d.times.end(), elapsed);
+    const double below = first == d.times.begin() ? 0.0 : d.cdf[(first - d.times.begin()) - 1];
+    const double top = d.cdf.empty() ? 0.0 : d.cdf.back();
+    if (elapsed >= d.longest || below >= 1.0) {
+      // It has outlived every run seen.
+      remaining = ParetoTail(rng, std::max(static_cast<double>(elapsed), d.mean), never);
+    } else {
+      const double u = below + (1.0 - below) * (1.0 - rng.UniformDouble());  // (below, 1]
+      if (u <= top && first != d.times.end()) {
+        const auto i = std::lower_bound(d.cdf.begin() + (first - d.times.begin()), d.cdf.end(), u);
+        const auto idx = std::min<size_t>(i - d.cdf.begin(), d.times.size() - 1);
+        remaining = d.times[idx] - elapsed;
+      } else {
+        // Beyond the last completed run: T = longest / v, v uniform in (0, 1] (T >= longest).
+        const double v = 1.0 - rng.UniformDouble();
+        const double t = static_cast<double>(d.longest) / v;
+        remaining = static_cast<DurationMs>(
+            std::min(t - static_cast<double>(elapsed), static_cast<double>(never)));
+      }
+    }
   }
   if (walltime > 0) remaining = std::min(remaining, std::max<DurationMs>(walltime - elapsed, 1000));
   return std::max<DurationMs>(remaining, 1);
@@ -153,8 +238,7 @@ DurationMs QueueDefaultWalltime(const core::QuotaTree& tree, QueueId q) {
   return SecondsToMs(tree.node(q).default_walltime_seconds);
 }
 
-Built Build(const StartEstimateInput& in, const RunTimeHistory& h,
-            const std::vector<size_t>& chosen) {
+Built Build(const StartEstimateInput& in, Distributions& dists, const std::vector<size_t>& chosen) {
   Built b;
   sim::ReplayWorkload& w = b.w;
   w.cluster = in.cluster;
@@ -175,7 +259,7 @@ Built Build(const StartEstimateInput& in, const RunTimeHistory& h,
   auto add = [&](sim::ReplayJob job, const JobOwner& owner, DurationMs elapsed, DurationMs cap) {
     job.pending.id = JobId(w.jobs.size() + 1);
     job.queue = queue_of(job.pending.queue);
-    b.samples.push_back(SamplesOf(owner, h, cap));
+    b.samples.push_back(dists.Of(owner, cap));
     b.elapsed.push_back(elapsed);
     b.walltime.push_back(cap);
     b.grace_only.push_back(0);
@@ -227,7 +311,7 @@ Built Build(const StartEstimateInput& in, const RunTimeHistory& h,
       t.job.queue = queue_of(r.job.queue);
       t.walltime =
           r.job.walltime > 0 ? r.job.walltime : QueueDefaultWalltime(*in.tree, r.job.queue);
-      t.samples = SamplesOf(r.owner, h, t.walltime);
+      t.samples = dists.Of(r.owner, t.walltime);
       b.arrivals.push_back(std::move(t));
     }
   }
@@ -337,7 +421,8 @@ StartEstimate EstimateStart(const StartEstimateInput& in, const RunTimeHistory& 
   const std::vector<size_t> chosen = SelectPending(*in.pending, in.target, o.max_pending);
   e.pending_total = in.pending->size() + in.pending_left_out;
   e.pending_replayed = chosen.size();
-  Built b = Build(in, history, chosen);
+  Distributions dists(history, in);
+  Built b = Build(in, dists, chosen);
   for (size_t j = 0; j < b.samples.size(); ++j) {
     if (b.grace_only[j] > 0) continue;
     ++e.sources[static_cast<size_t>(b.samples[j].source)];

@@ -3,15 +3,19 @@
 // the run times nobody knows yet drawn from history.
 //
 // Each draw:
+//   0. A job's run-time distribution is the Kaplan-Meier estimate over its source's completed run
+//      times and, as right-censored observations, the elapsed times of the source's jobs running
+//      now (KaplanMeier below): the completed runs alone are biased short, since the long ones
+//      are still running. The mass the runs in progress carry past the longest completed run is
+//      a Pareto tail of index 1 from the longest observation.
 //   1. Every running job gets a remaining run time. A job being stopped (preempted, cancelled)
-//      ends within its grace period. Otherwise, with elapsed = now - its start, a completed run
-//      time s > elapsed is drawn uniformly from its samples (the run times that outlasted what it
-//      has run already) and remaining = s - elapsed; when no sample is that long, the job has
-//      outlived its history (which is biased short: the long runs are still running) and the
+//      ends within its grace period. Otherwise, with elapsed = now - its start, a run time
+//      T > elapsed is drawn from the distribution conditioned on outlasting what it has run
+//      already and remaining = T - elapsed; when it has run longer than every observation, the
 //      remaining time is the residual life of a Pareto tail of index 1 with scale
-//      max(elapsed, the samples' mean): as long again at the median, 9 x at P90. A walltime (its
-//      own, else its queue's default) caps it: remaining <= walltime - elapsed (at least 1 s).
-//   2. Every pending job replayed gets a run time drawn uniformly from its samples, capped by its
+//      max(elapsed, the completed runs' mean): as long again at the median, 9 x at P90. A walltime
+//      (its own, else its queue's default) caps it: remaining <= walltime - elapsed (at least 1 s).
+//   2. Every pending job replayed gets a run time drawn from its distribution, capped by its
 //      walltime.
 //   3. Jobs keep arriving, at the rate of the last `arrival_window`: a Poisson process of rate
 //      (jobs submitted in the window) / window, each arrival a job drawn uniformly (with
@@ -69,6 +73,22 @@ struct RunTimeHistory {
   std::vector<DurationMs> cluster;
   size_t min_samples = 5;  // a user or queue with fewer falls back to the next source
 };
+
+// The run-time distribution of one source: the Kaplan-Meier estimate over its completed run
+// times (events) and the elapsed times of its jobs still running (right-censored: they will run at
+// least that long). Without censored runs it is the empirical distribution of the events.
+// `times` are the distinct event times ascending and `cdf[i]` = P(T <= times[i]); the mass
+// 1 - cdf.back() lies beyond the last event (runs in progress outlasted every completed one).
+struct RunTimeDistribution {
+  std::vector<DurationMs> times;
+  std::vector<double> cdf;
+  DurationMs longest = 0;  // the longest observation, completed or still running
+  double mean = 0;         // of the completed run times
+};
+
+// `events` sorted ascending; `censored` in any order.
+RunTimeDistribution KaplanMeier(const std::vector<DurationMs>& events,
+                                std::vector<DurationMs> censored);
 
 // Sorts every list of `h` ascending, as EstimateStart requires.
 void SortRunTimes(RunTimeHistory* h);

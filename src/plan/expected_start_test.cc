@@ -151,6 +151,49 @@ TEST_F(Estimate, LaterArrivalsOfAHigherPriorityGoFirst) {
 }
 
 // Too few runs of the user (2 < 5): the queue's runs (1,800 s) give 1,200 s left.
+// Completed runs alone are biased short: the long ones are still running. The cluster's history
+// holds five runs of 600 s, and a job of the cluster has been running for 7,200 s: the
+// Kaplan-Meier estimate puts 5/6 of the mass at 600 s and 1/6 past 7,200 s.
+TEST(KaplanMeier, RunsInProgressCarryMassPastTheLongestCompletedRun) {
+  const RunTimeDistribution plain = KaplanMeier(Times({1, 2, 3, 4}), {});
+  EXPECT_EQ(plain.times, Times({1, 2, 3, 4}));
+  EXPECT_THAT(plain.cdf, ::testing::ElementsAre(0.25, 0.5, 0.75, 1.0));
+  EXPECT_EQ(plain.longest, SecondsToMs(4));
+
+  // Two runs still going at 10 s: at 1..4 s the risk set is 6, 5, 4, 3.
+  const RunTimeDistribution censored = KaplanMeier(Times({1, 2, 3, 4}), Times({10, 10}));
+  ASSERT_EQ(censored.cdf.size(), 4u);
+  EXPECT_NEAR(censored.cdf[0], 1.0 / 6, 1e-12);
+  EXPECT_NEAR(censored.cdf[3], 4.0 / 6, 1e-12);
+  EXPECT_EQ(censored.longest, SecondsToMs(10));
+  EXPECT_DOUBLE_EQ(censored.mean, 2500.0);
+
+  // A run still going at 2.5 s left the risk set before 3 s: 3 and 4 s split what remains.
+  const RunTimeDistribution early = KaplanMeier(Times({1, 2, 3, 4}), {2500});
+  EXPECT_NEAR(early.cdf[1], 2.0 / 5, 1e-12);
+  EXPECT_NEAR(early.cdf[2], 1.0 - 3.0 / 5 / 2, 1e-12);
+  EXPECT_NEAR(early.cdf[3], 1.0, 1e-12);
+}
+
+// The running job (alice, run 7,200 s, whose runs take 10,800 s) ends in 3,600 s; carol's job
+// ahead of the target has only the cluster's history: five runs of 600 s, and alice's run in
+// progress at 7,200 s. So carol's job runs 600 s in 5 of 6 draws and at least 7,200 s in the
+// rest: the target's P50 is 4,200 s away, its P90 at least 10,800 s (without the run in progress
+// both were 4,200 s).
+TEST_F(Estimate, RunsInProgressLengthenTheRunTimes) {
+  history_.by_user["t/alice"] = Times({10800, 10800, 10800, 10800, 10800});
+  history_.cluster = Times({600, 600, 600, 600, 600});
+  Running(1, "t/alice", 7200);
+  Pending(2, "t/carol", kNow - 200);
+  Pending(3, "t/bob", kNow - 100);
+  StartEstimateOptions o;
+  o.samples = 200;
+  const StartEstimate e = Run(3, o);
+  ASSERT_TRUE(e.p50 && e.p90);
+  EXPECT_EQ(*e.p50, kNow + SecondsToMs(4200));
+  EXPECT_GE(*e.p90, kNow + SecondsToMs(3600 + 7200));
+}
+
 TEST_F(Estimate, FallsBackToTheQueue) {
   history_.by_user["t/alice"] = Times({100, 100});
   history_.by_queue["q"] = Times({1800, 1800, 1800, 1800, 1800});
