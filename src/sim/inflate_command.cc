@@ -254,8 +254,13 @@ report::Report InflateHtmlReport(const InflateOptions& o, double cluster_gpus,
       "cluster "
       "with no departures; a task that fits nowhere is dropped. GPU allocation is the allocated "
       "share of all GPUs, demand the requested share (dropped tasks included), fragmentation the "
-      "idle GPU capacity that the typical tasks cannot use. Curves are the mean of {} seed{}.",
-      100.0 * o.target, seeds, seeds == 1 ? "" : "s"));
+      "idle GPU capacity that the typical tasks cannot use. Equal scores go to the node first in "
+      "{}. Curves are the mean of {} seed{}.",
+      100.0 * o.target,
+      o.node_order == "file" ? "the node list's order"
+                             : "a random order of the nodes drawn per seed, as in the published "
+                               "experiment",
+      seeds, seeds == 1 ? "" : "s"));
   const std::string demand_label = "GPU demand (% of the cluster's GPUs)";
   const int target_pct = static_cast<int>(std::floor(o.target * 100.0 + 1e-9));
 
