@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 namespace arbiter {
 
@@ -35,6 +36,15 @@ class Rng {
 
   // Uniform double in [0, 1).
   double UniformDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+  // Fisher-Yates over a random-access range of n elements, from the last one down.
+  template <typename RandomIt>
+  void Shuffle(RandomIt first, RandomIt last) {
+    for (auto i = static_cast<uint64_t>(last - first); i > 1; --i) {
+      using std::swap;
+      swap(first[i - 1], first[Uniform(i)]);
+    }
+  }
 
  private:
   static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -150,10 +150,8 @@ TEST_F(Estimate, LaterArrivalsOfAHigherPriorityGoFirst) {
   EXPECT_FALSE(with.arrivals_for);  // 14 days of arrivals at this rate stay far below the cap
 }
 
-// Too few runs of the user (2 < 5): the queue's runs (1,800 s) give 1,200 s left.
-// Completed runs alone are biased short: the long ones are still running. The cluster's history
-// holds five runs of 600 s, and a job of the cluster has been running for 7,200 s: the
-// Kaplan-Meier estimate puts 5/6 of the mass at 600 s and 1/6 past 7,200 s.
+// Completed runs alone are biased short: the long ones are still running. Four runs of 1 to 4 s
+// give each a quarter; two runs still going at 10 s keep a third of the mass past 4 s.
 TEST(KaplanMeier, RunsInProgressCarryMassPastTheLongestCompletedRun) {
   const RunTimeDistribution plain = KaplanMeier(Times({1, 2, 3, 4}), {});
   EXPECT_EQ(plain.times, Times({1, 2, 3, 4}));
@@ -194,6 +192,7 @@ TEST_F(Estimate, RunsInProgressLengthenTheRunTimes) {
   EXPECT_GE(*e.p90, kNow + SecondsToMs(3600 + 7200));
 }
 
+// Too few runs of the user (2 < 5): the queue's runs (1,800 s) give 1,200 s left.
 TEST_F(Estimate, FallsBackToTheQueue) {
   history_.by_user["t/alice"] = Times({100, 100});
   history_.by_queue["q"] = Times({1800, 1800, 1800, 1800, 1800});

@@ -197,9 +197,7 @@ std::vector<uint32_t> ArrivalOrder(const Workload& w, Rng& rng, int64_t capacity
   const auto n = static_cast<uint32_t>(w.tasks.size());
   std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
-  for (uint32_t i = n; i > 1; --i) {  // Fisher-Yates
-    std::swap(order[i - 1], order[rng.Uniform(i)]);
-  }
+  rng.Shuffle(order.begin(), order.end());
   auto demand = [&](uint32_t idx) { return w.tasks[idx].resources.total_gpu_milli(); };
   int64_t total = 0;
   for (uint32_t idx : order) total += demand(idx);

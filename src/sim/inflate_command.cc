@@ -394,18 +394,19 @@ int RunInflateCommand(const InflateOptions& o) {
   auto tasks = LoadOpenbPods(o.pods_path);
   if (!tasks.ok()) return fail(tasks.status());
   const Workload workload = CompileWorkload(*cluster, *tasks);
-  // One cluster per seed: the node list in file order, or shuffled with a generator of the seed's
-  // own (the models keep their ids, so the workload compiled above fits every one).
-  std::vector<core::Cluster> clusters;
-  for (uint64_t seed : *seeds) {
-    std::vector<Node> nodes = trace_nodes->nodes;
-    if (o.node_order == "shuffled") {
+  // In a shuffled order, one cluster per seed, its nodes shuffled with a generator of the seed's
+  // own (the models keep their ids, so the workload compiled above fits every one); in file order
+  // every seed runs on the cluster above.
+  std::vector<core::Cluster> shuffled;
+  if (o.node_order == "shuffled") {
+    for (uint64_t seed : *seeds) {
+      std::vector<Node> nodes = trace_nodes->nodes;
       Rng rng(seed ^ 0x6e6f64652d6f7264ULL);  // "node-ord"
-      for (size_t i = nodes.size(); i > 1; --i) std::swap(nodes[i - 1], nodes[rng.Uniform(i)]);
+      rng.Shuffle(nodes.begin(), nodes.end());
+      auto c = core::Cluster::Build(trace_nodes->models, nodes);
+      if (!c.ok()) return fail(c.status());
+      shuffled.push_back(std::move(*c));
     }
-    auto c = core::Cluster::Build(trace_nodes->models, nodes);
-    if (!c.ok()) return fail(c.status());
-    clusters.push_back(std::move(*c));
   }
   std::fprintf(
       stderr, "inflate: %zu nodes, %d GPUs, %zu tasks, %zu typical task classes, target %.0f%%\n",
@@ -417,7 +418,8 @@ int RunInflateCommand(const InflateOptions& o) {
     std::vector<InflateRun> runs;
     for (size_t i = 0; i < seeds->size(); ++i) {
       const uint64_t seed = (*seeds)[i];
-      auto run = RunInflate(clusters[i], workload, profiles[p], seed, o.target);
+      const core::Cluster& on = shuffled.empty() ? *cluster : shuffled[i];
+      auto run = RunInflate(on, workload, profiles[p], seed, o.target);
       if (!run.ok()) return fail(run.status());
       std::fprintf(stderr,
                    "inflate: %s seed %llu: %lld tasks, %lld placed, GPU allocation %.2f%% at "
