@@ -337,10 +337,18 @@ int Show(const ContextPtr& ctx, const std::string& ref) {
 
 namespace {
 
-// "P50 in 50m (TIME)" or "P50 after the horizon".
+// "P50 in 50m (TIME)", "P50 after the horizon", or, when the work bound cut the replays off
+// before the horizon, "P50 later than 3h20m".
 std::string Quantile(const json& es, const char* name) {
   const std::string key = fmt::format("{}_s", name);
-  if (!es.value(key, json()).is_number()) return fmt::format("{} after the horizon", name);
+  if (!es.value(key, json()).is_number()) {
+    const json bounds = es.value("bounds", json::array());
+    const bool cut = std::find(bounds.begin(), bounds.end(), json("work")) != bounds.end();
+    if (cut && es.value("simulated_s", json()).is_number()) {
+      return fmt::format("{} later than {}", name, ShortDuration(es["simulated_s"].get<int64_t>()));
+    }
+    return fmt::format("{} after the horizon", name);
+  }
   return fmt::format("{} in {} ({})", name, ShortDuration(es[key].get<int64_t>()), Str(es, name));
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/check.h"
 #include "common/rng.h"
+#include "core/cycle/cycle.h"
 #include "sim/replay.h"
 
 namespace arbiter::plan {
@@ -400,6 +401,11 @@ std::string BoundNote(const StartEstimate& e, DurationMs horizon) {
                                 static_cast<double>(*e.arrivals_for) / 3'600'000.0,
                                 e.arrivals_per_draw));
   }
+  if (e.work_cut > 0) {
+    parts.push_back(fmt::format(
+        "{} of {} draws stopped at the work bound (the earliest after {:.1f} h)", e.work_cut,
+        e.samples, static_cast<double>(e.work_cut_after.value_or(0)) / 3'600'000.0));
+  }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
@@ -443,6 +449,9 @@ StartEstimate EstimateStart(const StartEstimateInput& in, const RunTimeHistory& 
   ro.seed = in.cycle_seed;  // the cycles decide as the driver's; the draws use o.seed
   ro.max_series_points = 2;
   const int32_t draws = std::max(o.samples, 1);
+  const int64_t draw_work = o.max_work > 0 ? std::max<int64_t>(o.max_work / draws, 1) : 0;
+  TimeMs last_cycle = in.now;
+  ro.before_cycle = [&](const core::CycleInput& c) { last_cycle = c.now; };
   for (int32_t d = 0; d < draws; ++d) {
     b.w.jobs.resize(b.base);  // the previous draw's arrivals go
     for (size_t j = 0; j < b.base; ++j) {
@@ -465,20 +474,34 @@ StartEstimate EstimateStart(const StartEstimateInput& in, const RunTimeHistory& 
       start = t;
       return true;
     };
+    int64_t left = draw_work;  // of this draw's work bound, all its replays together
+    bool cut = false;
     for (;;) {
       Rng arrivals_rng(arrivals_seed);
       DrawArrivals(arrivals_rng, in, b, ro.cycle_interval, span, never, o.max_arrivals, &e);
       ro.time_limit = in.now + span;
-      (void)sim::RunReplay(b.w, *in.profile, "estimate", ro);
+      ro.max_work = left;
+      const sim::ReplayReport rep = sim::RunReplay(b.w, *in.profile, "estimate", ro);
+      e.work += rep.work;
+      if (draw_work > 0) left = std::max<int64_t>(left - rep.work, 1);
+      if (rep.work_limit_reached && !start) {
+        cut = true;
+        break;
+      }
       if (start || span >= horizon || e.arrivals_for) break;
       span = std::min(horizon, span * 4);
     }
     if (start) {
       e.starts.push_back(*start);
+    } else if (cut) {
+      ++e.work_cut;
+      const DurationMs reached = std::max<DurationMs>(last_cycle - in.now, 0);
+      e.work_cut_after = std::min(e.work_cut_after.value_or(reached), reached);
     } else {
       ++e.horizon_reached;
     }
   }
+  e.simulated = std::min(horizon, e.work_cut_after.value_or(horizon));
   std::sort(e.starts.begin(), e.starts.end());
   e.samples = draws;
   e.started = static_cast<int32_t>(e.starts.size());

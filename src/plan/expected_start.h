@@ -38,7 +38,11 @@
 //
 // Bounds: at most max_pending pending jobs are replayed (the first in the order priority (high
 // first), then submit time, then id, with the target always among them); the replay stops at the
-// horizon. The estimate says when either bound applied.
+// horizon; and, when max_work is set, the draws together consider at most that many pending jobs
+// in their cycles (sim::ReplayOptions::max_work; each draw max_work / samples): a draw cut off
+// by it counts as one where the target started after the virtual time it reached, so that an
+// estimate's cost stays bounded whatever the queue (thousands of arrivals that pile up behind a
+// job that cannot start, say). The estimate says when any bound applied.
 //
 // Pure: no I/O, threads or clock; the draws come from a Rng seeded with options.seed, so equal
 // inputs and seed give equal estimates. Thread safety: only reads its arguments.
@@ -147,6 +151,9 @@ struct StartEstimateOptions {
   DurationMs cycle_interval = SecondsToMs(30);   // between cycles while jobs wait
   uint64_t seed = 1;
   size_t max_arrivals = 5000;  // future arrivals drawn per draw, at most
+  // The pending jobs the cycles of all draws consider, summed, at most (see the file comment;
+  // about 1 us of work each); 0: no bound.
+  int64_t max_work = 0;
 };
 
 struct StartEstimate {
@@ -169,8 +176,17 @@ struct StartEstimate {
   // off, how long after now.
   int64_t arrivals_per_draw = 0;
   std::optional<DurationMs> arrivals_for;
+  // The work bound (max_work): the draws it cut off before their target started, and the least
+  // virtual time after now that such a draw reached (their target starts later than that).
+  int32_t work_cut = 0;
+  std::optional<DurationMs> work_cut_after;
+  // Every draw replayed at least this long after now without its target starting, or started it:
+  // a percentile that is absent is later than now + simulated (the horizon, unless cut off).
+  DurationMs simulated = 0;
+  int64_t work = 0;  // the pending jobs the draws' cycles considered, summed
   bool bounded() const {
-    return pending_replayed < pending_total || horizon_reached > 0 || arrivals_for.has_value();
+    return pending_replayed < pending_total || horizon_reached > 0 || arrivals_for.has_value() ||
+           work_cut > 0;
   }
   // A line a person can read when bounded (else empty): "replayed the first 1000 of 4200 pending
   // jobs; 3 of 32 draws reached the 14-day horizon".

@@ -249,6 +249,57 @@ TEST_F(Estimate, OutlivedHistoryGetsAMemorylessTail) {
   EXPECT_LT(*e.p50 - kNow, SecondsToMs(21600));
 }
 
+// Nothing is known of the running job, so it runs past the horizon, and three jobs came in the
+// last hour: each draw's arrivals pile up behind the target for 14 days, hundreds of pending jobs
+// in each of hundreds of cycles. The work bound cuts every draw off early: the estimate says so,
+// and how far the draws got (the target starts later than that).
+TEST_F(Estimate, TheWorkBoundCutsDrawsOffAndSaysHowFarTheyGot) {
+  Running(1, "t/alice", 1);
+  Pending(2, "t/bob", kNow - 100);
+  std::vector<RecentArrival> recent;
+  for (uint64_t i = 0; i < 3; ++i) {
+    RecentArrival a;
+    a.job = JobBuilder(100 + i).Queue(world_.Queue("q")).Gpus(8).SubmitTime(kNow - 1000).Build();
+    a.owner = {"t/carol", "q"};
+    recent.push_back(a);
+  }
+  StartEstimateOptions o;
+  o.samples = 8;
+  o.max_work = 8 * 5000;
+  const StartEstimate e = Run(2, o, &recent, SecondsToMs(3600));
+  EXPECT_EQ(e.work_cut, 8);
+  EXPECT_EQ(e.horizon_reached, 0);
+  EXPECT_TRUE(e.bounded());
+  EXPECT_FALSE(e.p50.has_value());
+  // Each draw ends after the cycle that reaches its share: at most one cycle's pending jobs
+  // (fewer than 400 here) beyond it.
+  EXPECT_GE(e.work, o.max_work);
+  EXPECT_LE(e.work, o.max_work + 8 * 400);
+  ASSERT_TRUE(e.work_cut_after.has_value());
+  EXPECT_GT(*e.work_cut_after, SecondsToMs(3600));
+  EXPECT_LT(*e.work_cut_after, o.horizon);
+  EXPECT_EQ(e.simulated, *e.work_cut_after);
+  EXPECT_THAT(e.bound_note,
+              HasSubstr("8 of 8 draws stopped at the work bound (the earliest after"));
+}
+
+// A bound the draws stay within changes nothing: the same draws, the same estimate.
+TEST_F(Estimate, AWorkBoundNotReachedChangesNothing) {
+  history_.by_user["t/alice"] = Times({1000, 2000, 3000, 4000, 5000});
+  Running(1, "t/alice", 600);
+  Pending(2, "t/bob", kNow - 100);
+  const StartEstimate free = Run(2);
+  StartEstimateOptions o;
+  o.max_work = 1'000'000;
+  const StartEstimate bounded = Run(2, o);
+  EXPECT_EQ(bounded.starts, free.starts);
+  EXPECT_EQ(bounded.work, free.work);
+  EXPECT_GT(free.work, 0);
+  EXPECT_EQ(bounded.work_cut, 0);
+  EXPECT_FALSE(bounded.bounded());
+  EXPECT_EQ(bounded.simulated, o.horizon);
+}
+
 TEST_F(Estimate, EqualSeedsGiveEqualEstimates) {
   history_.by_user["t/alice"] = Times({1000, 1500, 2000, 2500, 3000, 9000});
   Running(1, "t/alice", 1200);

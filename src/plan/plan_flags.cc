@@ -27,6 +27,7 @@ struct CalibrateFlags {
   bool no_cycle_state = false;
   bool known_run_times = false;
   int64_t arrival_window_seconds = 3600;
+  int64_t max_work = 0;
   std::string json_path;
 };
 
@@ -43,6 +44,7 @@ nlohmann::json ReportJson(const CalibrationReport& r, const CalibrateFlags& f, d
           {"known_run_times", f.known_run_times},
           {"arrival_window_seconds", f.arrival_window_seconds},
           {"horizon_hours", f.horizon_hours},
+          {"max_work", f.max_work},
           {"jobs", r.jobs},
           {"started_at_once", r.started_at_once},
           {"estimated", r.estimated},
@@ -53,6 +55,10 @@ nlohmann::json ReportJson(const CalibrationReport& r, const CalibrateFlags& f, d
           {"p50_hit_pct", r.p50_hit_pct},
           {"p90_hit_pct", r.p90_hit_pct},
           {"bounded", r.bounded},
+          {"work_cut", r.work_cut},
+          {"work_median", r.work_median},
+          {"work_p90", r.work_p90},
+          {"work_max", r.work_max},
           {"actual_wait_median_s", r.actual_wait_median_s},
           {"p50_error_median_s", r.p50_error_median_s},
           {"sources", sources},
@@ -78,6 +84,7 @@ int Run(const CalibrateFlags& f) {
   o.estimate.horizon = SecondsToMs(f.horizon_hours * 3600);
   o.estimate.cycle_interval = o.replay.cycle_interval;
   o.estimate.seed = f.replay.seed;
+  o.estimate.max_work = f.max_work;
   o.every = f.every;
   o.max_jobs = f.max_jobs;
   o.min_samples = f.min_samples;
@@ -110,7 +117,10 @@ int Run(const CalibrateFlags& f) {
       "started by their P50: %.1f%% (%lld of %lld; ideal about 50%%)\n"
       "started by their P90: %.1f%% (%lld of %lld; ideal about 90%%)\n"
       "median wait %.0f s; median P50 - actual start %+.0f s\n"
-      "estimates bounded (queue depth or horizon): %lld; main run-time source: %s\n"
+      "estimates bounded (queue depth, horizon, arrivals or work): %lld; main run-time source: "
+      "%s\n"
+      "work per estimate (pending jobs the cycles considered): median %lld, P90 %lld, max %lld; "
+      "cut off by --max-work: %lld\n"
       "wall time %.1f s\n",
       f.policy.c_str(), static_cast<unsigned long long>(f.replay.seed), f.samples,
       static_cast<long long>(r.jobs), static_cast<long long>(r.started_at_once),
@@ -118,7 +128,9 @@ int Run(const CalibrateFlags& f) {
       static_cast<long long>(r.unfinished), r.p50_hit_pct, static_cast<long long>(r.before_p50),
       static_cast<long long>(r.scored), r.p90_hit_pct, static_cast<long long>(r.before_p90),
       static_cast<long long>(r.scored), r.actual_wait_median_s, r.p50_error_median_s,
-      static_cast<long long>(r.bounded), sources.c_str(), wall);
+      static_cast<long long>(r.bounded), sources.c_str(), static_cast<long long>(r.work_median),
+      static_cast<long long>(r.work_p90), static_cast<long long>(r.work_max),
+      static_cast<long long>(r.work_cut), wall);
   return 0;
 }
 
@@ -180,6 +192,11 @@ void RegisterCalibrateCommand(CLI::App& app, int* exit_code) {
   cal->add_option("--arrival-window", f.arrival_window_seconds,
                   "Seconds of recent arrivals future arrivals are drawn from (0: none arrive)")
       ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400))
+      ->capture_default_str();
+  cal->add_option("--max-work", f.max_work,
+                  "Bound each estimate's work: the pending jobs its draws' cycles consider, summed "
+                  "(0: none; the server's bound is 2000000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
       ->capture_default_str();
   cal->add_flag("--known-run-times", f.known_run_times,
                 "Diagnostic: the run-time history holds every job's run time from the start (the "

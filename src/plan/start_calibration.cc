@@ -167,6 +167,8 @@ class Calibrator {
       estimated_.push_back(j);
       ++made_;
       if (e.bounded()) ++bounded_;
+      if (e.work_cut > 0) ++work_cut_;
+      work_.push_back(e.work);
       ++sources_[static_cast<size_t>(e.source)];
     }
   }
@@ -191,6 +193,14 @@ class Calibrator {
     }
     r.estimated = static_cast<int64_t>(estimated_.size());
     r.bounded = bounded_;
+    r.work_cut = work_cut_;
+    if (!work_.empty()) {
+      std::vector<int64_t> w = work_;
+      std::sort(w.begin(), w.end());
+      r.work_median = w[(w.size() - 1) / 2];
+      r.work_p90 = w[std::min(w.size() - 1, (w.size() * 9 + 9) / 10 - 1)];
+      r.work_max = w.back();
+    }
     r.sources = sources_;
     std::vector<double> waits;
     std::vector<double> errors;
@@ -234,6 +244,8 @@ class Calibrator {
       ends_;
   int32_t made_ = 0;
   int64_t bounded_ = 0;
+  int64_t work_cut_ = 0;
+  std::vector<int64_t> work_;  // each estimate's
   std::array<int64_t, kRunTimeSources> sources_{};
 };
 

@@ -56,6 +56,12 @@ struct CalibrationReport {
   // after the horizon counts as the horizon).
   double actual_wait_median_s = 0;
   double p50_error_median_s = 0;
+  // Each estimate's work (StartEstimate::work): median, P90 and most; estimates cut off by
+  // StartEstimateOptions::max_work.
+  int64_t work_median = 0;
+  int64_t work_p90 = 0;
+  int64_t work_max = 0;
+  int64_t work_cut = 0;
   std::array<int64_t, kRunTimeSources> sources{};  // estimates by their main run-time source
 };
 

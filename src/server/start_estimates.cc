@@ -100,6 +100,7 @@ plan::StartEstimate StartEstimates::Compute(const EstimateRequest& r, TimeMs now
   eo.samples = o_.samples;
   eo.max_pending = o_.max_pending;
   eo.horizon = o_.horizon;
+  eo.max_work = o_.max_work;
   eo.seed = r.job;  // the same job and state give the same draws
   plan::StartEstimate e = plan::EstimateStart(in, history_, eo);
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
@@ -129,12 +130,16 @@ nlohmann::json StartEstimates::ToJson(const plan::StartEstimate& e, TimeMs now,
       {"reservation_start", at(reservation_start)},
       {"bounded", e.bounded()},
       {"arrivals_modelled", e.arrivals_per_draw > 0},
+      // A percentile that is null is later than this many seconds from now: the horizon, or less
+      // when the work bound cut draws off.
+      {"simulated_s", e.simulated / 1000},
   };
   // Only the job's own figures: the bounds are named, not the other jobs' counts.
   nlohmann::json bounds = nlohmann::json::array();
   if (e.pending_replayed < e.pending_total) bounds.push_back("queue_depth");
   if (e.horizon_reached > 0) bounds.push_back("horizon");
   if (e.arrivals_for) bounds.push_back("arrivals");
+  if (e.work_cut > 0) bounds.push_back("work");
   out["bounds"] = bounds;
   return out;
 }

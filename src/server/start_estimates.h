@@ -80,6 +80,9 @@ class StartEstimates {
     // most max_recent of them (the latest).
     DurationMs arrival_window = SecondsToMs(3600);
     size_t max_recent = 2000;
+    // Bounds one estimate's work (plan::StartEstimateOptions::max_work): on this bound a `why`
+    // costs at most about a second of one core whatever the queue.
+    int64_t max_work = 2'000'000;
   };
 
   StartEstimates(store::Store* store, Options o);

@@ -338,7 +338,9 @@ class Replayer {
   TimeMs now_ = 0;
   TimeMs last_ = 0;  // integrated up to here
   bool time_limit_reached_ = false;
-  bool stop_ = false;  // ReplayOptions::on_start asked to end the replay
+  bool stop_ = false;  // ReplayOptions::on_start asked to end the replay, or max_work was reached
+  int64_t work_ = 0;   // pending jobs considered, summed over the cycles
+  bool work_limit_reached_ = false;
   std::unordered_map<std::string, std::string> never_fits_;
   std::vector<core::Verdict> last_verdicts_;
   // Decayed fair-share usage, maintained when some queue has a half-life.
@@ -627,6 +629,11 @@ void Replayer::Cycle(TimeMs t) {
   if (o_.before_cycle) o_.before_cycle(in);
   core::CycleResult r = core::RunCycle(in, profile_);
   ++cycles_;
+  work_ += static_cast<int64_t>(pending_.size());
+  if (o_.max_work > 0 && work_ >= o_.max_work) {
+    work_limit_reached_ = true;
+    stop_ = true;
+  }
   const size_t before = running_.size();
   core::ApplyAdmissions(in, r, t, &running_);
   StartAdmitted(before, t);
@@ -1069,6 +1076,8 @@ ReplayReport Replayer::Report(std::string_view policy) const {
   rep.end = now_;
   rep.makespan_seconds = Seconds(rep.end - rep.start);
   rep.time_limit_reached = time_limit_reached_;
+  rep.work_limit_reached = work_limit_reached_;
+  rep.work = work_;
   rep.cycles = cycles_;
   Samples all;
   std::vector<Samples> by_queue(w_.queues.size());

@@ -192,6 +192,10 @@ struct ReplayOptions {
   std::function<bool(JobId, TimeMs)> on_start;
   // Called before every cycle with the input it is given (valid during the call only).
   std::function<void(const core::CycleInput&)> before_cycle;
+  // A bound on the replay's work: the pending jobs its cycles consider, summed over the cycles
+  // (what a cycle costs grows with them). The replay ends after the cycle that reaches it, with
+  // ReplayReport::work_limit_reached. 0: none.
+  int64_t max_work = 0;
 };
 
 // The GPU allocation over time, in equal steps from the first submit: point i is the
@@ -332,6 +336,8 @@ struct ReplayReport {
   int64_t unfinished = 0;   // still pending or running at the end
   int64_t jobs_waited = 0;  // started after waiting at all (wait > 0)
   bool time_limit_reached = false;
+  bool work_limit_reached = false;  // ReplayOptions::max_work ended it
+  int64_t work = 0;                 // the pending jobs its cycles considered, summed
   Stats wait;
   Stats jct;
   // The wait distribution of the jobs that started: (wait seconds x, jobs that waited longer than

@@ -601,6 +601,48 @@ TEST_F(AgentTest, WhyShowsTheExpectedStartBehindARunningJob) {
   WaitFor(running, "cancelled");
 }
 
+// On a fresh server nothing is known of a running job without a walltime: it runs past the
+// horizon in every replay, and the jobs submitted in the last hour keep arriving behind the
+// waiting one, hundreds of them in two weeks. The estimate's work bound cuts the replays off
+// (a `why` answers within its client's timeout instead of replaying two weeks of a growing
+// queue 32 times) and says how far they got: the job starts later than that.
+TEST_F(AgentTest, WhyOfAJobThatCannotStartIsBoundedInWork) {
+  StartAgent("node-a");  // 4 fake GPUs
+  const uint64_t running = Submit({{"command", {"sleep", "120"}}, {"resources", {{"gpus", 4}}}});
+  WaitFor(running, "running");
+  const uint64_t waiting = Submit({{"command", {"true"}}, {"resources", {{"gpus", 4}}}});
+  const std::string path = fmt::format("/api/v1/jobs/{}/why", waiting);
+  json why;
+  for (int i = 0; i < 200; ++i) {  // bounded: until a cycle has seen the waiting job
+    why = Parse(admin_->Get(path));
+    if (why.value("expected_start", json()).is_object()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(why.value("expected_start", json()).is_object()) << why.dump();
+  const json& es = why["expected_start"];
+  EXPECT_EQ(es["run_time_source"], "none") << es.dump();
+  EXPECT_EQ(es["bounded"], true) << es.dump();
+  EXPECT_EQ(es["bounds"], json::array({"work"})) << es.dump();
+  EXPECT_TRUE(es["p50"].is_null()) << es.dump();
+  EXPECT_EQ(es["started_in_samples"], 0) << es.dump();
+  ASSERT_TRUE(es["simulated_s"].is_number()) << es.dump();
+  EXPECT_GT(es["simulated_s"].get<int64_t>(), 3600) << es.dump();
+  EXPECT_LT(es["simulated_s"].get<int64_t>(), 14 * 86400) << es.dump();
+  CliOptions cli;
+  TempDir home;
+  cli.env = {{"HOME", home.path()},
+             {"ARBITER_SERVER", fmt::format("http://127.0.0.1:{}", server_.port())},
+             {"ARBITER_TOKEN", server_.admin_token()}};
+  const CliResult text = RunCli({"why", std::to_string(waiting)}, cli);
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("expected start: p50 later than "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(bounded: work)"), std::string::npos) << text.out;
+  for (uint64_t id : {waiting, running}) {
+    admin_->Post(fmt::format("/api/v1/jobs/{}/cancel", id), "", "application/json");
+  }
+  WaitFor(running, "cancelled");
+}
+
 // A node token names its node: made without one it is refused (the field named), and it
 // registers no other node.
 TEST_F(AgentTest, NodeTokensRegisterOnlyTheirOwnNode) {

@@ -60,10 +60,14 @@ const kRunTimeSources: Record<string, string> = {
 // The Monte Carlo estimate of `why` (docs/console.md): P50 and P90, and what they rest on.
 function ExpectedStart(props: { es: Json }) {
   const es = props.es;
+  // Null: later than what the replays covered, the horizon or, cut off by the work bound, less.
+  const cut = (es.bounds ?? []).includes("work") && typeof es.simulated_s === "number";
   const part = (name: string, share: string) =>
     es[name]
       ? `by ${fmtTime(es[name])} (in ${fmtIn(es[`${name}_s`])}) in ${share}`
-      : `not within the horizon in ${share}`;
+      : cut
+        ? `later than ${fmtIn(es.simulated_s)} from now in ${share}`
+        : `not within the horizon in ${share}`;
   return (
     <p data-expected-start={es.run_time_source}>
       Expected start: {part("p50", "half the replays")}, {part("p90", "nine in ten")}; {es.samples} replays of the
