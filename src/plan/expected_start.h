@@ -38,8 +38,9 @@
 //
 // Bounds: at most max_pending pending jobs are replayed (the first in the order priority (high
 // first), then submit time, then id, with the target always among them); the replay stops at the
-// horizon; and, when max_work is set, the draws together consider at most that many pending jobs
-// in their cycles (sim::ReplayOptions::max_work; each draw max_work / samples): a draw cut off
+// horizon; and, when max_work is set, the draws together do at most that much work (per cycle,
+// the pending jobs it considers plus the nodes: sim::ReplayOptions::max_work; each draw
+// max_work / samples): a draw cut off
 // by it counts as one where the target started after the virtual time it reached, so that an
 // estimate's cost stays bounded whatever the queue (thousands of arrivals that pile up behind a
 // job that cannot start, say). The estimate says when any bound applied.
@@ -151,8 +152,9 @@ struct StartEstimateOptions {
   DurationMs cycle_interval = SecondsToMs(30);   // between cycles while jobs wait
   uint64_t seed = 1;
   size_t max_arrivals = 5000;  // future arrivals drawn per draw, at most
-  // The pending jobs the cycles of all draws consider, summed, at most (see the file comment;
-  // about 1 us of work each); 0: no bound.
+  // The work of all draws together, at most (see the file comment: per cycle, its pending jobs
+  // plus the nodes; a unit costs 0.3 to 0.6 us on a 2-core machine, from 8 to 3,000 nodes);
+  // 0: no bound.
   int64_t max_work = 0;
 };
 
@@ -183,7 +185,7 @@ struct StartEstimate {
   // Every draw replayed at least this long after now without its target starting, or started it:
   // a percentile that is absent is later than now + simulated (the horizon, unless cut off).
   DurationMs simulated = 0;
-  int64_t work = 0;  // the pending jobs the draws' cycles considered, summed
+  int64_t work = 0;  // the draws' work, as max_work counts it
   bool bounded() const {
     return pending_replayed < pending_total || horizon_reached > 0 || arrivals_for.has_value() ||
            work_cut > 0;

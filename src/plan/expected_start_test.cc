@@ -271,8 +271,8 @@ TEST_F(Estimate, TheWorkBoundCutsDrawsOffAndSaysHowFarTheyGot) {
   EXPECT_EQ(e.horizon_reached, 0);
   EXPECT_TRUE(e.bounded());
   EXPECT_FALSE(e.p50.has_value());
-  // Each draw ends after the cycle that reaches its share: at most one cycle's pending jobs
-  // (fewer than 400 here) beyond it.
+  // Each draw ends after the cycle that reaches its share: at most one cycle's work (its
+  // pending jobs, fewer than 400 here, and the node) beyond it.
   EXPECT_GE(e.work, o.max_work);
   EXPECT_LE(e.work, o.max_work + 8 * 400);
   ASSERT_TRUE(e.work_cut_after.has_value());

@@ -119,7 +119,7 @@ int Run(const CalibrateFlags& f) {
       "median wait %.0f s; median P50 - actual start %+.0f s\n"
       "estimates bounded (queue depth, horizon, arrivals or work): %lld; main run-time source: "
       "%s\n"
-      "work per estimate (pending jobs the cycles considered): median %lld, P90 %lld, max %lld; "
+      "work per estimate (per cycle, pending jobs plus nodes): median %lld, P90 %lld, max %lld; "
       "cut off by --max-work: %lld\n"
       "wall time %.1f s\n",
       f.policy.c_str(), static_cast<unsigned long long>(f.replay.seed), f.samples,
@@ -194,8 +194,8 @@ void RegisterCalibrateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400))
       ->capture_default_str();
   cal->add_option("--max-work", f.max_work,
-                  "Bound each estimate's work: the pending jobs its draws' cycles consider, summed "
-                  "(0: none; the server's bound is 2000000)")
+                  "Bound each estimate's work: per cycle of its draws, the pending jobs plus the "
+                  "nodes, summed (0: none; the server's bound is 2000000)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
       ->capture_default_str();
   cal->add_flag("--known-run-times", f.known_run_times,

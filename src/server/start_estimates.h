@@ -81,7 +81,7 @@ class StartEstimates {
     DurationMs arrival_window = SecondsToMs(3600);
     size_t max_recent = 2000;
     // Bounds one estimate's work (plan::StartEstimateOptions::max_work): on this bound a `why`
-    // costs at most about a second of one core whatever the queue.
+    // costs at most about a second of one core, whatever the queue and the cluster.
     int64_t max_work = 2'000'000;
   };
 

@@ -339,7 +339,7 @@ class Replayer {
   TimeMs last_ = 0;  // integrated up to here
   bool time_limit_reached_ = false;
   bool stop_ = false;  // ReplayOptions::on_start asked to end the replay, or max_work was reached
-  int64_t work_ = 0;   // pending jobs considered, summed over the cycles
+  int64_t work_ = 0;   // per cycle, pending jobs and nodes, summed (ReplayOptions::max_work)
   bool work_limit_reached_ = false;
   std::unordered_map<std::string, std::string> never_fits_;
   std::vector<core::Verdict> last_verdicts_;
@@ -629,7 +629,7 @@ void Replayer::Cycle(TimeMs t) {
   if (o_.before_cycle) o_.before_cycle(in);
   core::CycleResult r = core::RunCycle(in, profile_);
   ++cycles_;
-  work_ += static_cast<int64_t>(pending_.size());
+  work_ += static_cast<int64_t>(pending_.size() + w_.cluster->num_nodes());
   if (o_.max_work > 0 && work_ >= o_.max_work) {
     work_limit_reached_ = true;
     stop_ = true;

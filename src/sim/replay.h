@@ -192,9 +192,9 @@ struct ReplayOptions {
   std::function<bool(JobId, TimeMs)> on_start;
   // Called before every cycle with the input it is given (valid during the call only).
   std::function<void(const core::CycleInput&)> before_cycle;
-  // A bound on the replay's work: the pending jobs its cycles consider, summed over the cycles
-  // (what a cycle costs grows with them). The replay ends after the cycle that reaches it, with
-  // ReplayReport::work_limit_reached. 0: none.
+  // A bound on the replay's work: per cycle, the pending jobs it considers plus the cluster's
+  // nodes (what a cycle costs grows with both), summed over the cycles. The replay ends after the
+  // cycle that reaches it, with ReplayReport::work_limit_reached. 0: none.
   int64_t max_work = 0;
 };
 
@@ -337,7 +337,7 @@ struct ReplayReport {
   int64_t jobs_waited = 0;  // started after waiting at all (wait > 0)
   bool time_limit_reached = false;
   bool work_limit_reached = false;  // ReplayOptions::max_work ended it
-  int64_t work = 0;                 // the pending jobs its cycles considered, summed
+  int64_t work = 0;                 // its work, as ReplayOptions::max_work counts it
   Stats wait;
   Stats jct;
   // The wait distribution of the jobs that started: (wait seconds x, jobs that waited longer than
