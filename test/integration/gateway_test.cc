@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -237,7 +238,15 @@ TEST_F(GatewayTest, UnknownServiceHostRoutesAndMetrics) {
   EXPECT_EQ(body["headers"]["x-forwarded-host"], "chat.example.com:8000");
   EXPECT_EQ(host->get_header_value("X-Arbiter-Revision"), "2");
 
+  // A request is counted once its answer has been written, which the client may see first:
+  // bounded, until the count is there.
   auto metrics = c.Get("/metrics");
+  for (int i = 0; i < 200 && metrics &&
+                  metrics->body.find("revision=\"2\",code=\"2xx\"} 1") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    metrics = c.Get("/metrics");
+  }
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
   for (const char* want :
