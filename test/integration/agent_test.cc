@@ -166,6 +166,27 @@ class AgentTest : public ::testing::Test {
     ADD_FAILURE() << "node " << name << " never became " << state << ": " << n.dump();
   }
 
+  // The `why` of a pending job once a cycle has seen it (its expected_start an object), bounded.
+  json WhyWithExpectedStart(uint64_t id) {
+    const std::string path = fmt::format("/api/v1/jobs/{}/why", id);
+    json why;
+    for (int i = 0; i < 200; ++i) {
+      why = Parse(admin_->Get(path));
+      if (why.value("expected_start", json()).is_object()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return why;
+  }
+
+  // The CLI as the admin against this server, with its home in `home`.
+  CliOptions AdminCli(const TempDir& home) const {
+    CliOptions cli;
+    cli.env = {{"HOME", home.path()},
+               {"ARBITER_SERVER", fmt::format("http://127.0.0.1:{}", server_.port())},
+               {"ARBITER_TOKEN", server_.admin_token()}};
+    return cli;
+  }
+
   std::string Output(const std::string& node, uint64_t id, int task, const char* ext = "out") {
     return ReadFile(fmt::format("{}/jobs/{}/task-{}.{}", WorkDir(node), id, task, ext));
   }
@@ -515,11 +536,8 @@ TEST_F(AgentTest, LogsThroughTheApi) {
 // after its separator, and -f on a job still pending until it ends.
 TEST_F(AgentTest, CliLogsThroughTheAgent) {
   StartAgent("node-a");
-  CliOptions cli;
   TempDir home;
-  cli.env = {{"HOME", home.path()},
-             {"ARBITER_SERVER", fmt::format("http://127.0.0.1:{}", server_.port())},
-             {"ARBITER_TOKEN", server_.admin_token()}};
+  const CliOptions cli = AdminCli(home);
   const uint64_t flaky =
       Submit({{"command",
                {"sh", "-c",
@@ -557,12 +575,7 @@ TEST_F(AgentTest, WhyShowsTheExpectedStartBehindARunningJob) {
   WaitFor(running, "running");
   const uint64_t waiting = Submit({{"command", {"true"}}, {"resources", {{"gpus", 4}}}});
   const std::string path = fmt::format("/api/v1/jobs/{}/why", waiting);
-  json why;
-  for (int i = 0; i < 200; ++i) {  // bounded: until a cycle has seen the waiting job
-    why = Parse(admin_->Get(path));
-    if (why.value("expected_start", json()).is_object()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const json why = WhyWithExpectedStart(waiting);
   ASSERT_TRUE(why.value("expected_start", json()).is_object()) << why.dump();
   const json& es = why["expected_start"];
   EXPECT_EQ(why["code"], "NoFeasibleNode") << why.dump();
@@ -579,11 +592,8 @@ TEST_F(AgentTest, WhyShowsTheExpectedStartBehindARunningJob) {
   EXPECT_EQ(es["p50"], es["p90"]);
   EXPECT_TRUE(es["reservation_start"].is_string()) << es.dump();
   // The same figures in a line of `arbiter why`.
-  CliOptions cli;
   TempDir home;
-  cli.env = {{"HOME", home.path()},
-             {"ARBITER_SERVER", fmt::format("http://127.0.0.1:{}", server_.port())},
-             {"ARBITER_TOKEN", server_.admin_token()}};
+  const CliOptions cli = AdminCli(home);
   const CliResult text = RunCli({"why", std::to_string(waiting)}, cli);
   EXPECT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("expected start: p50 in "), std::string::npos) << text.out;
@@ -611,13 +621,7 @@ TEST_F(AgentTest, WhyOfAJobThatCannotStartIsBoundedInWork) {
   const uint64_t running = Submit({{"command", {"sleep", "120"}}, {"resources", {{"gpus", 4}}}});
   WaitFor(running, "running");
   const uint64_t waiting = Submit({{"command", {"true"}}, {"resources", {{"gpus", 4}}}});
-  const std::string path = fmt::format("/api/v1/jobs/{}/why", waiting);
-  json why;
-  for (int i = 0; i < 200; ++i) {  // bounded: until a cycle has seen the waiting job
-    why = Parse(admin_->Get(path));
-    if (why.value("expected_start", json()).is_object()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const json why = WhyWithExpectedStart(waiting);
   ASSERT_TRUE(why.value("expected_start", json()).is_object()) << why.dump();
   const json& es = why["expected_start"];
   EXPECT_EQ(es["run_time_source"], "none") << es.dump();
@@ -628,11 +632,8 @@ TEST_F(AgentTest, WhyOfAJobThatCannotStartIsBoundedInWork) {
   ASSERT_TRUE(es["simulated_s"].is_number()) << es.dump();
   EXPECT_GT(es["simulated_s"].get<int64_t>(), 3600) << es.dump();
   EXPECT_LT(es["simulated_s"].get<int64_t>(), 14 * 86400) << es.dump();
-  CliOptions cli;
   TempDir home;
-  cli.env = {{"HOME", home.path()},
-             {"ARBITER_SERVER", fmt::format("http://127.0.0.1:{}", server_.port())},
-             {"ARBITER_TOKEN", server_.admin_token()}};
+  const CliOptions cli = AdminCli(home);
   const CliResult text = RunCli({"why", std::to_string(waiting)}, cli);
   EXPECT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("expected start: p50 later than "), std::string::npos) << text.out;
