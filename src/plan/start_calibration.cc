@@ -1,6 +1,7 @@
 #include "plan/start_calibration.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <queue>
@@ -25,10 +26,14 @@ void InsertSorted(std::vector<DurationMs>* v, DurationMs x) {
   v->insert(std::upper_bound(v->begin(), v->end(), x), x);
 }
 
-double Median(std::vector<double> v) {
+// The value at rank ceil(p x n) of the n values sorted (1-based; the lower median at p = 0.5);
+// 0 for none.
+template <typename T>
+T NearestRank(std::vector<T> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
+  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
 class Calibrator {
@@ -194,13 +199,9 @@ class Calibrator {
     r.estimated = static_cast<int64_t>(estimated_.size());
     r.bounded = bounded_;
     r.work_cut = work_cut_;
-    if (!work_.empty()) {
-      std::vector<int64_t> w = work_;
-      std::sort(w.begin(), w.end());
-      r.work_median = w[(w.size() - 1) / 2];
-      r.work_p90 = w[std::min(w.size() - 1, (w.size() * 9 + 9) / 10 - 1)];
-      r.work_max = w.back();
-    }
+    r.work_median = NearestRank(work_, 0.5);
+    r.work_p90 = NearestRank(work_, 0.9);
+    r.work_max = NearestRank(work_, 1.0);
     r.sources = sources_;
     std::vector<double> waits;
     std::vector<double> errors;
@@ -223,8 +224,8 @@ class Calibrator {
       r.p50_hit_pct = 100.0 * static_cast<double>(r.before_p50) / static_cast<double>(r.scored);
       r.p90_hit_pct = 100.0 * static_cast<double>(r.before_p90) / static_cast<double>(r.scored);
     }
-    r.actual_wait_median_s = Median(std::move(waits));
-    r.p50_error_median_s = Median(std::move(errors));
+    r.actual_wait_median_s = NearestRank(std::move(waits), 0.5);
+    r.p50_error_median_s = NearestRank(std::move(errors), 0.5);
     return r;
   }
 
