@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -126,15 +127,21 @@ class GuardedStream final : public httplib::Stream {
   enum class Violation { kNone, kHeaderTimeout, kBodyTimeout, kHeadersTooLarge };
 
   GuardedStream(socket_t sock, const HttpLimits& limits, HttpServerStats* stats,
-                int64_t read_timeout_ms, int64_t write_timeout_ms)
+                int64_t read_timeout_ms, int64_t write_timeout_ms, std::string peer_ip,
+                int peer_port)
       : sock_(sock),
         limits_(limits),
         stats_(stats),
         read_timeout_ms_(read_timeout_ms),
-        write_timeout_ms_(write_timeout_ms) {}
+        write_timeout_ms_(write_timeout_ms),
+        peer_ip_(std::move(peer_ip)),
+        peer_port_(peer_port) {}
 
-  // A request starts: its request line and headers are due by `head_deadline`.
+  // A request starts: its request line and headers are due by `head_deadline`. The first write
+  // of its response (cpp-httplib's status line and headers, written apart from the body) is held
+  // and sent with what follows, so that a response leaves in one send, not two.
   void BeginRequest(Clock::time_point head_deadline) {
+    hold_next_write_ = true;
     in_head_ = true;
     head_deadline_ = head_deadline;
     head_bytes_ = 0;
@@ -163,7 +170,10 @@ class GuardedStream final : public httplib::Stream {
   // Writable, and the peer has not hung up: a client that closed its end is gone, even before
   // a write to it fails.
   // cpp-httplib asks before each chunk of a streamed response (and a route's DataSink may ask).
-  bool is_writable() const override { return WaitWritable(true); }
+  bool is_writable() const override {
+    if (!held_.empty() && !const_cast<GuardedStream*>(this)->Flush()) return false;
+    return WaitWritable();
+  }
 
   ssize_t read(char* ptr, size_t size) override {
     if (violation_ != Violation::kNone) return -1;
@@ -203,28 +213,41 @@ class GuardedStream final : public httplib::Stream {
       Answer();  // in place of cpp-httplib's 400
       return static_cast<ssize_t>(size);
     }
-    // A client that half-closed after its request still reads the answer.
-    if (!WaitWritable(false)) return -1;
-    for (;;) {
-      const ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      return n;
+    if (hold_next_write_) {
+      hold_next_write_ = false;
+      // A streamed (chunked) response's provider may wait long before its first chunk: its head
+      // leaves at once.
+      if (std::string_view(ptr, size).find("Transfer-Encoding") == std::string_view::npos) {
+        held_.assign(ptr, size);
+        return static_cast<ssize_t>(size);
+      }
     }
+    return Send(ptr, size);
   }
 
+  // Sends what is held, if anything: before the connection waits for the client (a read), before
+  // a streamed response's provider runs (is_writable), and when a request is done.
+  bool Flush() { return held_.empty() || Send(nullptr, 0) >= 0; }
+
+  // The addresses are the connection's: read once, not per request.
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    PeerAddress(sock_, &ip, &port);
+    ip = peer_ip_;
+    port = peer_port_;
   }
 
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof(ss);
-    if (::getsockname(sock_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-      ip.clear();
-      port = 0;
-      return;
+    if (local_port_ < 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      if (::getsockname(sock_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+        ip.clear();
+        port = 0;
+        return;
+      }
+      local_ip_ = AddressOf(ss, &local_port_);
     }
-    ip = AddressOf(ss, &port);
+    ip = local_ip_;
+    port = local_port_;
   }
 
   socket_t socket() const override { return sock_; }
@@ -255,8 +278,8 @@ class GuardedStream final : public httplib::Stream {
     counter.fetch_add(1, std::memory_order_relaxed);
   }
 
-  bool WaitWritable(bool hang_up_counts) const {
-    pollfd p{sock_, static_cast<short>(POLLOUT | (hang_up_counts ? POLLRDHUP : 0)), 0};
+  bool WaitWritable() const {
+    pollfd p{sock_, static_cast<short>(POLLOUT | POLLRDHUP), 0};
     if (::poll(&p, 1, static_cast<int>(write_timeout_ms_)) <= 0) return false;
     if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return false;
     if (p.revents & POLLRDHUP) {
@@ -269,7 +292,9 @@ class GuardedStream final : public httplib::Stream {
 
   // Reads what the socket has, waiting at most the read timeout and never past the current
   // deadline; false at the end of the connection, an error or a deadline.
+  // What the socket already has is taken without waiting; poll only when it has nothing.
   bool Fill() {
+    if (!Flush()) return false;  // a client waiting for "100 Continue" sends nothing before it
     const Clock::time_point deadline = in_head_ ? head_deadline_ : body_deadline_;
     for (;;) {
       const int64_t left = MsUntil(deadline);
@@ -277,6 +302,15 @@ class GuardedStream final : public httplib::Stream {
         Violate(in_head_ ? Violation::kHeaderTimeout : Violation::kBodyTimeout);
         return false;
       }
+      const ssize_t n = ::recv(sock_, buf_, sizeof(buf_), MSG_DONTWAIT);
+      if (n > 0) {
+        pos_ = 0;
+        len_ = static_cast<size_t>(n);
+        return true;
+      }
+      if (n == 0) return false;  // the end of the connection
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
       pollfd p{sock_, POLLIN, 0};
       const int r = ::poll(&p, 1, static_cast<int>(std::min(left, read_timeout_ms_)));
       if (r < 0 && errno == EINTR) continue;
@@ -285,12 +319,51 @@ class GuardedStream final : public httplib::Stream {
         if (MsUntil(deadline) <= 0) continue;  // the deadline: named above
         return false;                          // the read timeout
       }
-      const ssize_t n = ::recv(sock_, buf_, sizeof(buf_), 0);
+    }
+  }
+
+  // Sends the held bytes, then up to `size` bytes of `ptr`, without waiting while the socket
+  // takes them and waiting at most the write timeout for it to take more. Returns how many of
+  // `ptr`'s bytes were sent (at least one unless `size` is 0), or -1 when the peer is gone or too
+  // slow. A client that half-closed after its request still reads the answer.
+  ssize_t Send(const char* ptr, size_t size) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(write_timeout_ms_);
+    size_t held_sent = 0;
+    for (;;) {
+      iovec iov[2];
+      int count = 0;
+      if (held_sent < held_.size()) {
+        iov[count++] = {held_.data() + held_sent, held_.size() - held_sent};
+      }
+      if (size > 0) iov[count++] = {const_cast<char*>(ptr), size};
+      if (count == 0) {
+        held_.clear();
+        return 0;
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(count);
+      const ssize_t n = ::sendmsg(sock_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        const size_t held_left = held_.size() - held_sent;
+        if (static_cast<size_t>(n) < held_left) {
+          held_sent += static_cast<size_t>(n);
+          continue;
+        }
+        held_.clear();
+        held_sent = 0;
+        const size_t sent = static_cast<size_t>(n) - held_left;
+        if (sent > 0 || size == 0) return static_cast<ssize_t>(sent);
+        continue;
+      }
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      pos_ = 0;
-      len_ = static_cast<size_t>(n);
-      return true;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      const int64_t left = MsUntil(deadline);
+      if (left <= 0) return -1;
+      pollfd p{sock_, POLLOUT, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(left));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return -1;
     }
   }
 
@@ -299,6 +372,12 @@ class GuardedStream final : public httplib::Stream {
   HttpServerStats* const stats_;
   const int64_t read_timeout_ms_;
   const int64_t write_timeout_ms_;
+  const std::string peer_ip_;
+  const int peer_port_;
+  mutable std::string local_ip_;
+  mutable int local_port_ = -1;  // -1: not read yet
+  std::string held_;             // a response's head, held to leave with its body
+  bool hold_next_write_ = false;
   char buf_[16384];
   size_t pos_ = 0;
   size_t len_ = 0;
@@ -357,7 +436,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     const int64_t write_ms = write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000;
     const int64_t keep_alive_ms = keep_alive_timeout_sec_ * 1000;
     GuardedStream strm(sock, limits_, &stats_, std::max<int64_t>(read_ms, 1),
-                       std::max<int64_t>(write_ms, 1));
+                       std::max<int64_t>(write_ms, 1), address, port);
     size_t left = keep_alive_max_count_;
     bool first = true;
     while (left > 0 && svr_sock_ != INVALID_SOCKET) {
@@ -380,6 +459,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
                             : Clock::now() + std::chrono::milliseconds(limits_.header_timeout_ms));
       bool connection_closed = false;
       ok = process_request(strm, left == 1, connection_closed, nullptr);
+      if (!strm.Flush()) ok = false;
       if (strm.violation() != GuardedStream::Violation::kNone) {
         strm.Answer();
         break;

@@ -13,6 +13,10 @@
 // Between requests a keep-alive connection waits for the next one at most the keep-alive timeout.
 // Its Stream also reports a peer that hung up as not writable, so that a response streamed
 // slowly (a followed log) notices a client that left without waiting for a write to fail.
+// Per request it makes as few system calls as it can: a read takes what the socket has and polls
+// only when it has nothing, a write polls only when the socket is full, a response's head leaves
+// with its body in one send (a streamed response's head leaves at once), and the peer's address
+// is read once per connection.
 //
 // Threads: connections are served on the task queue's threads (an ElasticThreadPool, whose
 // threads exit after idle_thread_ms idle); the counters are atomics, read from any thread.

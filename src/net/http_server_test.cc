@@ -211,6 +211,70 @@ TEST_F(GuardedServerTest, AStreamNoticesTheClientLeftWithoutAWrite) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
 }
 
+TEST_F(GuardedServerTest, AResponseLeavesWholeInOneSend) {
+  Start(HttpLimits{});
+  const int fd = Connect();
+  for (int i = 0; i < 4; ++i) {  // within the default keep-alive count (5)
+    ASSERT_TRUE(Send(fd, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+    // The first read after the socket turns readable holds the head and the body alike.
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1);
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    const std::string got(buf, static_cast<size_t>(n));
+    EXPECT_EQ(got.rfind("HTTP/1.1 200 ", 0), 0u) << got;
+    EXPECT_EQ(got.substr(got.size() - 9), "\r\n\r\nhello") << got;
+  }
+  ::close(fd);
+}
+
+TEST_F(GuardedServerTest, AClientExpecting100ContinueGetsItBeforeItSendsTheBody) {
+  Start(HttpLimits{});
+  server_->Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(req.body, "text/plain");
+  });
+  const int fd = Connect();
+  ASSERT_TRUE(Send(fd,
+                   "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                   "Content-Length: 5\r\n\r\n"));
+  std::string got;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  char buf[4096];
+  while (got.find("\r\n\r\n") == std::string::npos && Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 1000) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got, "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(Send(fd, "hello"));
+  const std::string answer = ReadHello(fd);
+  ::close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 ", 0), 0u) << answer;
+}
+
+TEST_F(GuardedServerTest, AStreamedResponsesHeadArrivesBeforeItsFirstChunk) {
+  Start(HttpLimits{});
+  const int fd = Connect();
+  ASSERT_TRUE(Send(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string got;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  char buf[4096];
+  while (got.find("\r\n\r\n") == std::string::npos && Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 1000) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200 ", 0), 0u) << got;
+  EXPECT_NE(got.find("Transfer-Encoding: chunked"), std::string::npos) << got;
+  EXPECT_FALSE(stream_ended_.load());  // the provider has written nothing yet
+}
+
 TEST_F(GuardedServerTest, AnIdleNewConnectionIsClosedAfterTheHeaderDeadline) {
   HttpLimits l;
   l.header_timeout_ms = 300;
