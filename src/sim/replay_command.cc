@@ -171,9 +171,14 @@ Result<LoadedServices> LoadServices(const ReplayCommandOptions& o) {
   return out;
 }
 
-// The trace: Arbiter's format, or a pod list converted with the replay's seed.
+// The trace: Arbiter's format, or a pod list converted with the replay's seed; its arrivals
+// jittered with that seed when asked.
 Result<Trace> LoadReplayTrace(const ReplayCommandOptions& o) {
-  if (!o.trace_path.empty()) return LoadTrace(o.trace_path);
+  if (!o.trace_path.empty()) {
+    auto trace = LoadTrace(o.trace_path);
+    if (trace.ok()) JitterArrivals(&trace->jobs, o.arrival_jitter_seconds, o.seed);
+    return trace;
+  }
   auto pods = LoadOpenbPods(o.pods_path);
   if (!pods.ok()) return pods.status();
   ConvertOptions convert = o.convert;
@@ -184,6 +189,7 @@ Result<Trace> LoadReplayTrace(const ReplayCommandOptions& o) {
   trace.file = o.pods_path;  // no columns: errors name the pod's line
   trace.jobs = std::move(*jobs);
   for (size_t i = 0; i < trace.jobs.size(); ++i) trace.jobs[i].line = i + 2;
+  JitterArrivals(&trace.jobs, o.arrival_jitter_seconds, o.seed);
   return trace;
 }
 
@@ -367,6 +373,9 @@ std::string ReplayCommandLine(const ReplayCommandOptions& o) {
   }
   for (const std::string& p : o.policies) cmd += fmt::format(" --policy {}", p);
   cmd += o.seeds.empty() ? fmt::format(" --seed {}", o.seed) : fmt::format(" --seeds {}", o.seeds);
+  if (o.arrival_jitter_seconds > 0) {
+    cmd += fmt::format(" --arrival-jitter {}", o.arrival_jitter_seconds);
+  }
   cmd += fmt::format(" --cycle-interval {} --runtime-estimates {}", o.cycle_interval_seconds,
                      o.runtime_estimates);
   if (o.time_limit_seconds > 0) cmd += fmt::format(" --time-limit {}", o.time_limit_seconds);

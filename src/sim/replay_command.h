@@ -49,6 +49,10 @@ struct ReplayCommandOptions {
   // t-interval over the seeds, and each policy's difference from the first, paired by seed.
   // Empty: `seed` alone.
   std::string seeds;
+  // Each job's submit time is delayed by a uniform draw in [0, this) seconds from the run's seed
+  // (JitterArrivals): with --seeds, the spread of a trace with times over nearby arrival orders.
+  // 0: the trace's times as they are.
+  double arrival_jitter_seconds = 0;
   // How running jobs without a walltime are expected to end, for backfill reservations: "none"
   // (no reservation waits on them, as the server), "history" (their queue's completed run times),
   // or "oracle" (the trace's durations; a bound, not a policy).

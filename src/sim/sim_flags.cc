@@ -79,6 +79,11 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   rep->add_option("--seeds", replay.seeds,
                   "Run every policy once per seed (42-46, 1,2,3) and print each figure's mean and "
                   "95% t-interval over the seeds");
+  rep->add_option("--arrival-jitter", replay.arrival_jitter_seconds,
+                  "Delay each job's submit time by a uniform draw in [0, SECONDS) from the seed: "
+                  "with --seeds, the spread of a trace with times over nearby arrival orders")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   rep->add_option("--runtime-estimates", replay.runtime_estimates,
                   "How running jobs without a walltime are expected to end, for backfill "
                   "reservations: history (their queue's completed run times), none, oracle (the "

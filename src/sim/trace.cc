@@ -6,6 +6,7 @@
 #include <charconv>
 #include <unordered_map>
 
+#include "common/rng.h"
 #include "model/node.h"
 
 namespace arbiter::sim {
@@ -285,6 +286,14 @@ std::string FormatTrace(const std::vector<TraceJob>& jobs) {
                    fmt::join(j.gpu_models, "|"), j.walltime, r.cpu_milli, r.memory_mib, j.name);
   }
   return out;
+}
+
+void JitterArrivals(std::vector<TraceJob>* jobs, double seconds, uint64_t seed) {
+  if (!(seconds > 0)) return;
+  Rng rng(seed ^ 0x6a09e667f3bcc908ULL);  // apart from the policies' draws of the same seed
+  for (TraceJob& j : *jobs) {
+    j.submit_time += static_cast<int64_t>(rng.UniformDouble() * seconds);
+  }
 }
 
 }  // namespace arbiter::sim

@@ -70,6 +70,12 @@ Result<Trace> ParseTrace(std::string_view text, std::string_view file);
 // Reads and parses a file (errors name the path).
 Result<Trace> LoadTrace(const std::string& path);
 
+// Delays each job's submit time by a uniform draw in [0, seconds) (whole seconds, rounded down),
+// drawn from `seed`: equal seeds give equal delays, and jobs that arrived within `seconds` of each
+// other may arrive in another order. For the spread of an online replay over seeds on a trace with
+// times (`simulate replay --arrival-jitter`). `seconds` <= 0: no change.
+void JitterArrivals(std::vector<TraceJob>* jobs, double seconds, uint64_t seed);
+
 // Writes jobs in the trace format, every column, in the order of TraceColumns(). Names must not
 // hold commas or line breaks (ParseTrace's rules); ParseTrace(FormatTrace(j)) gives j back.
 std::string FormatTrace(const std::vector<TraceJob>& jobs);

@@ -191,3 +191,36 @@ TEST(LoadTrace, NamesAMissingFile) {
 
 }  // namespace
 }  // namespace arbiter::sim
+
+namespace arbiter::sim {
+namespace {
+
+TEST(JitterArrivals, DelaysWithinTheBoundAndEqualSeedsGiveEqualTimes) {
+  std::vector<TraceJob> jobs(2000);
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].submit_time = static_cast<int64_t>(i) * 10;
+  std::vector<TraceJob> a = jobs, b = jobs, c = jobs, none = jobs;
+  JitterArrivals(&a, 60, 7);
+  JitterArrivals(&b, 60, 7);
+  JitterArrivals(&c, 60, 8);
+  JitterArrivals(&none, 0, 7);
+  int64_t total = 0;
+  bool reordered = false;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const int64_t d = a[i].submit_time - jobs[i].submit_time;
+    EXPECT_GE(d, 0);
+    EXPECT_LT(d, 60);
+    total += d;
+    EXPECT_EQ(a[i].submit_time, b[i].submit_time);
+    EXPECT_EQ(none[i].submit_time, jobs[i].submit_time);
+    if (i > 0 && a[i].submit_time < a[i - 1].submit_time) reordered = true;
+  }
+  // Uniform in [0, 60) whole seconds: a mean of 29.5.
+  EXPECT_NEAR(static_cast<double>(total) / static_cast<double>(jobs.size()), 29.5, 2.0);
+  EXPECT_TRUE(reordered);  // jobs 10 s apart may swap
+  size_t differ = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) differ += a[i].submit_time != c[i].submit_time;
+  EXPECT_GT(differ, jobs.size() / 2);  // another seed, other delays
+}
+
+}  // namespace
+}  // namespace arbiter::sim
