@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 namespace arbiter::sim {
@@ -198,6 +199,57 @@ TEST(RunReplayCommand, SeedsGiveTheSpreadOfEveryFigure) {
   EXPECT_THAT(table, HasSubstr("bestfit minus fgd, paired by seed"));
   o.runtime_estimates = "sometimes";
   EXPECT_EQ(RunReplayCommand(o), 2);
+}
+
+// One node that holds one job at a time; a long job and a short one submitted 1 s apart. In file
+// order the short one waits 99 s; delayed by up to 30 s each, the order may turn, and the waits
+// change from seed to seed.
+TEST(RunReplayCommand, ArrivalJitterSpreadsATraceWithTimesOverSeeds) {
+  const auto trace = TempPath("jitter.csv");
+  const auto config = TempPath("jitter.yaml");
+  const auto out = TempPath("jitter.json");
+  {
+    std::ofstream t(trace);
+    t << "submit_time,duration,tenant,queue,type,priority_class,tasks,gpus_per_task,gpu_milli,"
+         "gpu_models,walltime\n"
+         "0,100,vision,train,training,batch,1,8,1000,,0\n"
+         "1,10,vision,train,training,batch,1,8,1000,,0\n";
+    std::ofstream c(config);
+    c << "gpu_models: [{name: A100}]\n"
+         "priority_classes: [{name: batch, value: 10}]\n"
+         "tenants:\n"
+         "  - name: vision\n"
+         "    queues: [{name: train, guaranteed: {gpu: 8}}]\n"
+         "nodes:\n"
+         "  - {name: n1, cpu_milli: 64000, memory_mib: 262144, gpus: {count: 8, model: A100}}\n";
+  }
+  ReplayCommandOptions o;
+  o.config_path = config.string();
+  o.trace_path = trace.string();
+  o.policies = {"binpack"};
+  o.seeds = "1-8";
+  o.json_path = out.string();
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  nlohmann::json j = ReadJson(out);
+  const nlohmann::json& still = j["spread"]["policies"][0]["wait_max_s"];
+  EXPECT_DOUBLE_EQ(still["mean"].get<double>(), 99);  // every seed: the file's order
+  EXPECT_DOUBLE_EQ(still["sd"].get<double>(), 0);
+
+  o.arrival_jitter_seconds = 30;
+  ASSERT_EQ(RunReplayCommand(o), 0);
+  j = ReadJson(out);
+  const nlohmann::json& moved = j["spread"]["policies"][0]["wait_max_s"];
+  EXPECT_GT(moved["sd"].get<double>(), 0);
+  std::set<double> waits;
+  for (const nlohmann::json& r : j["results"]) {
+    const double w = r["wait_seconds"]["max"].get<double>();
+    EXPECT_GE(w, 0);
+    EXPECT_LE(w, 100);  // at most the long job's run
+    waits.insert(w);
+  }
+  EXPECT_GT(waits.size(), 1u);
+  EXPECT_THAT(ReplayCommandLine(o), HasSubstr("--arrival-jitter 30"));
+  for (const auto& p : {trace, config, out}) std::filesystem::remove(p);
 }
 
 TEST(FormatReplayTable, OneColumnPerPolicy) {
