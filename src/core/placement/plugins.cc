@@ -331,8 +331,8 @@ class FgdScore final : public ScorePlugin {
 };
 
 // fgd-plus: FGD at full resolution, plus the idle GPUs the node's CPU and memory could no longer
-// feed, plus GPUs of a model that tasks restricted to it will need, plus a little best fit. Every
-// term is in GPU milli, lower is better:
+// feed, plus GPUs of a model that tasks restricted to it will need; best fit when no typical tasks
+// are known. Every term is in GPU milli, lower is better:
 //
 //   dF    = F_n(after) - F_n(before)             FGD's fragmentation growth (see fgd above)
 //   S_n   = max(0, G_n - C_n / rho_cpu, G_n - M_n / rho_mem)
@@ -343,7 +343,7 @@ class FgdScore final : public ScorePlugin {
 //           GPU demand restricted to models that include k (exclusive_share), c_k k's share of
 //           the cluster's GPUs
 //   L     = 1000 x (cpu_left / max_cpu + gpu_left / max_gpu) / 2     bestfit's leftover, 0..1000
-//   cost  = dF + dS + R + L / 10
+//   cost  = dF + dS + R, or L / 10 without a distribution
 //   score = kMaxScore / 2 - cost x kMaxScore / (6 x 1000 x the largest node's GPUs), clamped
 //
 // Why each term. FGD sees CPU only through whether a typical task still fits the node's free CPU,
@@ -354,9 +354,11 @@ class FgdScore final : public ScorePlugin {
 // whether the next task may use it; R is the longer view: when tasks restricted to model k will
 // ask for a share e_k of the demand and k is c_k of the cluster, a GPU of k that a task able to run
 // elsewhere takes is, with probability about e_k / c_k, one such a task will miss. R is the same
-// for every node of one model, so it only steers tasks that may choose between models. At full
-// resolution FGD alone spreads tasks (near-equal nodes no longer tie), and the small best-fit term
-// packs them instead. Without a distribution dF, dS and R are 0 and the score is best fit.
+// for every node of one model, so it only steers tasks that may choose between models. A tenth of
+// L was once added to pack what full resolution spreads; with dS it no longer changes the offline
+// figures (within 0.04 points on every openb family) and online it kept whole nodes busy longer
+// (docs/simulator.md, "Online: default against the baselines"). Without a distribution dF, dS and
+// R are 0 and the score is best fit.
 class FgdPlusScore final : public ScorePlugin {
  public:
   std::string_view name() const override { return "fgd-plus"; }
@@ -387,11 +389,12 @@ class FgdPlusScore final : public ScorePlugin {
     const double max_cpu = static_cast<double>(std::max<int64_t>(1, s.cluster().max_cpu_milli()));
     const double max_gpu = static_cast<double>(std::max(1, s.cluster().max_gpus_per_node())) *
                            static_cast<double>(kMilliPerGpu);
-    const double leftover =
-        1000.0 *
-        (static_cast<double>(cpu_after) / max_cpu + static_cast<double>(idle_after) / max_gpu) /
-        2.0;
-    cost += leftover / 10.0;
+    if (!have_dist) {  // L / 10, as beside the other terms before
+      cost +=
+          100.0 *
+          (static_cast<double>(cpu_after) / max_cpu + static_cast<double>(idle_after) / max_gpu) /
+          2.0;
+    }
     const double scale = static_cast<double>(kMaxScore) / (6.0 * max_gpu);
     const double score = static_cast<double>(kMaxScore) / 2.0 - cost * scale;
     return std::clamp<int64_t>(std::llround(score), 0, kMaxScore);

@@ -587,11 +587,15 @@ TEST(FgdPlusScoreTest, CpuOnlyTasksGoWhereCpuIsInSurplusOfTheIdleGpus) {
       ClusterBuilder().Node("lean").Gpus(4, "A100").Cpus(32).Node("rich").Gpus(4, "A100").Cpus(96));
   const TaskDistribution dist = EightCoresPerGpu();
   const TaskResources cpu = Cpu(16000);
-  // lean: S 0 -> 4000 - 16000 / 8 = 2000; leftover 1000 x (16/96 + 4/4) / 2 = 583.3.
-  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "lean", {}, nullptr, &dist),
-            PlusScoreFor(2000 + 583.33333333 / 10, 4));
-  // rich: 80 cores stay for 4 GPUs: nothing strands; leftover 1000 x (80/96 + 1) / 2 = 916.7.
-  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "rich", {}, nullptr, &dist),
+  // lean: S 0 -> 4000 - 16000 / 8 = 2000.
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "lean", {}, nullptr, &dist), PlusScoreFor(2000, 4));
+  // rich: 80 cores stay for 4 GPUs: nothing strands.
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "rich", {}, nullptr, &dist), PlusScoreFor(0, 4));
+  // Without typical tasks, best fit alone: leftover 1000 x (16/96 + 4/4) / 2 = 583.3 on lean,
+  // 1000 x (80/96 + 1) / 2 = 916.7 on rich, a tenth of each as the cost.
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "lean", {}, nullptr, nullptr),
+            PlusScoreFor(583.33333333 / 10, 4));
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, cpu, "rich", {}, nullptr, nullptr),
             PlusScoreFor(916.66666667 / 10, 4));
 
   // FGD sees no change on either node (8 cores still fit) and takes the lower id; bestfit takes
@@ -631,7 +635,7 @@ TEST(FgdPlusScoreTest, MemoryStrandsGpusLikeCpu) {
   EXPECT_EQ(t.node, bed.Node("big-ram"));
 }
 
-TEST(FgdPlusScoreTest, GpuTasksFollowFragmentationThenPacking) {
+TEST(FgdPlusScoreTest, GpuTasksFollowFragmentationAndBestFitWithoutTypicalTasks) {
   // As for fgd: the half GPU goes where it completes a half-used GPU ("roomy"), not where it
   // would leave a half that typical tasks cannot use ("packed").
   Bed bed(ClusterBuilder().Node("packed").Gpus(4, "A100").Node("roomy").Gpus(4, "A100"));
