@@ -75,11 +75,13 @@ class GuardedServerTest : public ::testing::Test {
     return out;
   }
   // One response on a kept-alive connection (up to its body "hello").
-  static std::string ReadHello(int fd) {
+  static std::string ReadHello(int fd) { return ReadUntil(fd, "hello"); }
+  // What the server sends until `end` is among it (at most 10 s).
+  static std::string ReadUntil(int fd, const std::string& end) {
     std::string out;
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     char buf[4096];
-    while (out.find("hello") == std::string::npos && Clock::now() < deadline) {
+    while (out.find(end) == std::string::npos && Clock::now() < deadline) {
       pollfd p{fd, POLLIN, 0};
       if (::poll(&p, 1, 1000) <= 0) continue;
       const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
@@ -238,16 +240,7 @@ TEST_F(GuardedServerTest, AClientExpecting100ContinueGetsItBeforeItSendsTheBody)
   ASSERT_TRUE(Send(fd,
                    "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
                    "Content-Length: 5\r\n\r\n"));
-  std::string got;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  char buf[4096];
-  while (got.find("\r\n\r\n") == std::string::npos && Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 1000) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
+  const std::string got = ReadUntil(fd, "\r\n\r\n");
   EXPECT_EQ(got, "HTTP/1.1 100 Continue\r\n\r\n");
   ASSERT_TRUE(Send(fd, "hello"));
   const std::string answer = ReadHello(fd);
@@ -259,16 +252,7 @@ TEST_F(GuardedServerTest, AStreamedResponsesHeadArrivesBeforeItsFirstChunk) {
   Start(HttpLimits{});
   const int fd = Connect();
   ASSERT_TRUE(Send(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
-  std::string got;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  char buf[4096];
-  while (got.find("\r\n\r\n") == std::string::npos && Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 1000) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
+  const std::string got = ReadUntil(fd, "\r\n\r\n");
   ::close(fd);
   EXPECT_EQ(got.rfind("HTTP/1.1 200 ", 0), 0u) << got;
   EXPECT_NE(got.find("Transfer-Encoding: chunked"), std::string::npos) << got;
