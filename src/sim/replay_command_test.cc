@@ -54,25 +54,31 @@ TEST(RunReplayCommand, OneObjectPerPolicyFromAPodList) {
   std::filesystem::remove(out);
 }
 
+// A trace of `rows` (after the header) and a configuration of one 8-GPU node, one tenant
+// (vision) with one queue (train) and one priority class (batch).
+void WriteOneNodeWorld(const std::filesystem::path& trace, const std::filesystem::path& config,
+                       const std::string& rows) {
+  std::ofstream t(trace);
+  t << "submit_time,duration,tenant,queue,type,priority_class,tasks,gpus_per_task,gpu_milli,"
+       "gpu_models,walltime\n"
+    << rows;
+  std::ofstream c(config);
+  c << "gpu_models: [{name: A100}]\n"
+       "priority_classes: [{name: batch, value: 10}]\n"
+       "tenants:\n"
+       "  - name: vision\n"
+       "    queues: [{name: train, guaranteed: {gpu: 8}}]\n"
+       "nodes:\n"
+       "  - {name: n1, cpu_milli: 64000, memory_mib: 262144, gpus: {count: 8, model: A100}}\n";
+}
+
 TEST(RunReplayCommand, ATraceFileAndAConfiguration) {
   const auto trace = TempPath("trace.csv");
   const auto config = TempPath("config.yaml");
   const auto out = TempPath("trace.json");
-  {
-    std::ofstream t(trace);
-    t << "submit_time,duration,tenant,queue,type,priority_class,tasks,gpus_per_task,gpu_milli,"
-         "gpu_models,walltime\n"
-         "0,100,vision,train,training,batch,1,8,1000,,0\n"
-         "10,50,vision,train,training,batch,1,8,1000,,30\n";
-    std::ofstream c(config);
-    c << "gpu_models: [{name: A100}]\n"
-         "priority_classes: [{name: batch, value: 10}]\n"
-         "tenants:\n"
-         "  - name: vision\n"
-         "    queues: [{name: train, guaranteed: {gpu: 8}}]\n"
-         "nodes:\n"
-         "  - {name: n1, cpu_milli: 64000, memory_mib: 262144, gpus: {count: 8, model: A100}}\n";
-  }
+  WriteOneNodeWorld(trace, config,
+                    "0,100,vision,train,training,batch,1,8,1000,,0\n"
+                    "10,50,vision,train,training,batch,1,8,1000,,30\n");
   ReplayCommandOptions o;
   o.config_path = config.string();
   o.trace_path = trace.string();
@@ -208,21 +214,9 @@ TEST(RunReplayCommand, ArrivalJitterSpreadsATraceWithTimesOverSeeds) {
   const auto trace = TempPath("jitter.csv");
   const auto config = TempPath("jitter.yaml");
   const auto out = TempPath("jitter.json");
-  {
-    std::ofstream t(trace);
-    t << "submit_time,duration,tenant,queue,type,priority_class,tasks,gpus_per_task,gpu_milli,"
-         "gpu_models,walltime\n"
-         "0,100,vision,train,training,batch,1,8,1000,,0\n"
-         "1,10,vision,train,training,batch,1,8,1000,,0\n";
-    std::ofstream c(config);
-    c << "gpu_models: [{name: A100}]\n"
-         "priority_classes: [{name: batch, value: 10}]\n"
-         "tenants:\n"
-         "  - name: vision\n"
-         "    queues: [{name: train, guaranteed: {gpu: 8}}]\n"
-         "nodes:\n"
-         "  - {name: n1, cpu_milli: 64000, memory_mib: 262144, gpus: {count: 8, model: A100}}\n";
-  }
+  WriteOneNodeWorld(trace, config,
+                    "0,100,vision,train,training,batch,1,8,1000,,0\n"
+                    "1,10,vision,train,training,batch,1,8,1000,,0\n");
   ReplayCommandOptions o;
   o.config_path = config.string();
   o.trace_path = trace.string();
