@@ -171,14 +171,8 @@ Result<LoadedServices> LoadServices(const ReplayCommandOptions& o) {
   return out;
 }
 
-// The trace: Arbiter's format, or a pod list converted with the replay's seed; its arrivals
-// jittered with that seed when asked.
-Result<Trace> LoadReplayTrace(const ReplayCommandOptions& o) {
-  if (!o.trace_path.empty()) {
-    auto trace = LoadTrace(o.trace_path);
-    if (trace.ok()) JitterArrivals(&trace->jobs, o.arrival_jitter_seconds, o.seed);
-    return trace;
-  }
+// A pod list converted with the replay's seed.
+Result<Trace> ConvertReplayPods(const ReplayCommandOptions& o) {
   auto pods = LoadOpenbPods(o.pods_path);
   if (!pods.ok()) return pods.status();
   ConvertOptions convert = o.convert;
@@ -189,7 +183,14 @@ Result<Trace> LoadReplayTrace(const ReplayCommandOptions& o) {
   trace.file = o.pods_path;  // no columns: errors name the pod's line
   trace.jobs = std::move(*jobs);
   for (size_t i = 0; i < trace.jobs.size(); ++i) trace.jobs[i].line = i + 2;
-  JitterArrivals(&trace.jobs, o.arrival_jitter_seconds, o.seed);
+  return trace;
+}
+
+// The trace: Arbiter's format, or a pod list converted with the replay's seed; its arrivals
+// jittered with that seed when asked.
+Result<Trace> LoadReplayTrace(const ReplayCommandOptions& o) {
+  Result<Trace> trace = o.trace_path.empty() ? ConvertReplayPods(o) : LoadTrace(o.trace_path);
+  if (trace.ok()) JitterArrivals(&trace->jobs, o.arrival_jitter_seconds, o.seed);
   return trace;
 }
 
