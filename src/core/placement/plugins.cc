@@ -386,10 +386,10 @@ class FgdPlusScore final : public ScorePlugin {
               Stranded(*dist, idle, cpu, mem);
       cost += static_cast<double>(used) * Reserved(*dist, s.cluster(), model);
     }
-    const double max_cpu = static_cast<double>(std::max<int64_t>(1, s.cluster().max_cpu_milli()));
     const double max_gpu = static_cast<double>(std::max(1, s.cluster().max_gpus_per_node())) *
                            static_cast<double>(kMilliPerGpu);
     if (!have_dist) {  // L / 10, as beside the other terms before
+      const double max_cpu = static_cast<double>(std::max<int64_t>(1, s.cluster().max_cpu_milli()));
       cost +=
           100.0 *
           (static_cast<double>(cpu_after) / max_cpu + static_cast<double>(idle_after) / max_gpu) /
