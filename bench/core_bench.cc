@@ -42,6 +42,7 @@ void BM_QuotaCheck(benchmark::State& state) {
 
 BENCHMARK_CAPTURE(BM_Cycle, binpack, "binpack")->Args({1000, 20000})->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Cycle, fgd, "fgd")->Args({1000, 20000})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Cycle, default, "default")->Args({1000, 20000})->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Cycle, topology, "topology")
     ->Args({1000, 20000})
     ->Unit(benchmark::kMillisecond);

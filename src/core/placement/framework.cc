@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 #include "core/placement/plugins.h"
@@ -92,9 +93,11 @@ void TaskDistribution::SetDemandRatios(const std::vector<TaskClass>& samples) {
   double memory = 0;
   double gpu = 0;
   exclusive_share.clear();
+  std::map<std::pair<int32_t, int64_t>, double> multi;  // (gpus, cpu): GPU milli
   for (const TaskClass& t : samples) {
     if (t.gpus <= 0) continue;
     const double milli = static_cast<double>(t.gpus) * t.gpu_milli;
+    if (t.gpus >= 2 && t.gpu_milli >= kMilliPerGpu) multi[{t.gpus, t.cpu_milli}] += milli;
     cpu += static_cast<double>(t.cpu_milli);
     memory += static_cast<double>(t.memory_mib);
     gpu += milli;
@@ -113,31 +116,116 @@ void TaskDistribution::SetDemandRatios(const std::vector<TaskClass>& samples) {
   cpu_per_gpu_milli = gpu > 0 ? cpu / gpu : 0;
   memory_per_gpu_milli = gpu > 0 ? memory / gpu : 0;
   for (double& e : exclusive_share) e = gpu > 0 ? e / gpu : 0;
+  multi_gpu.clear();
+  for (const auto& [shape, milli] : multi) {
+    multi_gpu.push_back({shape.first, shape.second, gpu > 0 ? milli / gpu : 0});
+  }
+  if (multi_gpu.size() > kMaxMultiGpuShapes) {
+    // Keep the largest shares; a rarer shape's demand joins the next smaller kept shape of its
+    // GPU count, whose room it can use (or is dropped when there is none).
+    std::vector<size_t> order(multi_gpu.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return multi_gpu[a].share > multi_gpu[b].share; });
+    std::vector<bool> keep(multi_gpu.size(), false);
+    for (size_t i = 0; i < kMaxMultiGpuShapes; ++i) keep[order[i]] = true;
+    std::vector<MultiGpuDemand> kept;
+    for (size_t i = 0; i < multi_gpu.size(); ++i) {
+      if (keep[i]) {
+        kept.push_back(multi_gpu[i]);
+      } else if (!kept.empty() && kept.back().gpus == multi_gpu[i].gpus) {
+        kept.back().share += multi_gpu[i].share;
+      }
+    }
+    multi_gpu = std::move(kept);
+  }
+}
+
+TaskDistribution ScarceMultiGpu(const TaskDistribution& dist, const Snapshot& s) {
+  TaskDistribution out;
+  if (dist.multi_gpu.empty()) return out;
+  const Cluster& c = s.cluster();
+  const size_t k = dist.multi_gpu.size();
+  const int fewest = dist.multi_gpu.front().gpus;
+  std::vector<int64_t> room(k, 0);
+  // Idle GPU milli: the whole free GPUs from the index, plus what is left on partly used GPUs.
+  // Room: only nodes with at least `fewest` whole free GPUs of one model can hold any shape.
+  int64_t idle = 0;
+  for (size_t m = 0; m < c.models().size(); ++m) {
+    const GpuModelId model(static_cast<uint16_t>(m));
+    for (int free = 1; free <= s.max_free_bucket(model); ++free) {
+      const NodeSet& nodes = s.nodes_with_free(model, free);
+      idle += int64_t{free} * kMilliPerGpu * static_cast<int64_t>(nodes.size());
+      if (free < fewest) continue;
+      nodes.ForEach([&](uint32_t i) {
+        const int64_t cpu = s.free_cpu(NodeId(i));
+        for (size_t j = 0; j < k; ++j) {
+          const auto& d = dist.multi_gpu[j];
+          if (free >= d.gpus && cpu >= d.cpu_milli) room[j] += int64_t{free / d.gpus} * d.gpus;
+        }
+        return true;
+      });
+    }
+    s.nodes_with_partial(model).ForEach([&](uint32_t i) {
+      const NodeInfo& info = c.node(NodeId(i));
+      for (uint16_t g = 0; g < info.gpu_count; ++g) {
+        const uint32_t slot = info.gpu_begin + g;
+        if (c.gpus()[slot].model != model || !s.gpu_usable(slot)) continue;
+        const int32_t f = s.gpu_free_milli(slot);
+        if (f < kMilliPerGpu) idle += f;
+      }
+      return true;
+    });
+  }
+  for (size_t j = 0; j < k; ++j) {
+    const auto& d = dist.multi_gpu[j];
+    double need = 0;
+    for (const auto& o : dist.multi_gpu) {
+      if (o.gpus >= d.gpus && o.cpu_milli >= d.cpu_milli) need += o.share;
+    }
+    if (static_cast<double>(room[j]) * kMilliPerGpu >= need * static_cast<double>(idle)) continue;
+    TaskClass t;
+    t.gpus = d.gpus;
+    t.gpu_milli = kMilliPerGpu;
+    t.cpu_milli = d.cpu_milli;
+    t.weight = 1;
+    out.classes.push_back(t);
+  }
+  return out;
+}
+
+const TaskDistribution& FragmentationCache::ScarceMultiGpu(const Snapshot& s) {
+  if (scarce_snapshot_ != &s || scarce_version_ != s.version()) {
+    scarce_ = core::ScarceMultiGpu(*dist_, s);
+    scarce_snapshot_ = &s;
+    scarce_version_ = s.version();
+  }
+  return scarce_;
+}
+
+int64_t ClassFragmentation(const TaskClass& m, GpuModelId model, int64_t free_cpu,
+                           const int32_t* gpu_free, int num_gpus) {
+  int64_t idle = 0;
+  for (int i = 0; i < num_gpus; ++i) idle += gpu_free[i];
+  // F_n(m) = idle  when m cannot run on n at all; else the idle milli on GPUs too small for m.
+  if (idle == 0 || m.gpus <= 0 || !m.AllowsModel(model) || m.cpu_milli > free_cpu) return idle;
+  int fitting = 0;
+  int64_t small = 0;
+  for (int i = 0; i < num_gpus; ++i) {
+    if (gpu_free[i] >= m.gpu_milli) {
+      ++fitting;
+    } else {
+      small += gpu_free[i];
+    }
+  }
+  return fitting >= m.gpus ? small : idle;
 }
 
 double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t free_cpu,
                          const int32_t* gpu_free, int num_gpus) {
-  int64_t idle = 0;
-  for (int i = 0; i < num_gpus; ++i) idle += gpu_free[i];
-  if (idle == 0) return 0;
   double f = 0;
   for (const TaskClass& m : dist.classes) {
-    // F_n(m) = idle  when m cannot run on n at all; else the idle milli on GPUs too small for m.
-    int64_t frag = idle;
-    const bool can_run = m.gpus > 0 && m.AllowsModel(model) && m.cpu_milli <= free_cpu;
-    if (can_run) {
-      int fitting = 0;
-      int64_t small = 0;
-      for (int i = 0; i < num_gpus; ++i) {
-        if (gpu_free[i] >= m.gpu_milli) {
-          ++fitting;
-        } else {
-          small += gpu_free[i];
-        }
-      }
-      if (fitting >= m.gpus) frag = small;
-    }
-    f += m.weight * static_cast<double>(frag);
+    f += m.weight * static_cast<double>(ClassFragmentation(m, model, free_cpu, gpu_free, num_gpus));
   }
   return f;
 }

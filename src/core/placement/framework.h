@@ -114,6 +114,16 @@ struct TaskDistribution {
   // only and list this one, each task's request split evenly over the models it allows (empty
   // when no task names a model). fgd-plus compares it with the model's share of the cluster.
   std::vector<double> exclusive_share;
+  // The shapes of the tasks of several whole GPUs (GPU count, CPU), ascending, with their share
+  // of all GPU milli asked for; at most kMaxMultiGpuShapes (the rarer folded into the next
+  // smaller shape of their GPU count). fgd-plus keeps room for them while it is scarce.
+  struct MultiGpuDemand {
+    int32_t gpus = 0;
+    int64_t cpu_milli = 0;
+    double share = 0;
+  };
+  static constexpr size_t kMaxMultiGpuShapes = 16;
+  std::vector<MultiGpuDemand> multi_gpu;
   // Sets the ratios and exclusive_share from samples (TaskClass values with cpu_milli, gpus,
   // gpu_milli, memory_mib and model or models of one task each).
   void SetDemandRatios(const std::vector<TaskClass>& samples);
@@ -126,6 +136,9 @@ struct TaskDistribution {
 // on GPUs each too small for m. `gpu_free` are the free milli of the node's usable GPUs of `model`.
 double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t free_cpu,
                          const int32_t* gpu_free, int num_gpus);
+// F_n(m) for one class.
+int64_t ClassFragmentation(const TaskClass& m, GpuModelId model, int64_t free_cpu,
+                           const int32_t* gpu_free, int num_gpus);
 
 // Memoises NodeFragmentation for one distribution. The value depends on a node only through its
 // model, which classes' CPU fits into free_cpu, and the multiset of GPU frees, so that is the key
@@ -138,6 +151,8 @@ class FragmentationCache {
   // NodeFragmentation(distribution(), model, free_cpu, gpu_free, num_gpus).
   double Get(GpuModelId model, int64_t free_cpu, const int32_t* gpu_free, int num_gpus);
   size_t size() const { return used_; }
+  // ScarceMultiGpu(distribution(), s), memoised by the snapshot's address and version.
+  const TaskDistribution& ScarceMultiGpu(const Snapshot& s);
 
  private:
   struct Entry {
@@ -150,7 +165,17 @@ class FragmentationCache {
   std::vector<int64_t> cpu_steps_;  // the classes' distinct CPU requests, ascending
   std::vector<Entry> table_;
   size_t used_ = 0;
+  const Snapshot* scarce_snapshot_ = nullptr;
+  uint64_t scarce_version_ = 0;
+  TaskDistribution scarce_;
 };
+
+// The multi-GPU task shapes of `dist` (TaskDistribution::multi_gpu) whose room in `s` is scarce,
+// as classes (of weight 1). A shape's room is the whole free GPUs, in multiples of its GPU count,
+// on the schedulable nodes with enough whole free GPUs and free CPU for it; it is scarce when that
+// is less than the share of the idle GPU milli asked for by the shapes that need at least as much
+// (as many GPUs or more, as much CPU or more), which can use no other room.
+TaskDistribution ScarceMultiGpu(const TaskDistribution& dist, const Snapshot& s);
 
 struct PlacementContext {
   const Snapshot* snapshot = nullptr;

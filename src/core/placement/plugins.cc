@@ -342,8 +342,12 @@ class FgdScore final : public ScorePlugin {
 //   R     = used x min(1, e_k / c_k)             the task's GPU milli on model k, e_k the share of
 //           GPU demand restricted to models that include k (exclusive_share), c_k k's share of
 //           the cluster's GPUs
+//   W     = max over the scarce multi-GPU shapes m of F_n(m, after) - F_n(m, before)
+//           a shape (GPU count, CPU) of tasks of several whole GPUs is scarce when the whole free
+//           GPUs on nodes that could take it are fewer than its share of the idle GPU milli
+//           (ScarceMultiGpu; 0 when none is)
 //   L     = 1000 x (cpu_left / max_cpu + gpu_left / max_gpu) / 2     bestfit's leftover, 0..1000
-//   cost  = dF + dS + R, or L / 10 without a distribution
+//   cost  = dF + dS + R + W, or L / 10 without a distribution
 //   score = kMaxScore / 2 - cost x kMaxScore / (6 x 1000 x the largest node's GPUs), clamped
 //
 // Why each term. FGD sees CPU only through whether a typical task still fits the node's free CPU,
@@ -354,11 +358,16 @@ class FgdScore final : public ScorePlugin {
 // whether the next task may use it; R is the longer view: when tasks restricted to model k will
 // ask for a share e_k of the demand and k is c_k of the cluster, a GPU of k that a task able to run
 // elsewhere takes is, with probability about e_k / c_k, one such a task will miss. R is the same
-// for every node of one model, so it only steers tasks that may choose between models. A tenth of
+// for every node of one model, so it only steers tasks that may choose between models. The
+// typical tasks leave out rare shapes, such as whole-node tasks of 8 GPUs (0.5% of openb's tasks
+// but 6% of its GPU demand), and dS balances CPU against GPUs by opening empty nodes: online, the
+// empty nodes those tasks need were all partly used by the time they arrived. W keeps them, but
+// only while they are scarce, measured against the shape's own share of the demand: opening a
+// whole node then costs the GPUs it leaves that such a task cannot use. A tenth of
 // L was once added to pack what full resolution spreads; with dS it no longer changes the offline
 // figures (within 0.04 points on every openb family) and online it kept whole nodes busy longer
-// (docs/simulator.md, "Online: default against the baselines"). Without a distribution dF, dS and
-// R are 0 and the score is best fit.
+// (docs/simulator.md, "Online: default against the baselines"). Without a distribution dF, dS, R
+// and W are 0 and the score is best fit.
 class FgdPlusScore final : public ScorePlugin {
  public:
   std::string_view name() const override { return "fgd-plus"; }
@@ -380,7 +389,28 @@ class FgdPlusScore final : public ScorePlugin {
     if (have_dist) {
       GpuModelId model = req.model;
       if (model == kNoModel) model = s.cluster().gpus()[info.gpu_begin].model;
-      cost += FragmentationGrowth(ctx, model, n, gpus, cpu, cpu_after);
+      NodeGpuFrees f(s, model, n, gpus);
+      cost += ContextFragmentation(ctx, model, cpu_after, f.after, f.count) -
+              ContextFragmentation(ctx, model, cpu, f.before, f.count);
+      if (!dist->multi_gpu.empty()) {
+        TaskDistribution computed;
+        const TaskDistribution* scarce = &computed;
+        if (ctx.frag_cache != nullptr && &ctx.frag_cache->distribution() == dist) {
+          scarce = &ctx.frag_cache->ScarceMultiGpu(s);
+        } else {
+          computed = ScarceMultiGpu(*dist, s);
+        }
+        // W: the most any scarce shape's room grows fragmented.
+        double w = 0;
+        for (size_t i = 0; i < scarce->classes.size(); ++i) {
+          const TaskClass& m = scarce->classes[i];
+          const auto growth =
+              static_cast<double>(ClassFragmentation(m, model, cpu_after, f.after, f.count) -
+                                  ClassFragmentation(m, model, cpu, f.before, f.count));
+          w = i == 0 ? growth : std::max(w, growth);
+        }
+        cost += w;
+      }
       const int64_t mem = s.free_memory(n);
       cost += Stranded(*dist, idle_after, cpu_after, mem - r.memory_mib) -
               Stranded(*dist, idle, cpu, mem);
@@ -401,28 +431,25 @@ class FgdPlusScore final : public ScorePlugin {
   }
 
  private:
-  // dF over the node's GPUs of `model`.
-  static double FragmentationGrowth(const PlacementContext& ctx, GpuModelId model, NodeId n,
-                                    const std::vector<GpuShare>& gpus, int64_t cpu,
-                                    int64_t cpu_after) {
-    const Snapshot& s = *ctx.snapshot;
-    const NodeInfo& info = s.cluster().node(n);
+  // The free milli of the node's usable GPUs of `model`, before and after the placement.
+  struct NodeGpuFrees {
+    NodeGpuFrees(const Snapshot& s, GpuModelId model, NodeId n, const std::vector<GpuShare>& gpus) {
+      const NodeInfo& info = s.cluster().node(n);
+      for (uint16_t k = 0; k < info.gpu_count && count < 256; ++k) {
+        const uint32_t g = info.gpu_begin + k;
+        if (s.cluster().gpus()[g].model != model || !s.gpu_usable(g)) continue;
+        before[count] = s.gpu_free_milli(g);
+        after[count] = before[count];
+        for (const GpuShare& sh : gpus) {
+          if (sh.slot == k) after[count] -= sh.milli;
+        }
+        ++count;
+      }
+    }
     int32_t before[256];
     int32_t after[256];
-    int ng = 0;
-    for (uint16_t k = 0; k < info.gpu_count && ng < 256; ++k) {
-      const uint32_t g = info.gpu_begin + k;
-      if (s.cluster().gpus()[g].model != model || !s.gpu_usable(g)) continue;
-      before[ng] = s.gpu_free_milli(g);
-      after[ng] = before[ng];
-      for (const GpuShare& sh : gpus) {
-        if (sh.slot == k) after[ng] -= sh.milli;
-      }
-      ++ng;
-    }
-    return ContextFragmentation(ctx, model, cpu_after, after, ng) -
-           ContextFragmentation(ctx, model, cpu, before, ng);
-  }
+    int count = 0;
+  };
 
   // S_n: idle GPU milli beyond what the free CPU and memory can feed at the demand ratios.
   static double Stranded(const TaskDistribution& d, int64_t idle, int64_t cpu, int64_t mem) {

@@ -669,6 +669,76 @@ TEST(FgdPlusScoreTest, TasksThatMayRunAnywhereLeaveReservedModelsAlone) {
   EXPECT_EQ(g2 - t4, PlusScoreFor(0, 4) - PlusScoreFor(500, 4));
 }
 
+TEST(FgdPlusScoreTest, KeepsWholeNodesForMultiGpuTasksWhileTheirRoomIsScarce) {
+  // Two empty 8-GPU nodes and "used", whose 2 idle GPUs have 10 cores left for them. A whole GPU
+  // with 10 cores costs 1250 on "used" (the typical task no longer fits its last GPU, dF = 1000;
+  // it strands, dS = 1000 - 0 / 8 - (2000 - 10000 / 8) = 250) and nothing on an empty node, so
+  // fgd-plus opens one.
+  Bed bed(ClusterBuilder()
+              .Node("used")
+              .Gpus(8, "A100")
+              .Cpus(96)
+              .Node("whole-a")
+              .Gpus(8, "A100")
+              .Cpus(96)
+              .Node("whole-b")
+              .Gpus(8, "A100")
+              .Cpus(96));
+  bed.Use("used", {{0, 1000}, {1, 1000}, {2, 1000}, {3, 1000}, {4, 1000}, {5, 1000}}, 86000);
+  TaskDistribution dist = EightCoresPerGpu();
+  const TaskResources one{1, 1000, 0, 10000, 0};
+  GangState gang;
+  PlacementContext ctx{&bed.snap, &gang, &dist};
+  TaskRequest req{&one, bed.Model("A100"), nullptr, JobType::kTraining};
+  const Profile def = ::arbiter::testing::NamedProfile("default");
+  TaskPlacement t;
+  ASSERT_TRUE(FindPlacement(bed.snap, def, ctx, req, &t, nullptr));
+  EXPECT_EQ(t.node, bed.Node("whole-a"));
+
+  // Tasks of 8 GPUs and 64 cores ask for 80% of the GPU demand. The two empty nodes hold 16 of
+  // the 18 idle GPUs, more than 80% of them: their room is not scarce, and nothing changes.
+  dist.multi_gpu = {{8, 64000, 0.8}};
+  EXPECT_TRUE(ScarceMultiGpu(dist, bed.snap).classes.empty());
+  ASSERT_TRUE(FindPlacement(bed.snap, def, ctx, req, &t, nullptr));
+  EXPECT_EQ(t.node, bed.Node("whole-a"));
+
+  // At 90% of the demand (16.2 of 18 GPUs) their room is scarce, and fgd-plus adds the growth of
+  // their fragmentation (weight 1): opening a whole node leaves 7 GPUs an 8-GPU task cannot use
+  // (+7000), while on "used", where it could not run before either, one idle GPU fewer is
+  // unusable (-1000, so 250 in all).
+  dist.multi_gpu = {{8, 64000, 0.9}};
+  const TaskDistribution scarce = ScarceMultiGpu(dist, bed.snap);
+  ASSERT_EQ(scarce.classes.size(), 1u);
+  EXPECT_EQ(scarce.classes[0].gpus, 8);
+  EXPECT_EQ(scarce.classes[0].cpu_milli, 64000);
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, one, "whole-a", {Whole(0)}, nullptr, &dist),
+            PlusScoreFor(7000, 8));
+  EXPECT_EQ(ScoreOf("fgd-plus", bed, one, "used", {Whole(6)}, nullptr, &dist),
+            PlusScoreFor(250, 8));
+  ASSERT_TRUE(FindPlacement(bed.snap, def, ctx, req, &t, nullptr));
+  EXPECT_EQ(t.node, bed.Node("used"));
+
+  // A shape that needs more CPU: only "whole-a" and "whole-b" have it, and the 64-core tasks
+  // cannot use other room either. Demand is what needs at least a shape's room: 0.1 of it for
+  // the 90-core shape, 0.1 + 0.2 for the 64-core one.
+  dist.multi_gpu = {{8, 64000, 0.2}, {8, 90000, 0.1}};
+  EXPECT_TRUE(ScarceMultiGpu(dist, bed.snap).classes.empty());
+  dist.multi_gpu = {{8, 64000, 0.2}, {8, 90000, 0.9}};  // 16 < 0.9 x 18 for both
+  EXPECT_EQ(ScarceMultiGpu(dist, bed.snap).classes.size(), 2u);
+  dist.multi_gpu = {{8, 64000, 0.9}};
+
+  // The cache gives the same classes, and follows the snapshot as it changes.
+  FragmentationCache cache(dist);
+  EXPECT_EQ(cache.ScarceMultiGpu(bed.snap).classes.size(), 1u);
+  bed.Use("whole-b", {}, 40000);  // CPU-only work leaves "whole-b" too few cores for the task
+  EXPECT_EQ(cache.ScarceMultiGpu(bed.snap).classes.size(), 1u);
+  dist.multi_gpu = {{8, 64000, 0.4}};  // 8 of 18 idle GPUs are room, 40% is 7.2
+  FragmentationCache relaxed(dist);
+  EXPECT_TRUE(relaxed.ScarceMultiGpu(bed.snap).classes.empty());
+  bed.Use("whole-a", {{0, 1000}});  // the last whole node opened: no room at all
+  EXPECT_EQ(relaxed.ScarceMultiGpu(bed.snap).classes.size(), 1u);
+}
+
 TEST(FgdPlusScoreTest, DefaultProfileNeedsTheDistribution) {
   const Profile p = ::arbiter::testing::NamedProfile("default");
   EXPECT_TRUE(p.needs_distribution());
@@ -695,6 +765,7 @@ TEST(TaskDistributionTest, DemandRatiosAreOverEveryGpuTask) {
   EXPECT_DOUBLE_EQ(d.cpu_per_gpu_milli, 10000.0 / 1500);
   EXPECT_DOUBLE_EQ(d.memory_per_gpu_milli, 33792.0 / 1500);
   EXPECT_TRUE(d.exclusive_share.empty());  // no task names a model
+  EXPECT_TRUE(d.multi_gpu.empty());        // no task takes several whole GPUs
   EXPECT_DOUBLE_EQ(TaskDistribution::FromTasks({}).cpu_per_gpu_milli, 0);
 
   // The whole GPU may run on models 1 or 3 only: its 1000 of the 1500 milli split over both.
@@ -704,6 +775,44 @@ TEST(TaskDistributionTest, DemandRatiosAreOverEveryGpuTask) {
   EXPECT_DOUBLE_EQ(e.exclusive_share[0], 0);
   EXPECT_DOUBLE_EQ(e.exclusive_share[1], 500.0 / 1500);
   EXPECT_DOUBLE_EQ(e.exclusive_share[3], 500.0 / 1500);
+
+  // Tasks of several whole GPUs: their share of the GPU demand and their mean CPU, by GPU count.
+  TaskClass four;
+  four.cpu_milli = 30000;
+  four.gpus = 4;
+  four.gpu_milli = 1000;
+  samples.push_back(four);
+  four.cpu_milli = 34000;
+  samples.push_back(four);
+  TaskClass two_halves = four;  // shares of two GPUs: not whole GPUs
+  two_halves.gpus = 2;
+  two_halves.gpu_milli = 500;
+  samples.push_back(two_halves);
+  const TaskDistribution f = TaskDistribution::FromTasks(samples);
+  ASSERT_EQ(f.multi_gpu.size(), 2u);
+  EXPECT_EQ(f.multi_gpu[0].gpus, 4);
+  EXPECT_EQ(f.multi_gpu[0].cpu_milli, 30000);
+  EXPECT_DOUBLE_EQ(f.multi_gpu[0].share, 4000.0 / 10500);
+  EXPECT_EQ(f.multi_gpu[1].cpu_milli, 34000);
+}
+
+TEST(TaskDistributionTest, KeepsTheCommonestMultiGpuShapesAndFoldsTheRestDown) {
+  // 17 shapes of 2 whole GPUs with 1..17 cores, the one with 5 cores the rarest: its demand
+  // joins the shape with 4 cores, whose room it can use.
+  std::vector<TaskClass> samples;
+  for (int cores = 1; cores <= 17; ++cores) {
+    TaskClass t;
+    t.cpu_milli = cores * 1000;
+    t.gpus = 2;
+    t.gpu_milli = 1000;
+    for (int k = 0; k < (cores == 5 ? 1 : 2); ++k) samples.push_back(t);
+  }
+  const TaskDistribution d = TaskDistribution::FromTasks(samples);
+  ASSERT_EQ(d.multi_gpu.size(), TaskDistribution::kMaxMultiGpuShapes);
+  EXPECT_EQ(d.multi_gpu[3].cpu_milli, 4000);
+  EXPECT_DOUBLE_EQ(d.multi_gpu[3].share, 3.0 / 33);
+  EXPECT_EQ(d.multi_gpu[4].cpu_milli, 6000);
+  EXPECT_DOUBLE_EQ(d.multi_gpu[4].share, 2.0 / 33);
 }
 
 // --- Fragmentation and the task distribution -------------------------------------------------
