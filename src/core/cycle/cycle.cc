@@ -583,7 +583,7 @@ class CycleRunner {
       PreemptionRequest req{&j, t.model, JobQuotaRequest(j.resources, j.tasks, t.model),
                             ConstraintsOf(j)};
       PreemptionPlan plan;
-      if (preemptor_.TryPreempt(snap_, profile_, dist_, req, taken_, &plan)) {
+      if (preemptor_.TryPreempt(snap_, profile_, dist_, req, taken_, &plan, frag_cache_.get())) {
         RecordPreemption(j, position, t.model, plan);
         return true;
       }

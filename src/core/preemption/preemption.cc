@@ -124,19 +124,20 @@ void Preemptor::RestoreJob(Snapshot& snap, const RunningJob& v) const {
 }
 
 bool Preemptor::Fits(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
-                     const PreemptionRequest& req, int* trials) const {
+                     const PreemptionRequest& req, int* trials,
+                     FragmentationCache* frag_cache) const {
   if (!snap.quota().Check(req.job->queue, req.quota, req.job->grace_period).ok()) return false;
   if (++*trials > options_.max_placement_trials) return false;
   Snapshot::Txn probe(snap);  // never committed: only asks whether the gang fits
   std::vector<TaskPlacement> tasks;
   const TaskRequest tr{&req.job->resources, req.model, req.constraints, req.job->type};
   return PlaceGang(snap, profile, dist, tr, req.job->tasks, req.job->distinct_nodes, &tasks,
-                   nullptr);
+                   nullptr, frag_cache);
 }
 
 bool Preemptor::TryPreempt(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
                            const PreemptionRequest& req, const std::vector<bool>& taken,
-                           PreemptionPlan* plan) const {
+                           PreemptionPlan* plan, FragmentationCache* frag_cache) const {
   if (!options_.enabled) return false;
   const std::vector<Candidate> candidates = Candidates(snap, req, taken);
   if (candidates.empty()) return false;
@@ -154,7 +155,7 @@ bool Preemptor::TryPreempt(Snapshot& snap, const Profile& profile, const TaskDis
     }
     ReleaseJob(snap, v);
     removed.push_back(c);
-    if (Fits(snap, profile, dist, req, &trials)) {
+    if (Fits(snap, profile, dist, req, &trials, frag_cache)) {
       fits = true;
       break;
     }
@@ -167,7 +168,7 @@ bool Preemptor::TryPreempt(Snapshot& snap, const Profile& profile, const TaskDis
     const RunningJob& v = running_[removed[i].index];
     RestoreJob(snap, v);
     int unused = 0;
-    if (!Fits(snap, profile, dist, req, &unused)) {
+    if (!Fits(snap, profile, dist, req, &unused, frag_cache)) {
       ReleaseJob(snap, v);
       victims.push_back(removed[i]);
     }
@@ -176,7 +177,7 @@ bool Preemptor::TryPreempt(Snapshot& snap, const Profile& profile, const TaskDis
   // 3. Hold the capacity: place the preemptor for real and charge its quota.
   const TaskRequest tr{&req.job->resources, req.model, req.constraints, req.job->type};
   if (!PlaceGang(snap, profile, dist, tr, req.job->tasks, req.job->distinct_nodes, &plan->tasks,
-                 nullptr)) {
+                 nullptr, frag_cache)) {
     return false;
   }
   snap.ChargeQuota(req.job->queue, req.quota);

@@ -64,10 +64,11 @@ class Preemptor {
 
   // Tries to make room. On success the snapshot holds the preemptor's placement and quota, the
   // victims are released from it, and `plan` says who and why. On failure the snapshot is
-  // unchanged.
+  // unchanged. `frag_cache` (may be null) memoises fragmentation over `dist` for the placement
+  // trials, as in PlaceGang.
   bool TryPreempt(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
                   const PreemptionRequest& req, const std::vector<bool>& taken,
-                  PreemptionPlan* plan) const;
+                  PreemptionPlan* plan, FragmentationCache* frag_cache = nullptr) const;
 
  private:
   struct Candidate {
@@ -77,7 +78,7 @@ class Preemptor {
   std::vector<Candidate> Candidates(const Snapshot& snap, const PreemptionRequest& req,
                                     const std::vector<bool>& taken) const;
   bool Fits(Snapshot& snap, const Profile& profile, const TaskDistribution* dist,
-            const PreemptionRequest& req, int* trials) const;
+            const PreemptionRequest& req, int* trials, FragmentationCache* frag_cache) const;
   bool QueueBorrowing(const Snapshot& snap, QueueId q, const QuotaVec& uses) const;
   bool WithinGuarantee(const Snapshot& snap, QueueId q, const QuotaVec& r) const;
   double ShareOf(const Snapshot& snap, QueueId q) const;
