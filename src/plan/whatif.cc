@@ -459,6 +459,8 @@ Result<Outcome> ReplayOutcome(const History& h, const std::vector<Item>& items, 
   o.cycle_interval = std::max<int64_t>(h.cycle_interval_ms, 1);
   o.time_limit = h.until_ms - h.since_ms;
   o.stop_latency = std::max<int64_t>(h.stop_latency_ms, 0);
+  // The history was decided by a server, whose cycles place against their own pending jobs.
+  o.typical_from_pending = true;
   o.job_results = true;
   o.max_series_points = 200;
   sim::ReplayReport r = sim::RunReplay(*w, *profile, s.policy, o);

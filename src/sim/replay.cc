@@ -620,7 +620,8 @@ void Replayer::Cycle(TimeMs t) {
   in.constraints = w_.constraints.empty() ? nullptr : &w_.constraints;
   in.nominations = &nominations_;
   in.usage_history = decay_ ? &history_ : nullptr;
-  in.distribution = profile_.needs_distribution() ? &w_.typical : nullptr;
+  in.distribution =
+      profile_.needs_distribution() && !o_.typical_from_pending ? &w_.typical : nullptr;
   in.preemption.enabled = o_.preemption;
   in.lend_grace_limits = lend_limits_.empty() ? nullptr : &lend_limits_;
   in.now = t;

@@ -173,6 +173,10 @@ struct ReplayOptions {
   // Added to every preempted job's grace period: how long a real stop takes after the decision
   // (the node stopping the processes and reporting their exit) while its preemptor waits. >= 0.
   DurationMs stop_latency = 0;
+  // Where each cycle's typical tasks (fgd, fgd-plus) come from: the whole workload
+  // (ReplayWorkload::typical, what an offline experiment knows), or, as the server's cycle does,
+  // the cycle's own pending jobs (CycleInput::distribution unset).
+  bool typical_from_pending = false;
   // Called every `progress_every` cycles (and at the end) when set.
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_every = 100;

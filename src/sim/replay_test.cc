@@ -444,5 +444,24 @@ TEST(Replay, DeterministicForASeed) {
   }
 }
 
+TEST(Replay, TypicalTasksComeFromTheWorkloadOrFromEachCyclesPendingJobs) {
+  Scenario s({Job(0, 100, 8), Job(0, 50, 8), Job(10, 30, 8)});
+  for (const bool from_pending : {false, true}) {
+    ReplayOptions o;
+    o.typical_from_pending = from_pending;
+    int cycles = 0;
+    int with_workloads = 0;
+    o.before_cycle = [&](const core::CycleInput& in) {
+      ++cycles;
+      if (in.distribution == &s.workload().typical) ++with_workloads;
+    };
+    const ReplayReport r = s.Run("default", o);
+    EXPECT_EQ(r.completed, 3);
+    EXPECT_GT(cycles, 0);
+    // Unset, the cycle derives the typical tasks from its pending jobs, as the server's does.
+    EXPECT_EQ(with_workloads, from_pending ? 0 : cycles) << from_pending;
+  }
+}
+
 }  // namespace
 }  // namespace arbiter::sim
