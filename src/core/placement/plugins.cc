@@ -287,6 +287,26 @@ class TopologyScore final : public ScorePlugin {
   }
 };
 
+// The free milli of the node's usable GPUs of `model`, before and after the placement.
+struct NodeGpuFrees {
+  NodeGpuFrees(const Snapshot& s, GpuModelId model, NodeId n, const std::vector<GpuShare>& gpus) {
+    const NodeInfo& info = s.cluster().node(n);
+    for (uint16_t k = 0; k < info.gpu_count && count < 256; ++k) {
+      const uint32_t g = info.gpu_begin + k;
+      if (s.cluster().gpus()[g].model != model || !s.gpu_usable(g)) continue;
+      before[count] = s.gpu_free_milli(g);
+      after[count] = before[count];
+      for (const GpuShare& sh : gpus) {
+        if (sh.slot == k) after[count] -= sh.milli;
+      }
+      ++count;
+    }
+  }
+  int32_t before[256];
+  int32_t after[256];
+  int count = 0;
+};
+
 // fgd: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): place where the node's
 // expected fragmentation against the typical-task distribution grows least, in absolute GPU milli
 // (a node's growth is not scaled by its size: the paper and its simulator compare raw deltas).
@@ -306,24 +326,13 @@ class FgdScore final : public ScorePlugin {
     if (ctx.distribution == nullptr || ctx.distribution->classes.empty() || info.gpu_count == 0) {
       return 50 * kPublishedPoint;
     }
-    int32_t before[256];
-    int32_t after[256];
-    int ng = 0;
     GpuModelId model = req.model;
     if (model == kNoModel) model = s.cluster().gpus()[info.gpu_begin].model;
-    for (uint16_t k = 0; k < info.gpu_count && ng < 256; ++k) {
-      const uint32_t g = info.gpu_begin + k;
-      if (s.cluster().gpus()[g].model != model || !s.gpu_usable(g)) continue;
-      before[ng] = s.gpu_free_milli(g);
-      after[ng] = before[ng];
-      for (const GpuShare& sh : gpus) {
-        if (sh.slot == k) after[ng] -= sh.milli;
-      }
-      ++ng;
-    }
+    const NodeGpuFrees f(s, model, n, gpus);
     const int64_t cpu = s.free_cpu(n);
-    const double f0 = ContextFragmentation(ctx, model, cpu, before, ng);
-    const double f1 = ContextFragmentation(ctx, model, cpu - req.resources->cpu_milli, after, ng);
+    const double f0 = ContextFragmentation(ctx, model, cpu, f.before, f.count);
+    const double f1 =
+        ContextFragmentation(ctx, model, cpu - req.resources->cpu_milli, f.after, f.count);
     const double sigmoid = 1.0 / (1.0 + std::exp((f1 - f0) / 1000.0));
     const auto published = static_cast<int64_t>(sigmoid * 100.0);
     return std::clamp<int64_t>(published, 0, 100) * kPublishedPoint;
@@ -431,26 +440,6 @@ class FgdPlusScore final : public ScorePlugin {
   }
 
  private:
-  // The free milli of the node's usable GPUs of `model`, before and after the placement.
-  struct NodeGpuFrees {
-    NodeGpuFrees(const Snapshot& s, GpuModelId model, NodeId n, const std::vector<GpuShare>& gpus) {
-      const NodeInfo& info = s.cluster().node(n);
-      for (uint16_t k = 0; k < info.gpu_count && count < 256; ++k) {
-        const uint32_t g = info.gpu_begin + k;
-        if (s.cluster().gpus()[g].model != model || !s.gpu_usable(g)) continue;
-        before[count] = s.gpu_free_milli(g);
-        after[count] = before[count];
-        for (const GpuShare& sh : gpus) {
-          if (sh.slot == k) after[count] -= sh.milli;
-        }
-        ++count;
-      }
-    }
-    int32_t before[256];
-    int32_t after[256];
-    int count = 0;
-  };
-
   // S_n: idle GPU milli beyond what the free CPU and memory can feed at the demand ratios.
   static double Stranded(const TaskDistribution& d, int64_t idle, int64_t cpu, int64_t mem) {
     const auto g = static_cast<double>(idle);
