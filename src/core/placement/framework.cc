@@ -203,10 +203,11 @@ const TaskDistribution& FragmentationCache::ScarceMultiGpu(const Snapshot& s) {
   return scarce_;
 }
 
-int64_t ClassFragmentation(const TaskClass& m, GpuModelId model, int64_t free_cpu,
-                           const int32_t* gpu_free, int num_gpus) {
-  int64_t idle = 0;
-  for (int i = 0; i < num_gpus; ++i) idle += gpu_free[i];
+namespace {
+
+// F_n(m) given the node's idle GPU milli (the sum of gpu_free).
+int64_t ClassFragmentationOf(const TaskClass& m, GpuModelId model, int64_t free_cpu,
+                             const int32_t* gpu_free, int num_gpus, int64_t idle) {
   // F_n(m) = idle  when m cannot run on n at all; else the idle milli on GPUs too small for m.
   if (idle == 0 || m.gpus <= 0 || !m.AllowsModel(model) || m.cpu_milli > free_cpu) return idle;
   int fitting = 0;
@@ -221,11 +222,27 @@ int64_t ClassFragmentation(const TaskClass& m, GpuModelId model, int64_t free_cp
   return fitting >= m.gpus ? small : idle;
 }
 
+int64_t IdleOf(const int32_t* gpu_free, int num_gpus) {
+  int64_t idle = 0;
+  for (int i = 0; i < num_gpus; ++i) idle += gpu_free[i];
+  return idle;
+}
+
+}  // namespace
+
+int64_t ClassFragmentation(const TaskClass& m, GpuModelId model, int64_t free_cpu,
+                           const int32_t* gpu_free, int num_gpus) {
+  return ClassFragmentationOf(m, model, free_cpu, gpu_free, num_gpus, IdleOf(gpu_free, num_gpus));
+}
+
 double NodeFragmentation(const TaskDistribution& dist, GpuModelId model, int64_t free_cpu,
                          const int32_t* gpu_free, int num_gpus) {
+  const int64_t idle = IdleOf(gpu_free, num_gpus);
+  if (idle == 0) return 0;
   double f = 0;
   for (const TaskClass& m : dist.classes) {
-    f += m.weight * static_cast<double>(ClassFragmentation(m, model, free_cpu, gpu_free, num_gpus));
+    f += m.weight *
+         static_cast<double>(ClassFragmentationOf(m, model, free_cpu, gpu_free, num_gpus, idle));
   }
   return f;
 }
